@@ -1,0 +1,47 @@
+# Decides KILN_WITH_CUDA from KILN_CUDA (AUTO|ON|OFF) and sets up the CUDA language.
+#
+# CMAKE_CUDA_ARCHITECTURES: "native" when a GPU is visible at configure time; otherwise "80;90"
+# (Ampere and Hopper: the A100, H100 and H200 kiln is measured on). Override with
+# -DCMAKE_CUDA_ARCHITECTURES=... as for any CMake project.
+set(KILN_WITH_CUDA OFF)
+string(TOUPPER "${KILN_CUDA}" KILN_CUDA)
+if(NOT KILN_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "KILN_CUDA must be AUTO, ON or OFF, got '${KILN_CUDA}'")
+endif()
+
+if(NOT KILN_CUDA STREQUAL "OFF")
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(KILN_WITH_CUDA ON)
+  elseif(KILN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "KILN_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER)")
+  endif()
+endif()
+
+if(KILN_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    execute_process(COMMAND nvidia-smi -L OUTPUT_VARIABLE kiln_gpus ERROR_QUIET RESULT_VARIABLE kiln_smi)
+    if(kiln_smi EQUAL 0 AND kiln_gpus MATCHES "GPU")
+      set(CMAKE_CUDA_ARCHITECTURES native CACHE STRING "CUDA architectures")
+    else()
+      set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures")
+    endif()
+  endif()
+  enable_language(CUDA)
+  # CMake 3.25 does not know nvcc's C++20 flag (3.26 does); tell it.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit REQUIRED)
+  message(STATUS "kiln: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "kiln: CUDA backend OFF (CPU only)")
+endif()

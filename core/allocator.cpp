@@ -1,0 +1,68 @@
+#include "kiln/core/allocator.h"
+
+#include <cstdlib>
+
+#include "kiln/core/cuda.h"
+#include "kiln/core/error.h"
+
+namespace kiln {
+
+MemoryStats Allocator::stats() const {
+  return {current_.load(), peak_.load(), allocations_.load(), live_.load()};
+}
+
+void Allocator::reset_peak() { peak_.store(current_.load()); }
+
+void Allocator::record_allocate(size_t nbytes) {
+  int64_t now = current_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
+  int64_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  allocations_.fetch_add(1);
+  live_.fetch_add(1);
+}
+
+void Allocator::record_free(size_t nbytes) {
+  current_.fetch_sub(static_cast<int64_t>(nbytes));
+  live_.fetch_sub(1);
+}
+
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    if (nbytes == 0) return nullptr;
+    constexpr size_t kAlignment = 64;
+    size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* ptr = std::aligned_alloc(kAlignment, rounded);
+    KILN_CHECK(ptr != nullptr, OutOfMemoryError,
+               "cpu allocator: out of memory allocating {} bytes ({} bytes held by kiln)", nbytes,
+               stats().current_bytes);
+    record_allocate(nbytes);
+    return ptr;
+  }
+  void deallocate(void* ptr, size_t nbytes) override {
+    if (ptr == nullptr) return;
+    std::free(ptr);
+    record_free(nbytes);
+  }
+  Device device() const override { return Device::cpu(); }
+};
+
+}  // namespace
+
+Allocator& cpu_allocator() {
+  static CpuAllocator allocator;
+  return allocator;
+}
+
+Allocator& allocator_for(Device device) {
+  if (device.is_cpu()) return cpu_allocator();
+  return cuda::allocator(device.index);
+}
+
+MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
+void reset_peak_memory_stats(Device device) { allocator_for(device).reset_peak(); }
+
+}  // namespace kiln

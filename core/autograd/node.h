@@ -1,0 +1,85 @@
+// Node: one recorded op of the dynamic tape. Each node has one output (ops with several outputs,
+// such as split, record one node per output), and one edge per input pointing at the node that
+// produced that input (or at the leaf's AccumulateGrad), empty where the input needs no gradient.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> node;
+  bool valid() const { return node != nullptr; }
+};
+
+// A tensor kept for backward. It holds a detached alias (so a node never owns its own output,
+// which would be a reference cycle) and the storage version at save time, to catch in-place edits.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& tensor);
+  // Throws AutogradError if the tensor was modified in place since it was saved, or was released.
+  Tensor unpack(const Node& owner) const;
+  void reset() { tensor_ = Tensor(); released_ = true; }
+
+ private:
+  Tensor tensor_;
+  uint64_t saved_version_ = 0;
+  bool released_ = false;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // Given the gradient of the output, returns one gradient per input edge (undefined where an
+  // input needs none). Runs with grad mode off.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  // Frees saved tensors after a backward pass without retain_graph.
+  virtual void release_saved() {}
+  // AccumulateGrad outlives graphs; other nodes are spent after one backward pass.
+  virtual bool is_reusable() const { return false; }
+
+  std::vector<Edge> next_edges;
+  std::vector<GradHook> pre_hooks;  // hooks of the (non-leaf) tensor this node produced
+  bool released = false;
+};
+
+// The node a leaf's gradient flows into: it runs the leaf's hooks, adds into .grad, then runs the
+// post-accumulate hooks.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  bool is_reusable() const override { return true; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// The edge through which a gradient reaches `tensor`: its grad_fn, its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& tensor);
+
+// True when grad mode is on and any defined input requires grad.
+bool should_record(std::initializer_list<const Tensor*> inputs);
+
+// Connects `node` to the inputs' edges and makes it the grad_fn of `output`.
+void record(Tensor& output, std::shared_ptr<Node> node,
+            std::initializer_list<const Tensor*> inputs);
+void record(Tensor& output, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs);
+
+// Runs the backward pass from `roots` with the given gradients (see Tensor::backward).
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph);
+
+// Checks an in-place op on `self` against autograd's rules, before the data changes.
+void check_inplace(const char* op, const Tensor& self);
+
+}  // namespace kiln

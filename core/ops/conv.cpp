@@ -1,0 +1,172 @@
+// conv2d and its two gradient ops: argument checks, the output geometry, the im2col + GEMM kernels
+// in kernels/cpu/conv2d.cpp, and conv2d's backward written with the gradient ops.
+#include "kiln/core/ops/conv.h"
+
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/core/ops/reduce.h"
+#include "kiln/kernels/cpu/conv2d.h"
+
+namespace kiln {
+
+namespace {
+
+struct ConvParams {
+  Pair stride, padding, dilation;
+  int64_t groups;
+};
+
+cpu::Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shape& weight,
+                                  const ConvParams& p) {
+  KILN_CHECK(input.size() == 4, ShapeError, "{}: expected input of shape [N, C, H, W], got {}", op,
+             shape_str(input));
+  KILN_CHECK(weight.size() == 4, ShapeError,
+             "{}: expected weight of shape [O, C/groups, kH, kW], got {}", op, shape_str(weight));
+  check_shape(op, input);
+  check_shape(op, weight);
+  KILN_CHECK(p.stride[0] >= 1 && p.stride[1] >= 1, ValueError,
+             "{}: stride must be at least 1, got [{}, {}]", op, p.stride[0], p.stride[1]);
+  KILN_CHECK(p.dilation[0] >= 1 && p.dilation[1] >= 1, ValueError,
+             "{}: dilation must be at least 1, got [{}, {}]", op, p.dilation[0], p.dilation[1]);
+  KILN_CHECK(p.padding[0] >= 0 && p.padding[1] >= 0, ValueError,
+             "{}: padding must be non-negative, got [{}, {}]", op, p.padding[0], p.padding[1]);
+  KILN_CHECK(p.groups >= 1, ValueError, "{}: groups must be at least 1, got {}", op, p.groups);
+  KILN_CHECK(weight[1] * p.groups == input[1], ShapeError,
+             "{}: input {} has {} channels but weight {} with groups = {} expects {}", op,
+             shape_str(input), input[1], shape_str(weight), p.groups, weight[1] * p.groups);
+  KILN_CHECK(weight[0] % p.groups == 0, ShapeError,
+             "{}: weight {} has {} output channels, not divisible by groups = {}", op,
+             shape_str(weight), weight[0], p.groups);
+  const int64_t span_h = p.dilation[0] * (weight[2] - 1) + 1;
+  const int64_t span_w = p.dilation[1] * (weight[3] - 1) + 1;
+  const int64_t padded_h = input[2] + 2 * p.padding[0], padded_w = input[3] + 2 * p.padding[1];
+  KILN_CHECK(span_h <= padded_h && span_w <= padded_w, ShapeError,
+             "{}: kernel {}x{} (dilation [{}, {}]) spans {}x{}, larger than the padded input {}x{} "
+             "(input {}, padding [{}, {}])",
+             op, weight[2], weight[3], p.dilation[0], p.dilation[1], span_h, span_w, padded_h,
+             padded_w, shape_str(input), p.padding[0], p.padding[1]);
+  cpu::Conv2dGeometry g;
+  g.batch = input[0], g.in_channels = input[1], g.in_h = input[2], g.in_w = input[3];
+  g.out_channels = weight[0], g.kernel_h = weight[2], g.kernel_w = weight[3];
+  g.out_h = (padded_h - span_h) / p.stride[0] + 1;
+  g.out_w = (padded_w - span_w) / p.stride[1] + 1;
+  g.stride_h = p.stride[0], g.stride_w = p.stride[1];
+  g.pad_h = p.padding[0], g.pad_w = p.padding[1];
+  g.dilation_h = p.dilation[0], g.dilation_w = p.dilation[1];
+  g.groups = p.groups;
+  return g;
+}
+
+Shape output_shape(const cpu::Conv2dGeometry& g) {
+  return {g.batch, g.out_channels, g.out_h, g.out_w};
+}
+
+void check_pair(const char* op, const Tensor& a, const Tensor& b, const char* a_name,
+                const char* b_name) {
+  require_defined(op, a, a_name);
+  require_defined(op, b, b_name);
+  common_device(op, {&a, &b});
+  KILN_CHECK(a.dtype() == b.dtype(), DTypeError,
+             "{}: expected {} and {} of one dtype, got {} and {}; convert one with .to(dtype)", op,
+             a_name, b_name, describe(a), describe(b));
+  require_floating(op, a, a_name);
+}
+
+void check_grad_output(const char* op, const Tensor& grad_output, const cpu::Conv2dGeometry& g) {
+  KILN_CHECK(grad_output.shape() == output_shape(g), ShapeError,
+             "{}: expected grad_output of shape {} (conv2d's output), got {}", op,
+             shape_str(output_shape(g)), describe(grad_output));
+}
+
+void check_not_recording(const char* op, std::initializer_list<const Tensor*> inputs) {
+  KILN_CHECK(!should_record(inputs), NotImplementedError,
+             "{}: is not differentiable (conv2d has no double backward); call it under "
+             "NoGradGuard or detach() the inputs",
+             op);
+}
+
+// Kernels compute in f32 or f64 on contiguous buffers; 16-bit floats go through f32.
+DType compute_dtype(DType dtype) {
+  return dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
+Tensor kernel_operand(const Tensor& t) {
+  return t.defined() ? t.detach().to(compute_dtype(t.dtype())).contiguous() : Tensor();
+}
+
+struct Conv2dBackward : Node {
+  SavedTensor x, weight;
+  ConvParams params;
+  std::string name() const override { return "Conv2dBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const Tensor tx = x.unpack(*this), tw = weight.unpack(*this);
+    const ConvParams& p = params;
+    Tensor gx, gw, gb;
+    if (next_edges[0].valid())
+      gx = conv2d_backward_input(g, tw, tx.shape(), p.stride, p.padding, p.dilation, p.groups);
+    if (next_edges[1].valid())
+      gw = conv2d_backward_weight(g, tx, tw.shape(), p.stride, p.padding, p.dilation, p.groups);
+    if (next_edges[2].valid()) gb = sum(g, {0, 2, 3});
+    return {gx, gw, gb};
+  }
+  void release_saved() override { x.reset(), weight.reset(); }
+};
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
+              Pair dilation, int64_t groups) {
+  check_pair("conv2d", x, weight, "input", "weight");
+  const ConvParams params{stride, padding, dilation, groups};
+  const cpu::Conv2dGeometry g = conv_geometry("conv2d", x.shape(), weight.shape(), params);
+  if (bias.defined()) {
+    check_pair("conv2d", x, bias, "input", "bias");
+    KILN_CHECK(bias.dim() == 1 && bias.size(0) == g.out_channels, ShapeError,
+               "conv2d: expected bias of shape [{}] to match weight {}, got {}", g.out_channels,
+               describe(weight), describe(bias));
+  }
+  require_cpu_kernel("conv2d", x.device());
+  Tensor out = empty(output_shape(g), compute_dtype(x.dtype()), x.device());
+  cpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
+  out = out.to(x.dtype());
+  if (should_record({&x, &weight, &bias})) {
+    auto node = std::make_shared<Conv2dBackward>();
+    node->x = SavedTensor(x);
+    node->weight = SavedTensor(weight);
+    node->params = params;
+    record(out, node, {&x, &weight, &bias});
+  }
+  return out;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
+                             const Shape& input_shape, Pair stride, Pair padding, Pair dilation,
+                             int64_t groups) {
+  const char* op = "conv2d_backward_input";
+  check_pair(op, grad_output, weight, "grad_output", "weight");
+  const cpu::Conv2dGeometry g =
+      conv_geometry(op, input_shape, weight.shape(), {stride, padding, dilation, groups});
+  check_grad_output(op, grad_output, g);
+  check_not_recording(op, {&grad_output, &weight});
+  require_cpu_kernel(op, weight.device());
+  Tensor grad_x = empty(input_shape, compute_dtype(weight.dtype()), weight.device());
+  cpu::conv2d_backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
+  return grad_x.to(weight.dtype());
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
+                              const Shape& weight_shape, Pair stride, Pair padding, Pair dilation,
+                              int64_t groups) {
+  const char* op = "conv2d_backward_weight";
+  check_pair(op, grad_output, input, "grad_output", "input");
+  const cpu::Conv2dGeometry g =
+      conv_geometry(op, input.shape(), weight_shape, {stride, padding, dilation, groups});
+  check_grad_output(op, grad_output, g);
+  check_not_recording(op, {&grad_output, &input});
+  require_cpu_kernel(op, input.device());
+  Tensor grad_weight = empty(weight_shape, compute_dtype(input.dtype()), input.device());
+  cpu::conv2d_backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
+  return grad_weight.to(input.dtype());
+}
+
+}  // namespace kiln

@@ -1,0 +1,20 @@
+// The two gradients of conv2d as ops of their own: conv2d's backward is written with them, and a
+// device backend implements them next to conv2d. Neither is differentiable (no double backward).
+#pragma once
+
+#include "kiln/core/ops/nn.h"
+
+namespace kiln {
+
+// The gradient of conv2d with respect to its input [N, C, H, W] = input_shape, from
+// grad_output [N, O, OH, OW] and weight [O, C/groups, kH, kW].
+Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
+                             const Shape& input_shape, Pair stride = {1, 1}, Pair padding = {0, 0},
+                             Pair dilation = {1, 1}, int64_t groups = 1);
+// The gradient of conv2d with respect to its weight [O, C/groups, kH, kW] = weight_shape, from
+// grad_output [N, O, OH, OW] and conv2d's input [N, C, H, W].
+Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
+                              const Shape& weight_shape, Pair stride = {1, 1},
+                              Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+
+}  // namespace kiln

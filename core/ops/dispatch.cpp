@@ -1,0 +1,46 @@
+#include "kiln/core/ops/dispatch.h"
+
+namespace kiln {
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return fmt::format("{} {} {}", shape_str(t.shape()), dtype_name(t.dtype()), t.device().str());
+}
+
+Device common_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (!t || !t->defined()) continue;
+    if (!first) {
+      first = t;
+      continue;
+    }
+    KILN_CHECK(t->device() == first->device(), DeviceError,
+               "{}: expected all tensors on one device, got {} and {}; move one with .to(device)",
+               op, describe(*first), describe(*t));
+  }
+  return first ? first->device() : Device::cpu();
+}
+
+void require_cpu_kernel(const char* op, Device device) {
+  KILN_CHECK(device.is_cpu(), NotImplementedError,
+             "{}: no kernel for {} tensors yet (CUDA kernels arrive with the CUDA backend); move "
+             "the inputs to cpu",
+             op, device.str());
+}
+
+void require_floating(const char* op, const Tensor& t, const char* argument) {
+  KILN_CHECK(is_floating(t.dtype()), DTypeError, "{}: expected a floating-point {}, got {}", op,
+             argument, describe(t));
+}
+
+void require_index_dtype(const char* op, const Tensor& t, const char* argument) {
+  KILN_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32, DTypeError,
+             "{}: expected {} of dtype i64 or i32, got {}", op, argument, describe(t));
+}
+
+void require_defined(const char* op, const Tensor& t, const char* argument) {
+  KILN_CHECK(t.defined(), ValueError, "{}: {} is an undefined tensor", op, argument);
+}
+
+}  // namespace kiln

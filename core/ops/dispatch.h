@@ -1,0 +1,25 @@
+// Helpers every op entry point uses before it reaches a kernel: device agreement, the device
+// switch, dtype checks. Kept in one place so every op words its errors alike.
+#pragma once
+
+#include <initializer_list>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+// Throws DeviceError naming `op` unless every defined tensor is on one device; returns it.
+Device common_device(const char* op, std::initializer_list<const Tensor*> tensors);
+// Throws NotImplementedError for devices the op has no kernel for yet (CUDA, until its issue).
+void require_cpu_kernel(const char* op, Device device);
+// Throws DTypeError unless the tensor is floating point.
+void require_floating(const char* op, const Tensor& t, const char* argument = "input");
+// Throws DTypeError unless the tensor holds integer class indices (i32 or i64).
+void require_index_dtype(const char* op, const Tensor& t, const char* argument = "index");
+// Throws ValueError naming op and argument for an undefined tensor.
+void require_defined(const char* op, const Tensor& t, const char* argument = "input");
+
+// "[2, 3] f32 cpu": how errors describe a tensor.
+std::string describe(const Tensor& t);
+
+}  // namespace kiln

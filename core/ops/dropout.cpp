@@ -1,0 +1,48 @@
+// dropout: the keep mask comes from the Philox stream through uniform(), so a seed gives the same
+// mask on every device; the backward multiplies by the same scaled mask.
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/factories.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/core/ops/elementwise.h"
+#include "kiln/core/ops/nn.h"
+
+namespace kiln {
+
+namespace {
+
+struct DropoutBackward : Node {
+  SavedTensor mask;  // 0 or 1 / (1 - p), in x's dtype
+  std::string name() const override { return "DropoutBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override { return {mul(g, mask.unpack(*this))}; }
+  void release_saved() override { mask.reset(); }
+};
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
+  const char* op = "dropout";
+  require_defined(op, x);
+  KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability p must be in [0, 1], got {}",
+             p);
+  if (!training) return x;
+  require_floating(op, x);
+  Tensor mask;
+  if (p == 1.0) {
+    // Every element dropped: the scale 1 / (1 - p) would be infinite, and no draw is needed.
+    mask = zeros(x.shape(), x.dtype(), x.device());
+  } else {
+    // f64 holds philox_uniform's float exactly, so `u >= p` compares the same numbers as the
+    // rule "element i is kept iff philox_uniform(seed, offset, i) >= p".
+    Tensor u = uniform(x.shape(), 0.0, 1.0, DType::f64, x.device(), generator);
+    mask = mul(ge(u, p).to(x.dtype()), 1.0 / (1.0 - p));
+  }
+  Tensor out = mul(x.detach(), mask);
+  if (should_record({&x})) {
+    auto node = std::make_shared<DropoutBackward>();
+    node->mask = SavedTensor(mask);
+    record(out, node, {&x});
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,194 @@
+// Losses: nll_loss with its own forward and backward kernels, cross_entropy composed from
+// log_softmax and nll_loss (so its gradient comes from theirs), and mse_loss from elementwise ops.
+#include "kiln/kernels/cpu/loss.h"
+
+#include <memory>
+
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/factories.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/core/ops/elementwise.h"
+#include "kiln/core/ops/nn.h"
+#include "kiln/core/ops/reduce.h"
+
+namespace kiln {
+
+namespace {
+
+// nll_loss's arguments once checked, laid out as the kernels want them.
+struct NllArgs {
+  Tensor target;        // i64, contiguous [N, S]
+  Tensor weight;        // contiguous [C] in the input's dtype, or undefined
+  Shape input_3d;       // [N, C, S]
+  Shape loss_shape;     // the target's shape: the loss's shape under Reduction::none
+  double total_weight;  // sum of w[target] over the targets not ignored: the mean's denominator
+};
+
+// `input` is log_probs for nll_loss and logits for cross_entropy: both [C], [N, C] or [N, C, d...].
+NllArgs check_nll_args(const char* op, const Tensor& input, const Tensor& target,
+                       const Tensor& weight, int64_t ignore_index) {
+  require_defined(op, input);
+  require_defined(op, target, "target");
+  require_floating(op, input);
+  require_index_dtype(op, target, "target");
+  require_cpu_kernel(op, common_device(op, {&input, &target, &weight}));
+  KILN_CHECK(input.dim() >= 1, ShapeError,
+             "{}: expected an input of shape [C], [N, C] or [N, C, d...], got {}", op,
+             describe(input));
+  const bool unbatched = input.dim() == 1;
+  const int64_t class_dim = unbatched ? 0 : 1;
+  Shape expected = input.shape();
+  expected.erase(expected.begin() + class_dim);
+  KILN_CHECK(target.shape() == expected, ShapeError,
+             "{}: input {} needs a target of shape {} (the input's shape without the class dim), "
+             "got target {}",
+             op, shape_str(input.shape()), shape_str(expected), shape_str(target.shape()));
+
+  NllArgs a;
+  const int64_t classes = input.shape()[class_dim];
+  if (weight.defined()) {
+    require_floating(op, weight, "weight");
+    KILN_CHECK(weight.shape() == Shape{classes}, ShapeError,
+               "{}: expected a weight of shape [{}] (one per class of input {}), got {}", op,
+               classes, shape_str(input.shape()), describe(weight));
+    a.weight = weight.detach().to(input.dtype()).contiguous();
+  }
+  const int64_t batch = unbatched ? 1 : input.shape()[0];
+  int64_t inner = 1;
+  for (int64_t d = 2; d < input.dim(); ++d) inner *= input.shape()[d];
+  a.input_3d = {batch, classes, inner};
+  a.loss_shape = expected;
+  a.target = target.detach().to(DType::i64).contiguous().reshape({batch, inner});
+
+  cpu::NllTargetScan scan = cpu::scan_nll_targets(a.target, a.weight, classes, ignore_index);
+  if (scan.bad_position >= 0) {
+    const int64_t bad = a.target.data<int64_t>()[scan.bad_position];
+    throw IndexError(fmt::format(
+        "{}: target {} (at flat position {}) is out of range for {} classes; expected 0 to {} or "
+        "ignore_index {}",
+        op, bad, scan.bad_position, classes, classes - 1, ignore_index));
+  }
+  a.total_weight = scan.total_weight;
+  return a;
+}
+
+// d loss / d log_probs is -w[t] / denominator at each target entry and 0 elsewhere: constant in
+// log_probs, so the node keeps only the targets and weights.
+struct NllLossBackward : Node {
+  SavedTensor target, weight;
+  Shape input_shape, input_3d;
+  DType dtype = DType::f32;
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+  double total_weight = 0.0;
+  std::string name() const override { return "NllLossBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const Shape per_target_shape{input_3d[0], input_3d[2]};
+    Tensor per_target = g.to(dtype);
+    if (reduction == Reduction::mean) per_target = div(per_target, total_weight);
+    if (reduction == Reduction::none) {
+      per_target = per_target.reshape(per_target_shape).contiguous();
+    } else {
+      per_target = per_target.reshape({1, 1}).expand(per_target_shape).contiguous();
+    }
+    Tensor grad_input = zeros(input_3d, dtype, g.device());
+    cpu::nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
+                           grad_input);
+    return {grad_input.reshape(input_shape)};
+  }
+  void release_saved() override { target.reset(), weight.reset(); }
+};
+
+Tensor nll_loss_checked(const Tensor& log_probs, const NllArgs& a, int64_t ignore_index,
+                        Reduction reduction) {
+  Tensor lp = log_probs.detach().contiguous().reshape(a.input_3d);
+  Tensor out;
+  if (reduction == Reduction::none) {
+    out = empty(a.loss_shape, log_probs.dtype(), log_probs.device());
+    cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index,
+                          out.reshape({a.input_3d[0], a.input_3d[2]}));
+  } else {
+    double total = cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor());
+    // As PyTorch: a mean over no (or zero-weight) targets is 0 / 0 = nan.
+    double value = reduction == Reduction::mean ? total / a.total_weight : total;
+    out = scalar_tensor(value, log_probs.dtype(), log_probs.device());
+  }
+  if (should_record({&log_probs})) {
+    auto node = std::make_shared<NllLossBackward>();
+    node->target = SavedTensor(a.target);
+    if (a.weight.defined()) node->weight = SavedTensor(a.weight);
+    node->input_shape = log_probs.shape();
+    node->input_3d = a.input_3d;
+    node->dtype = log_probs.dtype();
+    node->ignore_index = ignore_index;
+    node->reduction = reduction;
+    node->total_weight = a.total_weight;
+    record(out, node, {&log_probs});
+  }
+  return out;
+}
+
+void check_reduction(const char* op, Reduction reduction) {
+  KILN_CHECK(
+      reduction == Reduction::none || reduction == Reduction::mean || reduction == Reduction::sum,
+      ValueError, "{}: unknown reduction {}; expected none, mean or sum", op,
+      static_cast<int>(reduction));
+}
+
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
+                int64_t ignore_index, Reduction reduction) {
+  check_reduction("nll_loss", reduction);
+  NllArgs a = check_nll_args("nll_loss", log_probs, target, weight, ignore_index);
+  return nll_loss_checked(log_probs, a, ignore_index, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                     int64_t ignore_index, Reduction reduction, double label_smoothing) {
+  const char* op = "cross_entropy";
+  check_reduction(op, reduction);
+  KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
+             "{}: label_smoothing must be in [0, 1], got {}", op, label_smoothing);
+  NllArgs a = check_nll_args(op, logits, target, weight, ignore_index);
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  Tensor log_probs = log_softmax(logits, class_dim);
+  Tensor nll = nll_loss_checked(log_probs, a, ignore_index, reduction);
+  if (label_smoothing == 0.0) return nll;
+
+  // The smoothed target puts eps / C on every class: its loss is -sum_c w_c log p_c / C per
+  // sample, with ignored samples left out and the same denominator as the nll term under mean.
+  Tensor weighted = log_probs;
+  if (a.weight.defined()) {
+    Shape weight_shape(logits.dim(), 1);
+    weight_shape[class_dim] = a.input_3d[1];
+    weighted = mul(log_probs, a.weight.view(weight_shape));
+  }
+  Tensor smooth = neg(sum(weighted, {class_dim}));
+  smooth = masked_fill(smooth,
+                       eq(a.target.reshape(a.loss_shape), static_cast<double>(ignore_index)), 0.0);
+  if (reduction == Reduction::sum) smooth = sum(smooth);
+  if (reduction == Reduction::mean) smooth = div(sum(smooth), a.total_weight);
+  const double classes = static_cast<double>(a.input_3d[1]);
+  return add(mul(nll, 1.0 - label_smoothing), mul(smooth, label_smoothing / classes));
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const char* op = "mse_loss";
+  check_reduction(op, reduction);
+  require_defined(op, input);
+  require_defined(op, target, "target");
+  require_floating(op, input);
+  require_floating(op, target, "target");
+  // PyTorch only warns here, but a silently broadcast target is almost always a bug ([N] vs [N,
+  // 1]).
+  KILN_CHECK(input.shape() == target.shape(), ShapeError,
+             "{}: input {} and target {} must have the same shape (mse_loss does not broadcast)",
+             op, describe(input), describe(target));
+  Tensor squared = square(sub(input, target));
+  if (reduction == Reduction::sum) return sum(squared);
+  if (reduction == Reduction::mean) return mean(squared);
+  return squared;
+}
+
+}  // namespace kiln

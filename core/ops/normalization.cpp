@@ -1,0 +1,228 @@
+// batch_norm and layer_norm: checks, the statistics and normalising kernels, and each op's
+// backward in closed form (PyTorch's formulas) written with kiln ops next to its forward.
+#include "kiln/kernels/cpu/normalization.h"
+
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/factories.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/core/ops/elementwise.h"
+#include "kiln/core/ops/nn.h"
+#include "kiln/core/ops/reduce.h"
+
+namespace kiln {
+
+namespace {
+
+// The kernels compute in f32 or f64; the 16-bit floats go through f32.
+DType compute_dtype(DType dtype) {
+  return dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
+Tensor kernel_operand(const Tensor& t, DType compute) {
+  return t.defined() ? t.detach().to(compute).contiguous() : Tensor();
+}
+
+void check_affine(const char* op, const Tensor& t, const Shape& expected, const char* argument) {
+  if (!t.defined()) return;
+  require_floating(op, t, argument);
+  KILN_CHECK(t.shape() == expected, ShapeError, "{}: expected {} of shape {}, got {}", op, argument,
+             shape_str(expected), describe(t));
+}
+
+// Gradients shared by both normalisations: x_hat = (x - mean) * invstd, and the gradient of the
+// affine part that follows it.
+struct NormBackward : Node {
+  SavedTensor input, weight, mean, invstd;
+  DType weight_dtype = DType::f32, bias_dtype = DType::f32;
+  void release_saved() override { input.reset(), weight.reset(), mean.reset(), invstd.reset(); }
+  bool wants(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
+};
+
+struct BatchNormBackward : NormBackward {
+  bool training = true;
+  std::string name() const override { return "BatchNormBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor x = input.unpack(*this), w = weight.unpack(*this);
+    Tensor mu = mean.unpack(*this), rstd = invstd.unpack(*this);
+    const int64_t channels = x.size(1);
+    Shape per_channel(x.dim(), 1);
+    per_channel[1] = channels;
+    Dims all_but_channel;
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (d != 1) all_but_channel.push_back(d);
+    const double count = channels > 0 ? static_cast<double>(x.numel() / channels) : 0.0;
+
+    bool need_x_hat = wants(1) || (wants(0) && training);
+    Tensor x_hat =
+        need_x_hat ? mul(sub(x, mu.view(per_channel)), rstd.view(per_channel)) : Tensor();
+    Tensor sum_g = (wants(2) || (wants(0) && training)) ? sum(g, all_but_channel) : Tensor();
+    Tensor sum_g_x_hat = need_x_hat ? sum(mul(g, x_hat), all_but_channel) : Tensor();
+
+    Tensor grad_x;
+    if (wants(0)) {
+      Tensor scale = w.defined() ? mul(rstd, w) : rstd;
+      if (training) {
+        // dx = (w * invstd / M) * (M * g - sum(g) - x_hat * sum(g * x_hat)): the batch mean and
+        // variance depend on every x, so each gradient loses its projection on 1 and on x_hat.
+        Tensor centred = sub(sub(mul(g, count), sum_g.view(per_channel)),
+                             mul(x_hat, sum_g_x_hat.view(per_channel)));
+        grad_x = mul(centred, div(scale, count).view(per_channel));
+      } else {
+        grad_x = mul(g, scale.view(per_channel));
+      }
+      grad_x = grad_x.to(x.dtype());
+    }
+    return {grad_x, wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
+            wants(2) ? sum_g.to(bias_dtype) : Tensor()};
+  }
+};
+
+struct LayerNormBackward : NormBackward {
+  int64_t normalized_dims = 1;
+  std::string name() const override { return "LayerNormBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor x = input.unpack(*this), w = weight.unpack(*this);
+    const int64_t lead = x.dim() - normalized_dims;
+    Shape stat_shape(x.shape().begin(), x.shape().begin() + lead);
+    Shape normalized_shape(x.shape().begin() + lead, x.shape().end());
+    stat_shape.resize(x.dim(), 1);
+    Dims normalized;
+    for (int64_t d = lead; d < x.dim(); ++d) normalized.push_back(d);
+    const double count = static_cast<double>(shape_numel(normalized_shape));
+
+    Tensor rstd = invstd.unpack(*this).view(stat_shape);
+    Tensor x_hat = mul(sub(x, mean.unpack(*this).view(stat_shape)), rstd);
+    Tensor grad_x;
+    if (wants(0)) {
+      // PyTorch's formula with g * w in place of g: each row's mean and variance depend on the
+      // whole row, so its gradient loses its projection on 1 and on x_hat.
+      Tensor gw = w.defined() ? mul(g, w) : g;
+      Tensor centred = sub(sub(mul(gw, count), sum(gw, normalized, true)),
+                           mul(x_hat, sum(mul(gw, x_hat), normalized, true)));
+      grad_x = mul(centred, div(rstd, count)).to(x.dtype());
+    }
+    Tensor grad_w = wants(1) ? sum_to(mul(g, x_hat), normalized_shape).to(weight_dtype) : Tensor();
+    Tensor grad_b = wants(2) ? sum_to(g, normalized_shape).to(bias_dtype) : Tensor();
+    return {grad_x, grad_w, grad_b};
+  }
+};
+
+void remember_affine(NormBackward& node, const Tensor& weight, const Tensor& bias) {
+  node.weight = SavedTensor(weight);
+  if (weight.defined()) node.weight_dtype = weight.dtype();
+  if (bias.defined()) node.bias_dtype = bias.dtype();
+}
+
+// running = (1 - momentum) * running + momentum * batch, outside autograd.
+void update_running(Tensor running, const Tensor& batch, double momentum) {
+  NoGradGuard no_grad;
+  running.mul_(1.0 - momentum);
+  running.add_(batch.to(running.dtype()), momentum);
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  const char* op = "batch_norm";
+  require_defined(op, x);
+  require_floating(op, x);
+  KILN_CHECK(x.dim() >= 2, ShapeError, "{}: expected an input of shape [N, C, ...], got {}", op,
+             describe(x));
+  const int64_t channels = x.size(1);
+  check_affine(op, weight, {channels}, "weight");
+  check_affine(op, bias, {channels}, "bias");
+  check_affine(op, running_mean, {channels}, "running_mean");
+  check_affine(op, running_var, {channels}, "running_var");
+  KILN_CHECK(running_mean.defined() == running_var.defined(), ValueError,
+             "{}: running_mean and running_var must be given together, got {} and {}", op,
+             describe(running_mean), describe(running_var));
+  KILN_CHECK(training || running_mean.defined(), ValueError,
+             "{}: inference (training = false) needs running_mean and running_var", op);
+  KILN_CHECK(eps >= 0.0, ValueError, "{}: eps must be non-negative, got {}", op, eps);
+  Device device = common_device(op, {&x, &running_mean, &running_var, &weight, &bias});
+  require_cpu_kernel(op, device);
+
+  const int64_t count = channels > 0 ? x.numel() / channels : 0;  // values per channel
+  KILN_CHECK(!training || count != 1, ValueError,
+             "{}: expected more than 1 value per channel when training, got input {}", op,
+             describe(x));
+  const DType compute = compute_dtype(x.dtype());
+  const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
+  Tensor cx = kernel_operand(x, compute).view({x.size(0), channels, spatial});
+  Tensor mean, invstd;
+  if (training) {
+    mean = empty({channels}, compute, device);
+    Tensor var = empty({channels}, compute, device);
+    cpu::batch_norm_stats(cx, mean, var);
+    NoGradGuard no_grad;
+    invstd = rsqrt(add(var, eps));
+    // An empty batch carries no statistics, so the running ones stay as they were.
+    if (running_mean.defined() && count > 0) {
+      update_running(running_mean, mean, momentum);
+      update_running(running_var, mul(var, static_cast<double>(count) / (count - 1)), momentum);
+    }
+  } else {
+    NoGradGuard no_grad;
+    mean = kernel_operand(running_mean, compute);
+    invstd = rsqrt(add(kernel_operand(running_var, compute), eps));
+  }
+  Tensor out = empty(cx.shape(), compute, device);
+  cpu::batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
+                        kernel_operand(bias, compute), out);
+  Tensor result = out.view(x.shape()).to(x.dtype());
+  if (should_record({&x, &weight, &bias})) {
+    auto node = std::make_shared<BatchNormBackward>();
+    node->input = SavedTensor(x);
+    node->mean = SavedTensor(mean);
+    node->invstd = SavedTensor(invstd);
+    node->training = training;
+    remember_affine(*node, weight, bias);
+    record(result, node, {&x, &weight, &bias});
+  }
+  return result;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  require_defined(op, x);
+  require_floating(op, x);
+  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
+  KILN_CHECK(nd >= 1, ValueError, "{}: normalized_shape must have at least one dim, got []", op);
+  const int64_t lead = x.dim() - nd;
+  KILN_CHECK(lead >= 0 && Shape(x.shape().begin() + lead, x.shape().end()) == normalized_shape,
+             ShapeError,
+             "{}: expected an input whose trailing dims are normalized_shape {}, got {}", op,
+             shape_str(normalized_shape), describe(x));
+  check_affine(op, weight, normalized_shape, "weight");
+  check_affine(op, bias, normalized_shape, "bias");
+  KILN_CHECK(eps >= 0.0, ValueError, "{}: eps must be non-negative, got {}", op, eps);
+  Device device = common_device(op, {&x, &weight, &bias});
+  require_cpu_kernel(op, device);
+
+  const int64_t k = shape_numel(normalized_shape);
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().begin() + lead));
+  const DType compute = compute_dtype(x.dtype());
+  Tensor cx = kernel_operand(x, compute).view({rows, k});
+  Tensor out = empty({rows, k}, compute, device);
+  Tensor mean = empty({rows}, compute, device);
+  Tensor invstd = empty({rows}, compute, device);
+  cpu::layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out,
+                  mean, invstd);
+  Tensor result = out.view(x.shape()).to(x.dtype());
+  if (should_record({&x, &weight, &bias})) {
+    auto node = std::make_shared<LayerNormBackward>();
+    node->input = SavedTensor(x);
+    node->mean = SavedTensor(mean);
+    node->invstd = SavedTensor(invstd);
+    node->normalized_dims = nd;
+    remember_affine(*node, weight, bias);
+    record(result, node, {&x, &weight, &bias});
+  }
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,279 @@
+// Pooling entry points: PyTorch's window and output-size rules, the kernel call on a contiguous
+// [N, C, H, W] copy, and each op's backward node next to its forward. 3-D [C, H, W] inputs are
+// pooled as a batch of one.
+#include "kiln/core/ops/pooling.h"
+
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/factories.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/kernels/cpu/pooling.h"
+
+namespace kiln {
+
+namespace {
+
+void check_pool_input(const char* op, const Tensor& x, const char* argument = "input") {
+  require_defined(op, x, argument);
+  KILN_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
+             "{}: expected a 3-D [C, H, W] or 4-D [N, C, H, W] {}, got {}", op, argument,
+             describe(x));
+  require_floating(op, x, argument);
+  // Only the batch may be empty: an empty plane has no window to pool.
+  for (int64_t d = x.dim() - 3; d < x.dim(); ++d)
+    KILN_CHECK(x.size(d) > 0, ShapeError, "{}: expected non-zero C, H and W in the {}, got {}", op,
+               argument, describe(x));
+}
+
+void check_input_shape(const char* op, const Shape& input_shape) {
+  KILN_CHECK(input_shape.size() == 3 || input_shape.size() == 4, ShapeError,
+             "{}: expected a 3-D or 4-D input_shape, got {}", op, shape_str(input_shape));
+  check_shape(op, input_shape);
+}
+
+// The kernels compute in f32 or f64; the 16-bit floats go through f32.
+DType compute_dtype(DType dtype) {
+  return dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
+Tensor batched(const Tensor& t) {
+  return t.dim() == 3 ? t.unsqueeze(0) : t;
+}
+Shape batched(const Shape& s) {
+  if (s.size() == 4) return s;
+  Shape out = {1};
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+// t in the compute dtype, contiguous, 4-D.
+Tensor kernel_operand(const Tensor& t) {
+  return batched(t.detach().to(compute_dtype(t.dtype())).contiguous());
+}
+
+Shape with_plane(const Shape& shape, int64_t h, int64_t w) {
+  Shape out = shape;
+  out[out.size() - 2] = h;
+  out[out.size() - 1] = w;
+  return out;
+}
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+// PyTorch's pooling_output_shape.
+int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                    bool ceil_mode) {
+  int64_t out =
+      floor_div(in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) +
+      1;
+  // ceil_mode may add a window that would start past the input and its left padding, which
+  // would pool nothing but padding; it is dropped.
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+cpu::Pool2dGeometry pool_geometry(const char* op, const Shape& input_shape, Pair kernel,
+                                  Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
+  KILN_CHECK(kernel[0] > 0 && kernel[1] > 0, ValueError,
+             "{}: kernel_size must be positive, got ({}, {})", op, kernel[0], kernel[1]);
+  if (stride[0] == 0 && stride[1] == 0) stride = kernel;
+  KILN_CHECK(stride[0] > 0 && stride[1] > 0, ValueError,
+             "{}: stride must be positive (or (0, 0) for stride = kernel_size), got ({}, {})", op,
+             stride[0], stride[1]);
+  KILN_CHECK(dilation[0] > 0 && dilation[1] > 0, ValueError,
+             "{}: dilation must be positive, got ({}, {})", op, dilation[0], dilation[1]);
+  KILN_CHECK(padding[0] >= 0 && padding[1] >= 0, ValueError,
+             "{}: padding must be non-negative, got ({}, {})", op, padding[0], padding[1]);
+  KILN_CHECK(padding[0] <= kernel[0] / 2 && padding[1] <= kernel[1] / 2, ValueError,
+             "{}: padding should be at most half of kernel_size, got padding ({}, {}) for "
+             "kernel_size ({}, {})",
+             op, padding[0], padding[1], kernel[0], kernel[1]);
+  cpu::Pool2dGeometry g;
+  g.in_h = input_shape[input_shape.size() - 2];
+  g.in_w = input_shape[input_shape.size() - 1];
+  g.kernel_h = kernel[0], g.kernel_w = kernel[1];
+  g.stride_h = stride[0], g.stride_w = stride[1];
+  g.pad_h = padding[0], g.pad_w = padding[1];
+  g.dilation_h = dilation[0], g.dilation_w = dilation[1];
+  g.out_h = pooled_size(g.in_h, g.kernel_h, g.pad_h, g.stride_h, g.dilation_h, ceil_mode);
+  g.out_w = pooled_size(g.in_w, g.kernel_w, g.pad_w, g.stride_w, g.dilation_w, ceil_mode);
+  KILN_CHECK(
+      g.out_h >= 1 && g.out_w >= 1, ShapeError,
+      "{}: input plane {}x{} is too small for kernel_size ({}, {}) with padding ({}, {}) and "
+      "dilation ({}, {}): the output would be {}x{}",
+      op, g.in_h, g.in_w, kernel[0], kernel[1], padding[0], padding[1], dilation[0], dilation[1],
+      g.out_h, g.out_w);
+  return g;
+}
+
+// grad_output must have the shape the forward produced from input_shape.
+void check_grad_output(const char* op, const Tensor& grad_output, const Shape& input_shape,
+                       int64_t out_h, int64_t out_w) {
+  Shape expected = with_plane(input_shape, out_h, out_w);
+  KILN_CHECK(grad_output.shape() == expected, ShapeError,
+             "{}: expected grad_output of shape {} for input_shape {}, got {}", op,
+             shape_str(expected), shape_str(input_shape), describe(grad_output));
+}
+
+struct MaxPool2dBackward : Node {
+  SavedTensor indices;
+  Shape input_shape;
+  std::string name() const override { return "MaxPool2dBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {max_pool2d_backward(g, indices.unpack(*this), input_shape)};
+  }
+  void release_saved() override { indices.reset(); }
+};
+
+struct AvgPool2dBackward : Node {
+  Shape input_shape;
+  Pair kernel_size, stride, padding;
+  bool ceil_mode = false, count_include_pad = true;
+  std::string name() const override { return "AvgPool2dBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {avg_pool2d_backward(g, input_shape, kernel_size, stride, padding, ceil_mode,
+                                count_include_pad)};
+  }
+};
+
+struct AdaptiveAvgPool2dBackward : Node {
+  Shape input_shape;
+  std::string name() const override { return "AdaptiveAvgPool2dBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {adaptive_avg_pool2d_backward(g, input_shape)};
+  }
+};
+
+}  // namespace
+
+MaxPool2dResult max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair stride,
+                                        Pair padding, Pair dilation, bool ceil_mode) {
+  const char* op = "max_pool2d";
+  check_pool_input(op, x);
+  require_cpu_kernel(op, x.device());
+  cpu::Pool2dGeometry g =
+      pool_geometry(op, x.shape(), kernel_size, stride, padding, dilation, ceil_mode);
+  Tensor cx = kernel_operand(x);
+  Shape out_shape = with_plane(cx.shape(), g.out_h, g.out_w);
+  Tensor values = empty(out_shape, cx.dtype(), x.device());
+  Tensor indices = empty(out_shape, DType::i64, x.device());
+  cpu::max_pool2d(cx, values, indices, g);
+  Shape result_shape = with_plane(x.shape(), g.out_h, g.out_w);
+  MaxPool2dResult result{values.view(result_shape).to(x.dtype()), indices.view(result_shape)};
+  if (should_record({&x})) {
+    auto node = std::make_shared<MaxPool2dBackward>();
+    node->indices = SavedTensor(result.indices);
+    node->input_shape = x.shape();
+    record(result.values, node, {&x});
+  }
+  return result;
+}
+
+Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, Pair dilation,
+                  bool ceil_mode) {
+  return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).values;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
+                           const Shape& input_shape) {
+  const char* op = "max_pool2d_backward";
+  require_defined(op, grad_output, "grad_output");
+  require_defined(op, indices, "indices");
+  require_floating(op, grad_output, "grad_output");
+  KILN_CHECK(indices.dtype() == DType::i64, DTypeError, "{}: expected i64 indices, got {}", op,
+             describe(indices));
+  check_input_shape(op, input_shape);
+  common_device(op, {&grad_output, &indices});
+  require_cpu_kernel(op, grad_output.device());
+  KILN_CHECK(grad_output.dim() == static_cast<int64_t>(input_shape.size()), ShapeError,
+             "{}: expected grad_output with as many dims as input_shape {}, got {}", op,
+             shape_str(input_shape), describe(grad_output));
+  check_grad_output(op, grad_output, input_shape, grad_output.size(-2), grad_output.size(-1));
+  KILN_CHECK(indices.shape() == grad_output.shape(), ShapeError,
+             "{}: expected indices of grad_output's shape {}, got {}", op,
+             shape_str(grad_output.shape()), describe(indices));
+  Tensor g = kernel_operand(grad_output);
+  Tensor grad_input = zeros(batched(input_shape), g.dtype(), grad_output.device());
+  cpu::max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
+  return grad_input.view(input_shape).to(grad_output.dtype());
+}
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode,
+                  bool count_include_pad) {
+  const char* op = "avg_pool2d";
+  check_pool_input(op, x);
+  require_cpu_kernel(op, x.device());
+  cpu::Pool2dGeometry g =
+      pool_geometry(op, x.shape(), kernel_size, stride, padding, {1, 1}, ceil_mode);
+  Tensor cx = kernel_operand(x);
+  Tensor out = empty(with_plane(cx.shape(), g.out_h, g.out_w), cx.dtype(), x.device());
+  cpu::avg_pool2d(cx, out, g, count_include_pad);
+  Tensor result = out.view(with_plane(x.shape(), g.out_h, g.out_w)).to(x.dtype());
+  if (should_record({&x})) {
+    auto node = std::make_shared<AvgPool2dBackward>();
+    node->input_shape = x.shape();
+    node->kernel_size = kernel_size;
+    node->stride = stride;
+    node->padding = padding;
+    node->ceil_mode = ceil_mode;
+    node->count_include_pad = count_include_pad;
+    record(result, node, {&x});
+  }
+  return result;
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape, Pair kernel_size,
+                           Pair stride, Pair padding, bool ceil_mode, bool count_include_pad) {
+  const char* op = "avg_pool2d_backward";
+  require_defined(op, grad_output, "grad_output");
+  require_floating(op, grad_output, "grad_output");
+  check_input_shape(op, input_shape);
+  require_cpu_kernel(op, grad_output.device());
+  cpu::Pool2dGeometry g =
+      pool_geometry(op, input_shape, kernel_size, stride, padding, {1, 1}, ceil_mode);
+  check_grad_output(op, grad_output, input_shape, g.out_h, g.out_w);
+  Tensor go = kernel_operand(grad_output);
+  Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
+  cpu::avg_pool2d_backward(go, grad_input, g, count_include_pad);
+  return grad_input.view(input_shape).to(grad_output.dtype());
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  check_pool_input(op, x);
+  require_cpu_kernel(op, x.device());
+  KILN_CHECK(output_size[0] >= 0 && output_size[1] >= 0, ValueError,
+             "{}: output_size must be non-negative, got ({}, {})", op, output_size[0],
+             output_size[1]);
+  Tensor cx = kernel_operand(x);
+  Tensor out =
+      empty(with_plane(cx.shape(), output_size[0], output_size[1]), cx.dtype(), x.device());
+  cpu::adaptive_avg_pool2d(cx, out);
+  Tensor result = out.view(with_plane(x.shape(), output_size[0], output_size[1])).to(x.dtype());
+  if (should_record({&x})) {
+    auto node = std::make_shared<AdaptiveAvgPool2dBackward>();
+    node->input_shape = x.shape();
+    record(result, node, {&x});
+  }
+  return result;
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape) {
+  const char* op = "adaptive_avg_pool2d_backward";
+  require_defined(op, grad_output, "grad_output");
+  require_floating(op, grad_output, "grad_output");
+  check_input_shape(op, input_shape);
+  require_cpu_kernel(op, grad_output.device());
+  KILN_CHECK(grad_output.dim() == static_cast<int64_t>(input_shape.size()), ShapeError,
+             "{}: expected grad_output with as many dims as input_shape {}, got {}", op,
+             shape_str(input_shape), describe(grad_output));
+  check_grad_output(op, grad_output, input_shape, grad_output.size(-2), grad_output.size(-1));
+  Tensor go = kernel_operand(grad_output);
+  Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
+  cpu::adaptive_avg_pool2d_backward(go, grad_input);
+  return grad_input.view(input_shape).to(grad_output.dtype());
+}
+
+}  // namespace kiln

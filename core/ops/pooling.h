@@ -1,0 +1,28 @@
+// Pooling beyond the forwards in core/ops/nn.h: max pooling with its argmax indices, and the
+// backward ops the pooling nodes call. The backward ops are not differentiable themselves.
+#pragma once
+
+#include "kiln/core/ops/nn.h"
+
+namespace kiln {
+
+struct MaxPool2dResult {
+  Tensor values;
+  Tensor indices;  // i64, ih * W + iw of each maximum within its input plane
+};
+// max_pool2d with PyTorch's return_indices; differentiable in the values.
+MaxPool2dResult max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair stride = {0, 0},
+                                        Pair padding = {0, 0}, Pair dilation = {1, 1},
+                                        bool ceil_mode = false);
+
+// Zeros of input_shape, plus grad_output scattered to the saved argmax indices.
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
+                           const Shape& input_shape);
+// Spreads each output gradient evenly over its window, with avg_pool2d's divisor.
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape, Pair kernel_size,
+                           Pair stride = {0, 0}, Pair padding = {0, 0}, bool ceil_mode = false,
+                           bool count_include_pad = true);
+// Spreads each output gradient evenly over its adaptive window.
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape);
+
+}  // namespace kiln

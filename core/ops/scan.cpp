@@ -1,0 +1,51 @@
+// cumsum, and the reversed running sum that is its backward (and whose backward it is).
+#include "kiln/kernels/cpu/scan.h"
+
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/core/ops/reduce.h"
+
+namespace kiln {
+
+namespace {
+
+Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse);
+
+// The gradient of a running sum is the running sum of the gradient taken the other way.
+struct CumsumBackward : Node {
+  int64_t dim = 0;
+  bool reverse = false;
+  std::string name() const override { return reverse ? "ReverseCumsumBackward" : "CumsumBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {running_sum("cumsum", g, dim, !reverse)};
+  }
+};
+
+Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse) {
+  require_defined(op, x);
+  require_cpu_kernel(op, x.device());
+  dim = wrap_dim(op, dim, x.dim());
+  // Integer and bool running sums widen to i64, as in PyTorch.
+  DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  Tensor out = empty(x.shape(), out_dtype, x.device());
+  if (x.dim() == 0) {
+    cpu::cumsum(x.detach().reshape({1}), 0, reverse, out.view({1}));
+  } else {
+    cpu::cumsum(x.detach(), dim, reverse, out);
+  }
+  if (should_record({&x})) {
+    auto node = std::make_shared<CumsumBackward>();
+    node->dim = dim;
+    node->reverse = reverse;
+    record(out, node, {&x});
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  return running_sum("cumsum", x, dim, false);
+}
+
+}  // namespace kiln

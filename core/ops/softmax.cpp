@@ -1,0 +1,58 @@
+// softmax and log_softmax: checks, the CPU kernel, and the backward of each right below it.
+#include "kiln/kernels/cpu/softmax.h"
+
+#include <memory>
+
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/core/ops/elementwise.h"
+#include "kiln/core/ops/nn.h"
+#include "kiln/core/ops/reduce.h"
+
+namespace kiln {
+
+namespace {
+
+// Both backwards need only the output y: softmax's Jacobian is diag(y) - y y^T, and log_softmax's
+// is I - softmax = I - exp(y) along the dim.
+struct SoftmaxBackward : Node {
+  SavedTensor output;
+  int64_t dim = 0;
+  bool log = false;
+  std::string name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor y = output.unpack(*this);
+    if (log) return {sub(g, mul(exp(y), sum(g, {dim}, true)))};
+    return {mul(y, sub(g, sum(mul(g, y), {dim}, true)))};
+  }
+  void release_saved() override { output.reset(); }
+};
+
+Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool log) {
+  require_defined(op, x);
+  require_floating(op, x);
+  require_cpu_kernel(op, x.device());
+  const int64_t d = wrap_dim(op, dim, x.dim());
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  cpu::softmax(x.detach().contiguous(), d, log, out);
+  if (should_record({&x})) {
+    auto node = std::make_shared<SoftmaxBackward>();
+    node->output = SavedTensor(out);
+    node->dim = d;
+    node->log = log;
+    record(out, node, {&x});
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_forward("softmax", x, dim, false);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_forward("log_softmax", x, dim, true);
+}
+
+}  // namespace kiln

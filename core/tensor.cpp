@@ -1,0 +1,237 @@
+// Tensor metadata, storage access, conversions and copies. Views live in core/views.cpp, autograd
+// methods in core/autograd/tensor_autograd.cpp.
+#include "kiln/core/tensor.h"
+
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/cuda.h"
+#include "kiln/core/factories.h"
+#include "kiln/core/ops/reduce.h"
+#include "kiln/kernels/cpu/copy.h"
+
+namespace kiln {
+
+AutogradMeta& TensorImpl::autograd_meta() {
+  if (!autograd) autograd = std::make_unique<AutogradMeta>();
+  return *autograd;
+}
+
+namespace {
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  KILN_CHECK(impl != nullptr, ValueError, "Tensor: use of an undefined tensor");
+  return *impl;
+}
+}  // namespace
+
+const Shape& Tensor::shape() const { return checked(impl_).shape; }
+const Shape& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim("stride", d, dim())]; }
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+int64_t Tensor::offset() const { return checked(impl_).offset; }
+DType Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).storage->device(); }
+size_t Tensor::element_size() const { return dtype_size(dtype()); }
+const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_).storage; }
+
+bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;
+  const Shape& s = shape();
+  const Shape& st = strides();
+  int64_t expected = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == 1) continue;
+    if (st[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  const TensorImpl& impl = checked(impl_);
+  char* base = static_cast<char*>(impl.storage->data());
+  return base ? base + impl.offset * static_cast<int64_t>(dtype_size(impl.dtype)) : nullptr;
+}
+
+Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset,
+                   DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  check_shape("empty", shape);
+  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  auto storage = std::make_shared<Storage>(nbytes, allocator_for(device));
+  return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+// ---- copies between dtypes and devices ----
+
+namespace {
+
+// Copies src (already of dst's shape) into dst, across dtypes and devices.
+void copy_any(const Tensor& src, const Tensor& dst) {
+  if (src.numel() == 0) return;
+  if (src.device().is_cpu() && dst.device().is_cpu()) {
+    cpu::copy(src, dst);
+    return;
+  }
+  // Across devices the bytes move contiguously in the destination's dtype; strides and dtype are
+  // settled on the CPU side (the CUDA issue adds device-side kernels for these).
+  KILN_CHECK(dst.is_contiguous(), NotImplementedError,
+             "copy_: writing into a non-contiguous {} tensor from {} is not supported yet",
+             dst.device().str(), src.device().str());
+  Tensor staged = src;
+  if (src.device().is_cpu()) {
+    staged = empty(src.shape(), dst.dtype());
+    cpu::copy(src, staged);
+  } else {
+    KILN_CHECK(src.is_contiguous() && src.dtype() == dst.dtype(), NotImplementedError,
+               "copy_: converting or gathering a strided {} tensor is not supported yet",
+               src.device().str());
+  }
+  cuda::copy_bytes(dst.data_ptr(), dst.device(), staged.data_ptr(), staged.device(),
+                   staged.numel() * staged.element_size());
+}
+
+struct ToDTypeBackward : Node {
+  DType input_dtype;
+  std::string name() const override { return "ToDTypeBackward"; }
+  std::vector<Tensor> apply(const Tensor& grad) override { return {grad.to(input_dtype)}; }
+};
+
+struct ToDeviceBackward : Node {
+  Device input_device;
+  std::string name() const override { return "ToDeviceBackward"; }
+  std::vector<Tensor> apply(const Tensor& grad) override { return {grad.to(input_device)}; }
+};
+
+struct CloneBackward : Node {
+  std::string name() const override { return "CloneBackward"; }
+  std::vector<Tensor> apply(const Tensor& grad) override { return {grad}; }
+};
+
+}  // namespace
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(shape(), target, device());
+  copy_any(*this, out);
+  if (should_record({this})) {
+    KILN_CHECK(is_floating(target), AutogradError,
+               "to: cannot convert a tensor that requires grad to {} (only floating dtypes carry "
+               "gradients); detach() it first",
+               dtype_name(target));
+    auto node = std::make_shared<ToDTypeBackward>();
+    node->input_dtype = dtype();
+    record(out, node, {this});
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor out = empty(shape(), dtype(), target);
+  copy_any(*this, out);
+  if (should_record({this})) {
+    auto node = std::make_shared<ToDeviceBackward>();
+    node->input_device = device();
+    record(out, node, {this});
+  }
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype(), device());
+  copy_any(*this, out);
+  if (should_record({this})) record(out, std::make_shared<CloneBackward>(), {this});
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+double item_as_double(const Tensor& t) {
+  KILN_CHECK(t.numel() == 1, ValueError, "item: expected a tensor with one element, got shape {}",
+             shape_str(t.shape()));
+  Tensor host = t.to(Device::cpu());
+  return visit_dtype(host.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return convert<double>(*static_cast<const T*>(host.data_ptr()));
+  });
+}
+
+std::vector<double> Tensor::tolist() const {
+  Tensor host = to(Device::cpu()).to(DType::f64).contiguous();
+  const double* p = static_cast<const double*>(host.data_ptr());
+  return std::vector<double>(p, p + host.numel());
+}
+
+// ---- copy_ and fill_ ----
+
+namespace {
+struct CopyBackward : Node {
+  Shape src_shape;
+  DType src_dtype;
+  Device src_device;
+  std::string name() const override { return "CopyBackward"; }
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    // The old contents of self are overwritten, so they get no gradient (the empty first slot).
+    return {Tensor(), sum_to(grad, src_shape).to(src_dtype).to(src_device)};
+  }
+};
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  bool recording = should_record({this, &src});
+  if (recording) check_inplace("copy_", *this);
+  KILN_CHECK(!recording || !impl()->is_view || requires_grad(), AutogradError,
+             "copy_: copying a tensor that requires grad into a view is not supported; build the "
+             "result with cat/stack or out-of-place ops instead");
+  broadcast_shapes("copy_", shape(), src.shape());
+  Shape src_shape = src.shape();
+  Tensor expanded = src;
+  if (src.shape() != shape()) {
+    NoGradGuard no_grad;
+    expanded = src.expand(shape());
+  }
+  if (expanded.storage() == storage() && !expanded.is_same(*this)) expanded = expanded.detach().clone();
+  copy_any(expanded, *this);
+  storage()->bump_version();
+  if (recording) {
+    auto node = std::make_shared<CopyBackward>();
+    node->src_shape = src_shape;
+    node->src_dtype = src.dtype();
+    node->src_device = src.device();
+    Tensor self = *this;
+    record(self, node, {static_cast<const Tensor*>(nullptr), &src});
+  }
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace("fill_", *this);
+  if (device().is_cpu()) {
+    cpu::fill(*this, value);
+  } else {
+    Tensor host = empty(shape(), dtype());
+    cpu::fill(host, value);
+    copy_any(host, *this);
+  }
+  storage()->bump_version();
+  if (requires_grad() && GradMode::is_enabled()) {
+    // Filled values do not depend on the old ones: cut the history.
+    impl()->autograd_meta().grad_fn = nullptr;
+  }
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+}  // namespace kiln

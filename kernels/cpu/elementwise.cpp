@@ -1,0 +1,206 @@
+#include "kiln/kernels/cpu/elementwise.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "kiln/kernels/cpu/loops.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// out[i] = f(x[i]), computing in acc_type_t<T> (float for the 16-bit floats).
+template <class T, class O, class F>
+void unary_loop(const Tensor& x, const Tensor& out, F f) {
+  using A = acc_type_t<T>;
+  const T* in = static_cast<const T*>(x.data_ptr());
+  O* o = static_cast<O*>(out.data_ptr());
+  if (x.is_contiguous() && out.is_contiguous()) {
+    parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] = convert<O>(f(static_cast<A>(in[i])));
+    });
+    return;
+  }
+  for_each_offset<2>(out.shape(), {out.strides(), x.strides()},
+                     [&](const std::array<int64_t, 2>& k) { o[k[0]] = convert<O>(f(static_cast<A>(in[k[1]]))); });
+}
+
+template <class T, class O, class F>
+void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  using A = acc_type_t<T>;
+  const T* pa = static_cast<const T*>(a.data_ptr());
+  const T* pb = static_cast<const T*>(b.data_ptr());
+  O* o = static_cast<O*>(out.data_ptr());
+  if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous()) {
+    parallel_for(out.numel(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        o[i] = convert<O>(f(static_cast<A>(pa[i]), static_cast<A>(pb[i])));
+    });
+    return;
+  }
+  for_each_offset<3>(out.shape(), {out.strides(), a.strides(), b.strides()},
+                     [&](const std::array<int64_t, 3>& k) {
+                       o[k[0]] = convert<O>(f(static_cast<A>(pa[k[1]]), static_cast<A>(pb[k[2]])));
+                     });
+}
+
+template <class A>
+A sigmoid_of(A v) {
+  return A(1) / (A(1) + std::exp(-v));
+}
+
+template <class T>
+void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p) {
+  using A = acc_type_t<T>;
+  constexpr bool floating = std::is_floating_point_v<A>;
+  switch (op) {
+    case UnaryOp::neg: return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>(-v); });
+    case UnaryOp::abs:
+      if constexpr (std::is_unsigned_v<A>) return unary_loop<T, T>(x, out, [](A v) { return v; });
+      else return unary_loop<T, T>(x, out, [](A v) { return v < A(0) ? static_cast<A>(-v) : v; });
+    case UnaryOp::sign:
+      return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>((A(0) < v) - (v < A(0))); });
+    case UnaryOp::square: return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>(v * v); });
+    case UnaryOp::relu: return unary_loop<T, T>(x, out, [](A v) { return v > A(0) ? v : A(0); });
+    case UnaryOp::clamp: {
+      A lo = static_cast<A>(p.a), hi = static_cast<A>(p.b);
+      // NaN stays NaN: both comparisons are false for it.
+      return unary_loop<T, T>(x, out, [=](A v) { return v < lo ? lo : (v > hi ? hi : v); });
+    }
+    case UnaryOp::logical_not:
+      return unary_loop<T, bool>(x, out, [](A v) { return v == A(0); });
+    case UnaryOp::isnan:
+      if constexpr (floating) return unary_loop<T, bool>(x, out, [](A v) { return std::isnan(v); });
+      else return unary_loop<T, bool>(x, out, [](A) { return false; });
+    default: break;
+  }
+  if constexpr (floating) {
+    switch (op) {
+      case UnaryOp::exp: return unary_loop<T, T>(x, out, [](A v) { return std::exp(v); });
+      case UnaryOp::log: return unary_loop<T, T>(x, out, [](A v) { return std::log(v); });
+      case UnaryOp::sqrt: return unary_loop<T, T>(x, out, [](A v) { return std::sqrt(v); });
+      case UnaryOp::rsqrt: return unary_loop<T, T>(x, out, [](A v) { return A(1) / std::sqrt(v); });
+      case UnaryOp::reciprocal: return unary_loop<T, T>(x, out, [](A v) { return A(1) / v; });
+      case UnaryOp::erf: return unary_loop<T, T>(x, out, [](A v) { return std::erf(v); });
+      case UnaryOp::sin: return unary_loop<T, T>(x, out, [](A v) { return std::sin(v); });
+      case UnaryOp::cos: return unary_loop<T, T>(x, out, [](A v) { return std::cos(v); });
+      case UnaryOp::tanh: return unary_loop<T, T>(x, out, [](A v) { return std::tanh(v); });
+      case UnaryOp::sigmoid: return unary_loop<T, T>(x, out, [](A v) { return sigmoid_of(v); });
+      case UnaryOp::silu: return unary_loop<T, T>(x, out, [](A v) { return v * sigmoid_of(v); });
+      case UnaryOp::leaky_relu: {
+        A slope = static_cast<A>(p.a);
+        return unary_loop<T, T>(x, out, [=](A v) { return v > A(0) ? v : v * slope; });
+      }
+      case UnaryOp::gelu:
+        return unary_loop<T, T>(x, out, [](A v) {
+          return A(0.5) * v * (A(1) + std::erf(v * A(M_SQRT1_2)));
+        });
+      case UnaryOp::gelu_tanh:
+        return unary_loop<T, T>(x, out, [](A v) {
+          const A k = A(0.7978845608028654);  // sqrt(2 / pi)
+          return A(0.5) * v * (A(1) + std::tanh(k * (v + A(0.044715) * v * v * v)));
+        });
+      case UnaryOp::pow_scalar: {
+        A e = static_cast<A>(p.a);
+        return unary_loop<T, T>(x, out, [=](A v) { return std::pow(v, e); });
+      }
+      default: break;
+    }
+  } else if (op == UnaryOp::pow_scalar) {
+    int64_t e = static_cast<int64_t>(p.a);
+    return unary_loop<T, T>(x, out, [=](A v) {
+      A r = 1;
+      for (int64_t i = 0; i < e; ++i) r = static_cast<A>(r * v);
+      return r;
+    });
+  }
+  throw DTypeError(fmt::format("cpu::unary: op {} is not defined for {}", static_cast<int>(op),
+                               dtype_name(x.dtype())));
+}
+
+template <class A>
+A integer_pow(A base, A exponent) {
+  A r = 1;
+  for (A i = 0; i < exponent; ++i) r = static_cast<A>(r * base);
+  return r;
+}
+
+template <class T>
+void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
+  using A = acc_type_t<T>;
+  switch (op) {
+    case BinaryOp::eq: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x == y; });
+    case BinaryOp::ne: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x != y; });
+    case BinaryOp::lt: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x < y; });
+    case BinaryOp::le: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x <= y; });
+    case BinaryOp::gt: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x > y; });
+    case BinaryOp::ge: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x >= y; });
+    case BinaryOp::logical_and:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x != A(0) && y != A(0); });
+    case BinaryOp::logical_or:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x != A(0) || y != A(0); });
+    default: break;
+  }
+  if constexpr (std::is_same_v<A, bool>) {
+    switch (op) {
+      case BinaryOp::add: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x || y; });
+      case BinaryOp::mul: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x && y; });
+      case BinaryOp::maximum: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x || y; });
+      case BinaryOp::minimum: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x && y; });
+      default:
+        throw DTypeError(fmt::format("cpu::binary: op {} is not defined for bool", static_cast<int>(op)));
+    }
+  } else {
+    A s = static_cast<A>(alpha);
+    switch (op) {
+      case BinaryOp::add:
+        if (alpha == 1.0) return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x + y); });
+        return binary_loop<T, T>(a, b, out, [=](A x, A y) { return static_cast<A>(x + s * y); });
+      case BinaryOp::sub:
+        if (alpha == 1.0) return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x - y); });
+        return binary_loop<T, T>(a, b, out, [=](A x, A y) { return static_cast<A>(x - s * y); });
+      case BinaryOp::mul: return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x * y); });
+      case BinaryOp::div:
+        if constexpr (std::is_floating_point_v<A>)
+          return binary_loop<T, T>(a, b, out, [](A x, A y) { return x / y; });
+        else
+          throw DTypeError("cpu::binary: integer div reaches the kernel; the op promotes to f32");
+      case BinaryOp::pow:
+        if constexpr (std::is_floating_point_v<A>)
+          return binary_loop<T, T>(a, b, out, [](A x, A y) { return std::pow(x, y); });
+        else
+          return binary_loop<T, T>(a, b, out, [](A x, A y) { return integer_pow(x, y); });
+      // NaN propagates, as torch.maximum.
+      case BinaryOp::maximum:
+        return binary_loop<T, T>(a, b, out, [](A x, A y) { return (x != x || x > y) ? x : y; });
+      case BinaryOp::minimum:
+        return binary_loop<T, T>(a, b, out, [](A x, A y) { return (x != x || x < y) ? x : y; });
+      default: break;
+    }
+  }
+  throw DTypeError("cpu::binary: unknown op");
+}
+
+}  // namespace
+
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams params) {
+  visit_dtype(x.dtype(), [&](auto tag) { unary_typed<typename decltype(tag)::type>(op, x, out, params); });
+}
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
+  visit_dtype(a.dtype(), [&](auto tag) { binary_typed<typename decltype(tag)::type>(op, a, b, out, alpha); });
+}
+
+void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const bool* c = static_cast<const bool*>(condition.data_ptr());
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    T* o = static_cast<T*>(out.data_ptr());
+    for_each_offset<4>(out.shape(), {out.strides(), condition.strides(), a.strides(), b.strides()},
+                       [&](const std::array<int64_t, 4>& k) { o[k[0]] = c[k[1]] ? pa[k[2]] : pb[k[3]]; });
+  });
+}
+
+}  // namespace kiln::cpu

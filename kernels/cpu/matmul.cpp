@@ -1,0 +1,129 @@
+#include "kiln/kernels/cpu/matmul.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <vector>
+
+#include "kiln/kernels/cpu/loops.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+template <class T, int Order>
+using ConstMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0,
+                            Eigen::OuterStride<>>;
+template <class T>
+using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                          Eigen::OuterStride<>>;
+
+// A transposed row-major buffer is the same bytes read column-major: no copy, Eigen packs either.
+template <class T, class F>
+void with_operand(bool trans, const T* data, int64_t rows, int64_t cols, int64_t ld, F&& f) {
+  if (trans) {
+    f(ConstMap<T, Eigen::ColMajor>(data, rows, cols, Eigen::OuterStride<>(ld)));
+  } else {
+    f(ConstMap<T, Eigen::RowMajor>(data, rows, cols, Eigen::OuterStride<>(ld)));
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  OutMap<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
+  if (k == 0) {
+    if (!accumulate) cm.setZero();
+    return;
+  }
+  with_operand(trans_a, a, m, k, lda, [&](const auto& am) {
+    with_operand(trans_b, b, k, n, ldb, [&](const auto& bm) {
+      if (accumulate) {
+        cm.noalias() += am * bm;
+      } else {
+        cm.noalias() = am * bm;
+      }
+    });
+  });
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                          const float*, int64_t, float*, int64_t, bool);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                           const double*, int64_t, double*, int64_t, bool);
+
+namespace {
+
+// How one matrix of a tensor reaches gemm: transposed or not, and its leading dimension.
+struct GemmLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+GemmLayout gemm_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  // Size-1 dims have free strides; a zero stride elsewhere (an expanded matrix) is not a layout
+  // Eigen can read, and needs a copy.
+  if ((cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1)))
+    return {true, false, rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride};
+  if ((rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= std::max<int64_t>(rows, 1)))
+    return {true, true, cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride};
+  return {};
+}
+
+GemmLayout matrix_layout(const Tensor& t) {
+  const int64_t d = t.dim();
+  return gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
+}
+
+// Element offsets of every batch matrix of t, in row-major order of the batch dims.
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+  const int64_t count = shape_numel(batch);
+  std::vector<int64_t> offsets(count, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, offset = 0;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      offset += (rest % batch[d]) * t.strides()[d];
+      rest /= batch[d];
+    }
+    offsets[i] = offset;
+  }
+  return offsets;
+}
+
+}  // namespace
+
+Tensor as_gemm_operand(const Tensor& t) {
+  return matrix_layout(t).ok ? t : t.contiguous();
+}
+
+void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const int64_t d = out.dim();
+  const int64_t n = out.shape()[d - 2], m = out.shape()[d - 1], k = a.shape()[d - 1];
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+  const int64_t count = shape_numel(batch);
+  if (count == 0 || n == 0 || m == 0) return;
+  const GemmLayout la = matrix_layout(a), lb = matrix_layout(b);
+  KILN_CHECK(la.ok && lb.ok, ValueError,
+             "batched_matmul: operands must be row- or column-major matrices (strides {} and {})",
+             shape_str(a.strides()), shape_str(b.strides()));
+  const std::vector<int64_t> a_offsets = batch_offsets(a, batch);
+  const std::vector<int64_t> b_offsets = batch_offsets(b, batch);
+  visit_f32_f64("matmul", out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.data<T>();
+    // Many small products run one per thread, each on Eigen's single-threaded path (Eigen sees the
+    // parallel region); a lone large product is left to Eigen's own threads.
+    parallel_for(count, n * m * std::max<int64_t>(k, 1), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        gemm<T>(la.trans, lb.trans, n, m, k, pa + a_offsets[i], la.ld, pb + b_offsets[i], lb.ld,
+                pc + i * n * m, m, accumulate);
+    });
+  });
+}
+
+}  // namespace kiln::cpu

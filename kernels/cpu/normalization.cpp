@@ -1,0 +1,112 @@
+#include "kiln/kernels/cpu/normalization.h"
+
+#include <cmath>
+
+#include "kiln/kernels/cpu/loops.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+template <class T>
+const T* optional_data(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+}  // namespace
+
+void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    T* m = mean.data<T>();
+    T* v = var.data<T>();
+    const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
+    const int64_t count = n * s;
+    parallel_for(channels, count, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        // Two passes: the sum of squared deviations from the mean does not cancel the way
+        // E[x^2] - E[x]^2 does when the mean is large next to the spread.
+        double total = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* row = in + (i * channels + c) * s;
+          for (int64_t j = 0; j < s; ++j) total += row[j];
+        }
+        double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
+        double squares = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* row = in + (i * channels + c) * s;
+          for (int64_t j = 0; j < s; ++j) {
+            double d = static_cast<double>(row[j]) - mu;
+            squares += d * d;
+          }
+        }
+        m[c] = static_cast<T>(mu);
+        v[c] = static_cast<T>(count > 0 ? squares / static_cast<double>(count) : 0.0);
+      }
+    });
+  });
+}
+
+void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    const T* m = mean.data<T>();
+    const T* r = invstd.data<T>();
+    const T* w = optional_data<T>(weight);
+    const T* b = optional_data<T>(bias);
+    T* o = out.data<T>();
+    const int64_t channels = x.size(1), s = x.size(2);
+    parallel_for(x.size(0) * channels, s, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t c = row % channels;
+        // Folded into one multiply-add per element: y = x * scale + shift.
+        T scale = r[c] * (w ? w[c] : T(1));
+        T shift = (b ? b[c] : T(0)) - m[c] * scale;
+        const T* src = in + row * s;
+        T* dst = o + row * s;
+        for (int64_t j = 0; j < s; ++j) dst[j] = src[j] * scale + shift;
+      }
+    });
+  });
+}
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                const Tensor& out, const Tensor& mean, const Tensor& invstd) {
+  visit_f32_f64("layer_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    const T* w = optional_data<T>(weight);
+    const T* b = optional_data<T>(bias);
+    T* o = out.data<T>();
+    T* m = mean.data<T>();
+    T* r = invstd.data<T>();
+    const int64_t rows = x.size(0), k = x.size(1);
+    parallel_for(rows, k, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T* src = in + row * k;
+        double total = 0.0;
+        for (int64_t j = 0; j < k; ++j) total += src[j];
+        double mu = k > 0 ? total / static_cast<double>(k) : 0.0;
+        double squares = 0.0;
+        for (int64_t j = 0; j < k; ++j) {
+          double d = static_cast<double>(src[j]) - mu;
+          squares += d * d;
+        }
+        double var = k > 0 ? squares / static_cast<double>(k) : 0.0;
+        double rstd = 1.0 / std::sqrt(var + eps);
+        m[row] = static_cast<T>(mu);
+        r[row] = static_cast<T>(rstd);
+        T* dst = o + row * k;
+        for (int64_t j = 0; j < k; ++j) {
+          double y = (static_cast<double>(src[j]) - mu) * rstd;
+          dst[j] = static_cast<T>(y) * (w ? w[j] : T(1)) + (b ? b[j] : T(0));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,21 @@
+// CPU normalisation kernels. Inputs arrive contiguous in f32 or f64 (core/ops/normalization.cpp
+// converts the 16-bit floats); statistics accumulate in double and are stored in x's dtype.
+#pragma once
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::cpu {
+
+// x [N, C, S]: per channel, mean and biased variance over N and S (0 and 0 when N * S is 0).
+void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var);
+// out[n, c, s] = (x[n, c, s] - mean[c]) * invstd[c] * weight[c] + bias[c]; weight and bias may be
+// undefined (1 and 0).
+void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& weight, const Tensor& bias, const Tensor& out);
+
+// x [M, K]: each row normalised by its own mean and biased variance, then scaled by weight [K]
+// and shifted by bias [K] (either may be undefined); writes each row's mean and 1/sqrt(var + eps).
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                const Tensor& out, const Tensor& mean, const Tensor& invstd);
+
+}  // namespace kiln::cpu

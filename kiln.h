@@ -1,0 +1,20 @@
+// kiln: #include "kiln/kiln.h" (or <kiln/kiln.h>) brings in the whole public API.
+#pragma once
+
+#include "kiln/core/allocator.h"
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/cuda.h"
+#include "kiln/core/device.h"
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#include "kiln/core/factories.h"
+#include "kiln/core/generator.h"
+#include "kiln/core/ops/conv.h"
+#include "kiln/core/ops/elementwise.h"
+#include "kiln/core/ops/index.h"
+#include "kiln/core/ops/linalg.h"
+#include "kiln/core/ops/nn.h"
+#include "kiln/core/ops/pooling.h"
+#include "kiln/core/ops/reduce.h"
+#include "kiln/core/tensor.h"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kiln builds with (DESIGN.md, "Dependencies"). Skips apt entirely
+# when everything is already there, so it also works offline on a prepared machine.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
+          libcli11-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

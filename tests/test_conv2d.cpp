@@ -1,0 +1,340 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "gradcheck.h"
+#include "kiln/core/ops/conv.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using kiln::testing::non_contiguous;
+using kiln::testing::random_f64;
+
+namespace {
+
+struct Conv {
+  Pair stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
+// Sizes of x [N, C, H, W] and weight [O, C/groups, kH, kW] with the output sizes they give.
+struct Sizes {
+  int64_t N, C, H, W, O, Cg, Og, kH, kW, OH, OW;
+};
+
+Sizes sizes_of(const Shape& x, const Shape& w, const Conv& p) {
+  Sizes s{x[0], x[1], x[2], x[3], w[0], w[1], w[0] / p.groups, w[2], w[3], 0, 0};
+  s.OH = (s.H + 2 * p.padding[0] - p.dilation[0] * (s.kH - 1) - 1) / p.stride[0] + 1;
+  s.OW = (s.W + 2 * p.padding[1] - p.dilation[1] * (s.kW - 1) - 1) / p.stride[1] + 1;
+  return s;
+}
+
+// Calls fn(x index, weight index, output index) for every term of the convolution sum: the
+// direct seven loops every reference below is built on.
+template <class F>
+void for_each_term(const Sizes& s, const Conv& p, F&& fn) {
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t o = 0; o < s.O; ++o)
+      for (int64_t oh = 0; oh < s.OH; ++oh)
+        for (int64_t ow = 0; ow < s.OW; ++ow)
+          for (int64_t c = 0; c < s.Cg; ++c)
+            for (int64_t ki = 0; ki < s.kH; ++ki)
+              for (int64_t kj = 0; kj < s.kW; ++kj) {
+                const int64_t ih = oh * p.stride[0] - p.padding[0] + ki * p.dilation[0];
+                const int64_t iw = ow * p.stride[1] - p.padding[1] + kj * p.dilation[1];
+                if (ih < 0 || ih >= s.H || iw < 0 || iw >= s.W) continue;
+                const int64_t channel = (o / s.Og) * s.Cg + c;
+                fn(((n * s.C + channel) * s.H + ih) * s.W + iw,
+                   ((o * s.Cg + c) * s.kH + ki) * s.kW + kj,
+                   ((n * s.O + o) * s.OH + oh) * s.OW + ow);
+              }
+}
+
+std::vector<double> reference_conv(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                   const Conv& p) {
+  const Sizes s = sizes_of(x.shape(), w.shape(), p);
+  const std::vector<double> xv = x.tolist(), wv = w.tolist();
+  std::vector<double> out(s.N * s.O * s.OH * s.OW, 0.0);
+  if (bias.defined()) {
+    const std::vector<double> bv = bias.tolist();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = bv[(i / (s.OH * s.OW)) % s.O];
+  }
+  for_each_term(s, p, [&](int64_t xi, int64_t wi, int64_t oi) { out[oi] += xv[xi] * wv[wi]; });
+  return out;
+}
+
+void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
+  const std::vector<double> g = got.tolist();
+  REQUIRE(g.size() == want.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i);
+    CHECK(std::abs(g[i] - want[i]) <= tol * (1.0 + std::abs(want[i])));
+  }
+}
+
+double tolerance(DType dtype) {
+  return dtype == DType::f64 ? 1e-12 : 1e-5;
+}
+
+Tensor random(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
+  return random_f64(shape, seed).to(dtype);
+}
+
+void check_conv(const Shape& xs, const Shape& ws, const Conv& p, bool with_bias, DType dtype,
+                uint64_t seed) {
+  INFO("x " << shape_str(xs) << " w " << shape_str(ws) << " stride " << p.stride[0] << ","
+            << p.stride[1] << " padding " << p.padding[0] << "," << p.padding[1] << " dilation "
+            << p.dilation[0] << "," << p.dilation[1] << " groups " << p.groups << " bias "
+            << with_bias << " " << dtype_name(dtype));
+  Tensor x = random(xs, seed, dtype), w = random(ws, seed + 1, dtype);
+  Tensor bias = with_bias ? random({ws[0]}, seed + 2, dtype) : Tensor();
+  Tensor out = conv2d(x, w, bias, p.stride, p.padding, p.dilation, p.groups);
+  const Sizes s = sizes_of(xs, ws, p);
+  REQUIRE(out.shape() == Shape{s.N, s.O, s.OH, s.OW});
+  CHECK(out.dtype() == dtype);
+  check_close(out, reference_conv(x, w, bias, p), tolerance(dtype));
+}
+
+const DType kFloatTypes[] = {DType::f32, DType::f64};
+
+// Gradients of sum(conv(x, w) * r) by the direct loops, for x and w.
+struct ReferenceGrads {
+  std::vector<double> x, w;
+};
+
+ReferenceGrads reference_grads(const Tensor& x, const Tensor& w, const Tensor& r, const Conv& p) {
+  const Sizes s = sizes_of(x.shape(), w.shape(), p);
+  const std::vector<double> xv = x.tolist(), wv = w.tolist(), rv = r.tolist();
+  ReferenceGrads g{std::vector<double>(xv.size(), 0.0), std::vector<double>(wv.size(), 0.0)};
+  for_each_term(s, p, [&](int64_t xi, int64_t wi, int64_t oi) {
+    g.x[xi] += rv[oi] * wv[wi];
+    g.w[wi] += rv[oi] * xv[xi];
+  });
+  return g;
+}
+
+auto conv_fn(const Conv& p) {
+  return [p](const std::vector<Tensor>& in) {
+    return conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), p.stride, p.padding, p.dilation,
+                  p.groups);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: 3x3 matches the direct loops") {
+  for (DType t : kFloatTypes) {
+    check_conv({2, 3, 7, 6}, {4, 3, 3, 3}, {}, true, t, 1);
+    check_conv({2, 3, 7, 6}, {4, 3, 3, 3}, {}, false, t, 4);
+  }
+}
+
+TEST_CASE("conv2d: stride, padding and dilation combinations") {
+  const Conv combos[] = {
+      {{2, 2}, {1, 1}, {1, 1}, 1}, {{1, 1}, {2, 2}, {1, 1}, 1}, {{1, 1}, {0, 0}, {2, 2}, 1},
+      {{2, 1}, {1, 0}, {1, 2}, 1}, {{3, 2}, {2, 3}, {2, 1}, 1}, {{2, 2}, {0, 0}, {1, 1}, 1},
+  };
+  uint64_t seed = 10;
+  for (const Conv& p : combos)
+    for (DType t : kFloatTypes) check_conv({2, 3, 9, 8}, {5, 3, 3, 2}, p, true, t, seed += 3);
+}
+
+TEST_CASE("conv2d: groups") {
+  for (DType t : kFloatTypes) {
+    check_conv({2, 4, 6, 6}, {6, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}, true, t, 40);
+    check_conv({2, 6, 7, 5}, {3, 2, 3, 3}, {{2, 1}, {1, 2}, {2, 1}, 3}, false, t, 43);
+  }
+}
+
+TEST_CASE("conv2d: depthwise, with and without a channel multiplier") {
+  for (DType t : kFloatTypes) {
+    check_conv({2, 4, 8, 8}, {4, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 4}, true, t, 50);
+    check_conv({2, 3, 8, 7}, {6, 1, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 3}, true, t, 53);
+  }
+}
+
+TEST_CASE("conv2d: 1x1 kernels, pointwise and strided") {
+  for (DType t : kFloatTypes) {
+    check_conv({2, 5, 6, 7}, {3, 5, 1, 1}, {}, true, t, 60);
+    check_conv({2, 5, 6, 7}, {3, 5, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}, false, t, 63);
+    check_conv({2, 4, 6, 7}, {4, 2, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 2}, true, t, 66);
+  }
+}
+
+TEST_CASE("conv2d: kernel as large as the padded input") {
+  check_conv({1, 2, 3, 4}, {2, 2, 5, 4}, {{1, 1}, {1, 0}, {1, 1}, 1}, true, DType::f64, 70);
+  check_conv({1, 1, 1, 1}, {1, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, false, DType::f64, 73);
+}
+
+TEST_CASE("conv2d: a batch split across threads and a single large image") {
+  for (DType t : kFloatTypes) {
+    check_conv({6, 8, 12, 12}, {16, 8, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, true, t, 80);
+    check_conv({1, 16, 20, 20}, {32, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, true, t, 83);
+  }
+}
+
+TEST_CASE("conv2d: non-contiguous input, weight and bias") {
+  Tensor x = random({3, 2, 6, 5}, 90).transpose(0, 1);  // [2, 3, 6, 5]
+  Tensor w = non_contiguous(random({4, 3, 3, 3}, 91));
+  Tensor bias = non_contiguous(random({4}, 92));
+  Conv p{{1, 2}, {1, 1}, {1, 1}, 1};
+  Tensor out = conv2d(x, w, bias, p.stride, p.padding, p.dilation, p.groups);
+  check_close(out, reference_conv(x, w, bias, p), 1e-12);
+}
+
+TEST_CASE("conv2d: zero-size batch and channels") {
+  Tensor out = conv2d(zeros({0, 3, 5, 5}), zeros({4, 3, 3, 3}));
+  CHECK(out.shape() == Shape{0, 4, 3, 3});
+  Tensor bias = tensor({1.0, 2.0});
+  Tensor no_channels =
+      conv2d(zeros({1, 0, 4, 4}, DType::f64), zeros({2, 0, 3, 3}, DType::f64), bias);
+  CHECK(no_channels.shape() == Shape{1, 2, 2, 2});
+  CHECK(no_channels.tolist() == std::vector<double>{1, 1, 1, 1, 2, 2, 2, 2});
+  Tensor x = zeros({0, 2, 4, 4}, DType::f64).requires_grad_();
+  Tensor w = ones({3, 2, 3, 3}, DType::f64).requires_grad_();
+  sum(conv2d(x, w)).backward();
+  CHECK(x.grad().shape() == Shape{0, 2, 4, 4});
+  CHECK(w.grad().tolist() == std::vector<double>(54, 0.0));
+}
+
+TEST_CASE("conv2d: 16-bit floats compute in f32") {
+  Tensor x = random({1, 2, 5, 5}, 100, DType::f32), w = random({3, 2, 3, 3}, 101, DType::f32);
+  for (DType t : {DType::f16, DType::bf16}) {
+    Tensor x16 = x.to(t), w16 = w.to(t);
+    Tensor out = conv2d(x16, w16, Tensor(), {1, 1}, {1, 1});
+    CHECK(out.dtype() == t);
+    Conv p{{1, 1}, {1, 1}, {1, 1}, 1};
+    check_close(out, reference_conv(x16.to(DType::f64), w16.to(DType::f64), Tensor(), p),
+                t == DType::f16 ? 2e-3 : 1e-2);
+  }
+}
+
+TEST_CASE("conv2d: gradcheck plain and padded") {
+  CHECK_GRADCHECK(conv_fn({}), {random_f64({2, 2, 4, 4}, 110), random_f64({3, 2, 3, 3}, 111),
+                                random_f64({3}, 112)});
+  CHECK_GRADCHECK(
+      conv_fn({{1, 1}, {1, 2}, {1, 1}, 1}),
+      {random_f64({1, 2, 4, 3}, 113), random_f64({2, 2, 3, 2}, 114), random_f64({2}, 115)});
+}
+
+TEST_CASE("conv2d: gradcheck strided and dilated") {
+  CHECK_GRADCHECK(
+      conv_fn({{2, 2}, {1, 1}, {1, 1}, 1}),
+      {random_f64({2, 2, 5, 5}, 120), random_f64({2, 2, 3, 3}, 121), random_f64({2}, 122)});
+  CHECK_GRADCHECK(conv_fn({{1, 2}, {2, 1}, {2, 2}, 1}),
+                  {random_f64({1, 2, 5, 6}, 123), random_f64({2, 2, 2, 3}, 124)});
+}
+
+TEST_CASE("conv2d: gradcheck groups and depthwise") {
+  CHECK_GRADCHECK(
+      conv_fn({{1, 1}, {1, 1}, {1, 1}, 2}),
+      {random_f64({2, 4, 4, 4}, 130), random_f64({4, 2, 3, 3}, 131), random_f64({4}, 132)});
+  CHECK_GRADCHECK(
+      conv_fn({{2, 2}, {1, 1}, {1, 1}, 3}),
+      {random_f64({1, 3, 5, 5}, 133), random_f64({6, 1, 3, 3}, 134), random_f64({6}, 135)});
+}
+
+TEST_CASE("conv2d: gradcheck 1x1 kernels") {
+  CHECK_GRADCHECK(conv_fn({}), {random_f64({2, 3, 3, 3}, 140), random_f64({2, 3, 1, 1}, 141),
+                                random_f64({2}, 142)});
+  CHECK_GRADCHECK(conv_fn({{2, 2}, {0, 0}, {1, 1}, 1}),
+                  {random_f64({2, 3, 4, 4}, 143), random_f64({2, 3, 1, 1}, 144)});
+}
+
+TEST_CASE("conv2d: backward matches the direct loops on a batch split across threads") {
+  struct Case {
+    Conv p;
+    int64_t kernel;
+  };
+  for (const Case& c :
+       {Case{{{1, 1}, {1, 1}, {1, 1}, 1}, 3}, Case{{{2, 1}, {0, 2}, {1, 2}, 2}, 3}, Case{{}, 1}}) {
+    const Conv& p = c.p;
+    const int64_t k = c.kernel;
+    Tensor x = random_f64({6, 8, 10, 9}, 150).requires_grad_();
+    Tensor w = random_f64({12, 8 / p.groups, k, k}, 151).requires_grad_();
+    Tensor b = random_f64({12}, 152).requires_grad_();
+    Tensor out = conv2d(x, w, b, p.stride, p.padding, p.dilation, p.groups);
+    Tensor r = random_f64(out.shape(), 153);
+    sum(mul(out, r)).backward();
+    ReferenceGrads want = reference_grads(x, w, r, p);
+    check_close(x.grad(), want.x, 1e-12);
+    check_close(w.grad(), want.w, 1e-12);
+    check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), 1e-12);
+  }
+}
+
+TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {
+  Conv p{{2, 2}, {1, 1}, {1, 1}, 1};
+  Tensor x = random({3, 2, 6, 6}, 160, DType::f32), w = random({4, 2, 3, 3}, 161, DType::f32);
+  Tensor g = random({3, 4, 3, 3}, 162, DType::f32);
+  ReferenceGrads want = reference_grads(x, w, g, p);
+  check_close(conv2d_backward_input(g, w, x.shape(), p.stride, p.padding), want.x, 1e-5);
+  check_close(conv2d_backward_weight(g, x, w.shape(), p.stride, p.padding), want.w, 1e-5);
+}
+
+TEST_CASE("conv2d: channel and groups mismatches are a ShapeError") {
+  CHECK_THROWS_AS(conv2d(zeros({1, 3, 5, 5}), zeros({4, 2, 3, 3})), ShapeError);
+  CHECK_THROWS_WITH(conv2d(zeros({1, 3, 5, 5}), zeros({4, 2, 3, 3})),
+                    Catch::Contains("conv2d: input [1, 3, 5, 5] has 3 channels"));
+  CHECK_THROWS_AS(
+      conv2d(zeros({1, 4, 5, 5}), zeros({3, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2),
+      ShapeError);
+  CHECK_THROWS_WITH(
+      conv2d(zeros({1, 4, 5, 5}), zeros({3, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2),
+      Catch::Contains("not divisible by groups = 2"));
+}
+
+TEST_CASE("conv2d: a kernel larger than the padded input is a ShapeError") {
+  CHECK_THROWS_AS(conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 5, 5})), ShapeError);
+  CHECK_THROWS_WITH(
+      conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 3, 3}), Tensor(), {1, 1}, {0, 0}, {2, 2}),
+      Catch::Contains("larger than the padded input 4x4"));
+}
+
+TEST_CASE("conv2d: ranks and shapes of input, weight and bias") {
+  CHECK_THROWS_AS(conv2d(zeros({3, 5, 5}), zeros({4, 3, 3, 3})), ShapeError);
+  CHECK_THROWS_WITH(conv2d(zeros({3, 5, 5}), zeros({4, 3, 3, 3})),
+                    Catch::Contains("conv2d: expected input of shape [N, C, H, W]"));
+  CHECK_THROWS_AS(conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3})), ShapeError);
+  CHECK_THROWS_AS(conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), zeros({3})), ShapeError);
+  CHECK_THROWS_WITH(conv2d(zeros({1, 3, 5, 5}), zeros({4, 3, 3, 3}), zeros({3})),
+                    Catch::Contains("bias"));
+}
+
+TEST_CASE("conv2d: stride, dilation, padding and groups out of range are a ValueError") {
+  Tensor x = zeros({1, 2, 5, 5}), w = zeros({2, 2, 3, 3});
+  CHECK_THROWS_AS(conv2d(x, w, Tensor(), {0, 1}), ValueError);
+  CHECK_THROWS_AS(conv2d(x, w, Tensor(), {1, 1}, {-1, 0}), ValueError);
+  CHECK_THROWS_AS(conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {1, 0}), ValueError);
+  CHECK_THROWS_AS(conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {1, 1}, 0), ValueError);
+  CHECK_THROWS_WITH(conv2d(x, w, Tensor(), {0, 1}), Catch::Contains("conv2d: stride"));
+}
+
+TEST_CASE("conv2d: dtypes must match and be floating") {
+  CHECK_THROWS_AS(conv2d(zeros({1, 2, 5, 5}), zeros({2, 2, 3, 3}, DType::f64)), DTypeError);
+  CHECK_THROWS_WITH(conv2d(zeros({1, 2, 5, 5}), zeros({2, 2, 3, 3}, DType::f64)),
+                    Catch::Contains("conv2d"));
+  CHECK_THROWS_AS(conv2d(zeros({1, 2, 5, 5}), zeros({2, 2, 3, 3}), zeros({2}, DType::f64)),
+                  DTypeError);
+  CHECK_THROWS_AS(conv2d(zeros({1, 2, 5, 5}, DType::i64), zeros({2, 2, 3, 3}, DType::i64)),
+                  DTypeError);
+}
+
+TEST_CASE("conv2d: gradient ops check grad_output's shape") {
+  Tensor w = zeros({4, 2, 3, 3});
+  CHECK_THROWS_AS(conv2d_backward_input(zeros({1, 4, 2, 2}), w, {1, 2, 5, 5}), ShapeError);
+  CHECK_THROWS_WITH(
+      conv2d_backward_input(zeros({1, 4, 2, 2}), w, {1, 2, 5, 5}),
+      Catch::Contains("conv2d_backward_input: expected grad_output of shape [1, 4, 3, 3]"));
+  CHECK_THROWS_AS(conv2d_backward_weight(zeros({1, 4, 3, 3}), zeros({1, 3, 5, 5}), w.shape()),
+                  ShapeError);
+}
+
+TEST_CASE("conv2d: gradient ops refuse to record a graph") {
+  Tensor w = zeros({4, 2, 3, 3}, DType::f64).requires_grad_();
+  CHECK_THROWS_AS(conv2d_backward_input(zeros({1, 4, 3, 3}, DType::f64), w, {1, 2, 5, 5}),
+                  NotImplementedError);
+  NoGradGuard no_grad;
+  CHECK(conv2d_backward_input(zeros({1, 4, 3, 3}, DType::f64), w, {1, 2, 5, 5}).shape() ==
+        Shape{1, 2, 5, 5});
+}

@@ -1,0 +1,317 @@
+// batch_norm and layer_norm: forward against plain loops, the running-stat update checked by
+// hand, gradchecks in training and inference, and error cases.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "gradcheck.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using testing::random_f64;
+
+namespace {
+
+// Normalises x ([N, C, ...]) per channel with the batch statistics (training) or the given ones.
+std::vector<double> reference_batch_norm(const Tensor& x, const std::vector<double>& weight,
+                                         const std::vector<double>& bias, double eps,
+                                         const std::vector<double>* running_mean = nullptr,
+                                         const std::vector<double>* running_var = nullptr) {
+  const int64_t n = x.size(0), c = x.size(1), s = x.numel() / std::max<int64_t>(n * c, 1);
+  std::vector<double> v = x.tolist(), out(v.size());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double mean = 0, var = 0;
+    if (running_mean) {
+      mean = (*running_mean)[ch];
+      var = (*running_var)[ch];
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) mean += v[(i * c + ch) * s + j];
+      mean /= static_cast<double>(n * s);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) var += std::pow(v[(i * c + ch) * s + j] - mean, 2);
+      var /= static_cast<double>(n * s);
+    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        int64_t k = (i * c + ch) * s + j;
+        double w = weight.empty() ? 1.0 : weight[ch], b = bias.empty() ? 0.0 : bias[ch];
+        out[k] = (v[k] - mean) / std::sqrt(var + eps) * w + b;
+      }
+  }
+  return out;
+}
+
+std::vector<double> reference_layer_norm(const Tensor& x, int64_t k,
+                                         const std::vector<double>& weight,
+                                         const std::vector<double>& bias, double eps) {
+  std::vector<double> v = x.tolist(), out(v.size());
+  const int64_t rows = k == 0 ? 0 : x.numel() / k;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < k; ++j) mean += v[r * k + j];
+    mean /= static_cast<double>(k);
+    for (int64_t j = 0; j < k; ++j) var += std::pow(v[r * k + j] - mean, 2);
+    var /= static_cast<double>(k);
+    for (int64_t j = 0; j < k; ++j) {
+      double w = weight.empty() ? 1.0 : weight[j], b = bias.empty() ? 0.0 : bias[j];
+      out[r * k + j] = (v[r * k + j] - mean) / std::sqrt(var + eps) * w + b;
+    }
+  }
+  return out;
+}
+
+void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
+  std::vector<double> g = got.tolist();
+  REQUIRE(g.size() == want.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO("element " << i << ": " << g[i] << " vs " << want[i]);
+    CHECK(std::abs(g[i] - want[i]) <= tol * (1.0 + std::abs(want[i])));
+  }
+}
+
+double tolerance(DType dtype) {
+  return dtype == DType::f64 ? 1e-10 : 1e-5;
+}
+
+}  // namespace
+
+// ---- batch_norm forward ----
+
+TEST_CASE("normalization: batch_norm in training matches a loop reference") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (Shape shape : {Shape{6, 3}, Shape{4, 3, 5}, Shape{2, 3, 4, 5}}) {
+      INFO(shape_str(shape) << " " << dtype_name(dtype));
+      Tensor x = random_f64(shape, 1, -2.0, 3.0).to(dtype);
+      Tensor w = random_f64({3}, 2).to(dtype), b = random_f64({3}, 3).to(dtype);
+      Tensor y = batch_norm(x, Tensor(), Tensor(), w, b, true);
+      CHECK(y.dtype() == dtype);
+      CHECK(y.shape() == shape);
+      check_close(y, reference_batch_norm(x, w.tolist(), b.tolist(), 1e-5), tolerance(dtype));
+      check_close(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-3),
+                  reference_batch_norm(x, {}, {}, 1e-3), tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("normalization: batch_norm on non-contiguous inputs") {
+  Tensor base = random_f64({3, 4, 5, 6}, 4);
+  Tensor w = random_f64({4}, 5), b = random_f64({4}, 6);
+  for (const Tensor& x : {base.transpose(2, 3), base.slice(3, 0, 6, 2),
+                          base.permute({1, 0, 2, 3}).contiguous().permute({1, 0, 2, 3}),
+                          random_f64({1, 4, 3}, 7).expand({5, 4, 3})}) {
+    INFO(shape_str(x.shape()));
+    check_close(batch_norm(x, Tensor(), Tensor(), w, b, true),
+                reference_batch_norm(x, w.tolist(), b.tolist(), 1e-5), 1e-10);
+  }
+}
+
+TEST_CASE("normalization: batch_norm updates the running stats by hand-computed values") {
+  // Channel 0: {1, 2, 3, 4}, mean 2.5, biased variance 1.25, unbiased 5/3.
+  // Channel 1: {0, 0, 6, 6}, mean 3, biased variance 9, unbiased 12.
+  Tensor x = tensor<double>({1, 0, 2, 0, 3, 6, 4, 6}, {4, 2});
+  Tensor running_mean = tensor<double>({0.0, 1.0});
+  Tensor running_var = tensor<double>({1.0, 2.0});
+  Tensor y = batch_norm(x, running_mean, running_var, Tensor(), Tensor(), true, 0.1, 0.0);
+  std::vector<double> rm = running_mean.tolist(), rv = running_var.tolist();
+  CHECK(rm[0] == Approx(0.9 * 0.0 + 0.1 * 2.5));
+  CHECK(rm[1] == Approx(0.9 * 1.0 + 0.1 * 3.0));
+  CHECK(rv[0] == Approx(0.9 * 1.0 + 0.1 * 5.0 / 3.0));
+  CHECK(rv[1] == Approx(0.9 * 2.0 + 0.1 * 12.0));
+  // The output uses the biased variance: (1 - 2.5) / sqrt(1.25).
+  CHECK(y.tolist()[0] == Approx(-1.5 / std::sqrt(1.25)));
+  CHECK(y.tolist()[1] == Approx(-1.0));
+  // A second step moves them again with momentum 0.5.
+  batch_norm(x, running_mean, running_var, Tensor(), Tensor(), true, 0.5, 0.0);
+  CHECK(running_mean.tolist()[0] == Approx(0.5 * 0.25 + 0.5 * 2.5));
+  CHECK(running_var.tolist()[1] == Approx(0.5 * 3.0 + 0.5 * 12.0));
+}
+
+TEST_CASE("normalization: batch_norm running stats of another dtype and without history") {
+  Tensor x = random_f64({5, 3, 2}, 8).to(DType::f32).requires_grad_();
+  Tensor running_mean = zeros({3}, DType::f64), running_var = ones({3}, DType::f64);
+  uint64_t version = running_mean.version();
+  Tensor y = batch_norm(x, running_mean, running_var, Tensor(), Tensor(), true);
+  CHECK(y.requires_grad());
+  CHECK(running_mean.version() > version);
+  CHECK_FALSE(running_mean.requires_grad());
+  CHECK(running_mean.grad_fn() == nullptr);
+  CHECK(running_var.dtype() == DType::f64);
+  std::vector<double> v = x.detach().tolist();
+  double mean0 = (v[0] + v[1] + v[6] + v[7] + v[12] + v[13] + v[18] + v[19] + v[24] + v[25]) / 10;
+  CHECK(running_mean.tolist()[0] == Approx(0.1 * mean0).epsilon(1e-6));
+}
+
+TEST_CASE("normalization: batch_norm in inference uses the running stats") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor x = random_f64({3, 2, 4}, 9).to(dtype);
+    Tensor running_mean = tensor<double>({0.5, -1.0}).to(dtype);
+    Tensor running_var = tensor<double>({2.0, 0.25}).to(dtype);
+    Tensor w = tensor<double>({1.5, -0.5}).to(dtype), b = tensor<double>({0.1, 0.2}).to(dtype);
+    std::vector<double> rm = running_mean.tolist(), rv = running_var.tolist();
+    Tensor y = batch_norm(x, running_mean, running_var, w, b, false, 0.1, 1e-5);
+    check_close(y, reference_batch_norm(x, w.tolist(), b.tolist(), 1e-5, &rm, &rv),
+                tolerance(dtype));
+    CHECK(running_mean.tolist() == rm);
+    CHECK(running_var.tolist() == rv);
+    // One value per channel is fine outside training.
+    CHECK(batch_norm(x.slice(0, 0, 1).slice(2, 0, 1), running_mean, running_var, w, b, false)
+              .shape() == Shape{1, 2, 1});
+  }
+}
+
+TEST_CASE("normalization: batch_norm in f16 and bf16") {
+  Tensor x = random_f64({4, 3, 5}, 10);
+  Tensor w = random_f64({3}, 11);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    Tensor xh = x.to(dtype);
+    Tensor y = batch_norm(xh, Tensor(), Tensor(), w.to(dtype), Tensor(), true);
+    CHECK(y.dtype() == dtype);
+    check_close(y, reference_batch_norm(xh, w.to(dtype).tolist(), {}, 1e-5), 2e-2);
+  }
+}
+
+TEST_CASE("normalization: batch_norm with an empty batch leaves the running stats") {
+  Tensor running_mean = tensor<double>({1.0, 2.0}), running_var = tensor<double>({3.0, 4.0});
+  Tensor y =
+      batch_norm(zeros({0, 2, 3}, DType::f64), running_mean, running_var, Tensor(), Tensor(), true);
+  CHECK(y.shape() == Shape{0, 2, 3});
+  CHECK(running_mean.tolist() == std::vector<double>{1.0, 2.0});
+  CHECK(running_var.tolist() == std::vector<double>{3.0, 4.0});
+}
+
+// ---- batch_norm backward ----
+
+TEST_CASE("normalization: batch_norm gradcheck in training w.r.t. x, weight and bias") {
+  for (Shape shape : {Shape{5, 3}, Shape{2, 3, 3, 2}}) {
+    INFO(shape_str(shape));
+    CHECK_GRADCHECK(
+        [](const std::vector<Tensor>& in) {
+          return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
+        },
+        {random_f64(shape, 12), random_f64({3}, 13), random_f64({3}, 14)});
+  }
+}
+
+TEST_CASE("normalization: batch_norm gradcheck in training without affine and with running stats") {
+  Tensor running_mean = zeros({2}, DType::f64), running_var = ones({2}, DType::f64);
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>& in) {
+        return batch_norm(in[0], running_mean, running_var, Tensor(), Tensor(), true);
+      },
+      {random_f64({4, 2, 3}, 15)});
+}
+
+TEST_CASE("normalization: batch_norm gradcheck in inference") {
+  Tensor running_mean = tensor<double>({0.3, -0.2, 0.1});
+  Tensor running_var = tensor<double>({0.5, 1.5, 2.0});
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>& in) {
+        return batch_norm(in[0], running_mean, running_var, in[1], in[2], false);
+      },
+      {random_f64({4, 3, 2}, 16), random_f64({3}, 17), random_f64({3}, 18)});
+}
+
+TEST_CASE("normalization: batch_norm backward through only some inputs") {
+  Tensor x = random_f64({4, 3}, 19);
+  Tensor w = random_f64({3}, 20).requires_grad_();
+  Tensor b = random_f64({3}, 21);
+  Tensor y = batch_norm(x, Tensor(), Tensor(), w, b, true);
+  CHECK(y.grad_fn()->name() == "BatchNormBackward");
+  sum(y).backward();
+  REQUIRE(w.grad().defined());
+  // sum(x_hat) over a channel is 0, so the weight's gradient under sum() is 0.
+  for (double v : w.grad().tolist()) CHECK(std::abs(v) < 1e-12);
+}
+
+// ---- layer_norm ----
+
+TEST_CASE("normalization: layer_norm matches a loop reference") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor x = random_f64({3, 4, 5}, 30, -2.0, 2.0).to(dtype);
+    for (Shape normalized : {Shape{5}, Shape{4, 5}, Shape{3, 4, 5}}) {
+      INFO(shape_str(normalized) << " " << dtype_name(dtype));
+      Tensor w = random_f64(normalized, 31).to(dtype), b = random_f64(normalized, 32).to(dtype);
+      int64_t k = shape_numel(normalized);
+      Tensor y = layer_norm(x, normalized, w, b);
+      CHECK(y.dtype() == dtype);
+      CHECK(y.shape() == x.shape());
+      check_close(y, reference_layer_norm(x, k, w.tolist(), b.tolist(), 1e-5), tolerance(dtype));
+      check_close(layer_norm(x, normalized, Tensor(), Tensor(), 1e-2),
+                  reference_layer_norm(x, k, {}, {}, 1e-2), tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("normalization: layer_norm on non-contiguous, empty and 16-bit inputs") {
+  Tensor base = random_f64({4, 6, 5}, 33);
+  Tensor w = random_f64({6}, 34);
+  for (const Tensor& x : {base.transpose(1, 2), random_f64({6}, 35).expand({4, 6}),
+                          base.slice(1, 0, 6, 2).transpose(1, 2).slice(1, 0, 6)}) {
+    INFO(shape_str(x.shape()));
+    Tensor weight = x.size(-1) == 6 ? w : Tensor();
+    check_close(layer_norm(x, {x.size(-1)}, weight),
+                reference_layer_norm(
+                    x, x.size(-1), weight.defined() ? w.tolist() : std::vector<double>{}, {}, 1e-5),
+                1e-10);
+  }
+  CHECK(layer_norm(zeros({0, 5}), {5}).shape() == Shape{0, 5});
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    Tensor x = base.to(dtype);
+    Tensor y = layer_norm(x, {5});
+    CHECK(y.dtype() == dtype);
+    check_close(y, reference_layer_norm(x, 5, {}, {}, 1e-5), 2e-2);
+  }
+}
+
+TEST_CASE("normalization: layer_norm gradcheck w.r.t. x, weight and bias") {
+  for (Shape normalized : {Shape{4}, Shape{3, 4}}) {
+    INFO(shape_str(normalized));
+    CHECK_GRADCHECK(
+        [&](const std::vector<Tensor>& in) { return layer_norm(in[0], normalized, in[1], in[2]); },
+        {random_f64({2, 3, 4}, 36), random_f64(normalized, 37), random_f64(normalized, 38)});
+  }
+  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return layer_norm(in[0], {6}); },
+                  {random_f64({3, 6}, 39)});
+  CHECK_GRADCHECK(
+      [](const std::vector<Tensor>& in) { return layer_norm(in[0], {5}, in[1], Tensor()); },
+      {random_f64({5}, 40), random_f64({5}, 41)});
+}
+
+// ---- errors ----
+
+TEST_CASE("normalization: batch_norm errors") {
+  Tensor x = zeros({4, 3});
+  CHECK_THROWS_AS(batch_norm(zeros({4}), Tensor(), Tensor(), Tensor(), Tensor(), true), ShapeError);
+  CHECK_THROWS_WITH(batch_norm(zeros({4}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                    Catch::Contains("batch_norm") && Catch::Contains("[4]"));
+  CHECK_THROWS_AS(batch_norm(x, Tensor(), Tensor(), zeros({4}), Tensor(), true), ShapeError);
+  CHECK_THROWS_WITH(batch_norm(x, Tensor(), Tensor(), zeros({4}), Tensor(), true),
+                    Catch::Contains("weight") && Catch::Contains("[3]"));
+  CHECK_THROWS_AS(batch_norm(x, zeros({2}), ones({2}), Tensor(), Tensor(), true), ShapeError);
+  CHECK_THROWS_AS(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false), ValueError);
+  CHECK_THROWS_WITH(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false),
+                    Catch::Contains("batch_norm") && Catch::Contains("running_mean"));
+  CHECK_THROWS_AS(batch_norm(x, zeros({3}), Tensor(), Tensor(), Tensor(), true), ValueError);
+  CHECK_THROWS_AS(batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                  ValueError);
+  CHECK_THROWS_WITH(batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                    Catch::Contains("more than 1 value per channel"));
+  CHECK_THROWS_AS(
+      batch_norm(zeros({4, 3}, DType::i64), Tensor(), Tensor(), Tensor(), Tensor(), true),
+      DTypeError);
+  CHECK_THROWS_AS(batch_norm(Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true), ValueError);
+}
+
+TEST_CASE("normalization: layer_norm errors") {
+  Tensor x = zeros({2, 3, 4});
+  CHECK_THROWS_AS(layer_norm(x, {3}), ShapeError);
+  CHECK_THROWS_WITH(layer_norm(x, {3}), Catch::Contains("layer_norm") && Catch::Contains("[3]") &&
+                                            Catch::Contains("[2, 3, 4]"));
+  CHECK_THROWS_AS(layer_norm(x, {1, 2, 3, 4}), ShapeError);
+  CHECK_THROWS_AS(layer_norm(x, {}), ValueError);
+  CHECK_THROWS_AS(layer_norm(x, {4}, zeros({3})), ShapeError);
+  CHECK_THROWS_WITH(layer_norm(x, {4}, Tensor(), zeros({4, 1})),
+                    Catch::Contains("bias") && Catch::Contains("[4]"));
+  CHECK_THROWS_AS(layer_norm(zeros({2, 4}, DType::i32), {4}), DTypeError);
+}
