@@ -264,7 +264,7 @@ TEST_CASE("dataloader: destroying before the first batch and after the last") {
   CHECK(!loader.next().has_value());
 }
 
-TEST_CASE("dataloader: the first next() starts an epoch; range-for starts a fresh one") {
+TEST_CASE("dataloader: the first next() starts an epoch and range-for starts a fresh one") {
   DataLoader loader(index_dataset(6), Transform(), {.batch_size = 4});
   CHECK(loader.next().has_value());
   int64_t batches = 0;

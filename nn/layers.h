@@ -1,0 +1,202 @@
+// The layers: each a Module holding its parameters and calling one op from core/ops.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kiln/core/ops/nn.h"
+#include "kiln/nn/module.h"
+
+namespace kiln::nn {
+
+// y = x Wᵀ + b; W [out, in] and b [out] start as U(-1/sqrt(in), 1/sqrt(in)), as PyTorch.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+
+ private:
+  int64_t in_features_, out_features_;
+};
+
+struct Conv2dOptions {
+  Pair stride = {1, 1};
+  Pair padding = {0, 0};
+  Pair dilation = {1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv2dOptions options = {});
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {})
+      : Conv2d(in_channels, out_channels, Pair{kernel_size, kernel_size}, options) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+
+ private:
+  int64_t in_channels_, out_channels_;
+  Pair kernel_size_;
+  Conv2dOptions options_;
+};
+
+// BatchNorm over dim 1 of [N, C] / [N, C, L] (BatchNorm1d) or [N, C, H, W] (BatchNorm2d).
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int64_t num_features, int expected_dims, double eps = 1e-5, double momentum = 0.1,
+            bool affine = true, bool track_running_stats = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return expected_dims_ == 4 ? "BatchNorm2d" : "BatchNorm1d"; }
+  std::string extra_repr() const override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int64_t num_features_;
+  int expected_dims_;
+  double eps_, momentum_;
+};
+
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNorm(num_features, 2, eps, momentum, affine, track_running_stats) {}
+};
+
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNorm(num_features, 4, eps, momentum, affine, track_running_stats) {}
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+
+ private:
+  Shape normalized_shape_;
+  double eps_;
+};
+
+// Rows of weight [num_embeddings, embedding_dim], from N(0, 1); the padding_idx row starts at zero and
+// gets no gradient (-1: no padding row).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1);
+  Tensor forward(const Tensor& indices) override;
+  std::string name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+  Tensor weight;
+
+ private:
+  int64_t num_embeddings_, embedding_dim_, padding_idx_;
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training()); }
+  std::string name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+
+ private:
+  double p_;
+};
+
+class MaxPool2d : public Module {
+ public:
+  MaxPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0}, bool ceil_mode = false)
+      : kernel_size_(kernel_size), stride_(stride), padding_(padding), ceil_mode_(ceil_mode) {}
+  Tensor forward(const Tensor& x) override {
+    return max_pool2d(x, kernel_size_, stride_, padding_, {1, 1}, ceil_mode_);
+  }
+  std::string name() const override { return "MaxPool2d"; }
+  std::string extra_repr() const override;
+
+ private:
+  Pair kernel_size_, stride_, padding_;
+  bool ceil_mode_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  AvgPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0})
+      : kernel_size_(kernel_size), stride_(stride), padding_(padding) {}
+  Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_size_, stride_, padding_); }
+  std::string name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override;
+
+ private:
+  Pair kernel_size_, stride_, padding_;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Pair output_size) : output_size_(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size_); }
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override;
+
+ private:
+  Pair output_size_;
+};
+
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
+  std::string name() const override { return "Flatten"; }
+
+ private:
+  int64_t start_, end_;
+};
+
+class Identity : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string name() const override { return "Identity"; }
+};
+
+// Activations: stateless modules over the elementwise ops.
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "ReLU"; }
+};
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none") : approximate_(std::move(approximate)) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "GELU"; }
+
+ private:
+  std::string approximate_;
+};
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "SiLU"; }
+};
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Sigmoid"; }
+};
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Tanh"; }
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,199 @@
+#include "kiln/nn/module.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/error.h"
+#include "kiln/core/ops/dispatch.h"
+
+namespace kiln::nn {
+
+Tensor Module::forward(const Tensor&) {
+  throw NotImplementedError(fmt::format("{}: this module has no one-tensor forward", name()));
+}
+
+// Parameters, buffers and submodules share one namespace (they are all attributes in PyTorch), and
+// a '.' would make dotted state_dict keys ambiguous.
+void Module::check_new_name(const char* kind, const std::string& name) const {
+  KILN_CHECK(name.find('.') == std::string::npos && !name.empty(), ValueError,
+             "{}: {} name '{}' must be non-empty and contain no '.'", this->name(), kind, name);
+  bool taken = false;
+  for (auto& [n, t] : parameters_) taken = taken || n == name;
+  for (auto& [n, t] : buffers_) taken = taken || n == name;
+  for (auto& [n, m] : children_) taken = taken || n == name;
+  KILN_CHECK(!taken, ValueError, "{}: {} '{}' registered twice (the name is already taken)", this->name(), kind,
+             name);
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_new_name("parameter", name);
+  if (tensor.defined() && requires_grad) tensor.requires_grad_();
+  parameters_.emplace_back(name, tensor);
+  return parameters_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_new_name("buffer", name);
+  buffers_.emplace_back(name, tensor);
+  return buffers_.back().second;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  KILN_CHECK(module != nullptr, ValueError, "{}: submodule '{}' is null", this->name(), name);
+  check_new_name("submodule", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, bool recurse, bool buffers, NamedTensors& out) const {
+  for (const auto& [n, t] : buffers ? buffers_ : parameters_)
+    if (t.defined()) out.emplace_back(prefix + n, t);
+  if (!recurse) return;
+  for (const auto& [n, child] : children_) child->collect(prefix + n + ".", true, buffers, out);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, false, out);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  // A module not owned by a shared_ptr (one on the stack, or a ResNet inside its own constructor)
+  // lists itself through a non-owning pointer rather than throwing std::bad_weak_ptr.
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out = {{"", self}};
+  for (auto& [n, child] : children_)
+    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+  return out;
+}
+
+int64_t Module::parameter_count() const {
+  int64_t total = 0;
+  for (const Tensor& p : parameters()) total += p.numel();
+  return total;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, child] : children_) child->train(on);
+}
+
+namespace {
+void convert_in_place(Tensor& t, const std::function<Tensor(const Tensor&)>& convert) {
+  NoGradGuard no_grad;
+  Tensor converted = convert(t.detach());
+  t.set_data(converted);
+  Tensor grad = t.grad();
+  if (grad.defined()) t.set_grad(convert(grad));
+}
+}  // namespace
+
+Module& Module::to(Device device) {
+  for (auto& [n, t] : named_parameters()) convert_in_place(t, [&](const Tensor& x) { return x.to(device); });
+  for (auto& [n, t] : named_buffers()) convert_in_place(t, [&](const Tensor& x) { return x.to(device); });
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  KILN_CHECK(is_floating(dtype), DTypeError, "{}.to: modules convert to floating dtypes only, got {}",
+             name(), dtype_name(dtype));
+  auto convert = [&](const Tensor& x) { return is_floating(x.dtype()) ? x.to(dtype) : x; };
+  for (auto& [n, t] : named_parameters()) convert_in_place(t, convert);
+  for (auto& [n, t] : named_buffers()) convert_in_place(t, convert);
+  return *this;
+}
+
+void Module::zero_grad() {
+  for (Tensor& p : parameters()) p.zero_grad();
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (auto& [n, t] : named_parameters()) out[n] = t.detach();
+  for (auto& [n, t] : named_buffers()) out[n] = t.detach();
+  return out;
+}
+
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  LoadResult result;
+  NamedTensors mine = named_parameters();
+  NamedTensors buffers = named_buffers();
+  mine.insert(mine.end(), buffers.begin(), buffers.end());
+  std::set<std::string> known;
+  std::vector<std::string> mismatched;
+  for (auto& [n, t] : mine) {
+    known.insert(n);
+    auto it = state.find(n);
+    if (it == state.end()) {
+      result.missing_keys.push_back(n);
+      continue;
+    }
+    if (it->second.shape() != t.shape()) {
+      mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", n, shape_str(it->second.shape()),
+                                       shape_str(t.shape())));
+    }
+  }
+  for (auto& [n, t] : state)
+    if (!known.count(n)) result.unexpected_keys.push_back(n);
+  KILN_CHECK(mismatched.empty(), ShapeError, "{}.load_state_dict: shape mismatch for {}", name(),
+             fmt::join(mismatched, "; "));
+  if (strict) {
+    KILN_CHECK(result.missing_keys.empty() && result.unexpected_keys.empty(), ValueError,
+               "{}.load_state_dict: missing keys [{}], unexpected keys [{}] (pass strict=false to "
+               "load what matches)",
+               name(), fmt::join(result.missing_keys, ", "), fmt::join(result.unexpected_keys, ", "));
+  }
+  NoGradGuard no_grad;
+  for (auto& [n, t] : mine) {
+    auto it = state.find(n);
+    if (it != state.end()) t.copy_(it->second.to(t.device()));
+  }
+  return result;
+}
+
+void Module::str_into(std::string& out, int indent) const {
+  if (children_.empty()) {
+    out += name() + "(" + extra_repr() + ")";
+    return;
+  }
+  // With children, PyTorch puts the module's own arguments on a line of their own.
+  out += name() + "(\n";
+  if (!extra_repr().empty()) out += std::string(indent + 2, ' ') + extra_repr() + "\n";
+  for (auto& [n, child] : children_) {
+    out += std::string(indent + 2, ' ') + "(" + n + "): ";
+    child->str_into(out, indent + 2);
+    out += "\n";
+  }
+  out += std::string(indent, ' ') + ")";
+}
+
+std::string Module::str() const {
+  std::string out;
+  str_into(out, 0);
+  int64_t trainable = 0;
+  for (const Tensor& p : parameters())
+    if (p.requires_grad()) trainable += p.numel();
+  out += fmt::format("\n{} parameters ({} trainable)", parameter_count(), trainable);
+  return out;
+}
+
+}  // namespace kiln::nn

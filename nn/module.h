@@ -1,0 +1,83 @@
+// Module: the base of every layer and model. It owns named parameters, buffers and submodules in
+// registration order, so names come out as PyTorch's ("layer1.0.conv1.weight").
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = std::map<std::string, Tensor>;
+
+struct LoadResult {
+  std::vector<std::string> missing_keys;     // in the module, not in the state dict
+  std::vector<std::string> unexpected_keys;  // in the state dict, not in the module
+};
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  virtual ~Module() = default;
+
+  // The layer's computation; modules that take something other than one tensor leave it alone.
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  // The type name shown by str(): "Conv2d", "ResNet".
+  virtual std::string name() const = 0;
+  // Constructor arguments shown by str(): "3, 64, kernel_size=(3, 3)".
+  virtual std::string extra_repr() const { return ""; }
+
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  int64_t parameter_count() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves or converts every parameter and buffer in place: a tensor keeps its identity (the
+  // optimizer's references stay valid), as module.to() in PyTorch. to(dtype) converts only
+  // floating tensors (integer buffers such as num_batches_tracked keep theirs).
+  Module& to(Device device);
+  Module& to(DType dtype);
+  void zero_grad();
+
+  // Parameters and buffers by their dotted names; the tensors are detached aliases.
+  StateDict state_dict() const;
+  // Copies values into the module's tensors. strict: any missing or unexpected key, or any shape
+  // mismatch, throws a ValueError listing them; otherwise the keys are returned.
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
+
+  // The module tree, PyTorch style, with parameter counts.
+  std::string str() const;
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor tensor);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+
+ private:
+  void check_new_name(const char* kind, const std::string& name) const;
+  void collect(const std::string& prefix, bool recurse, bool buffers, NamedTensors& out) const;
+  void str_into(std::string& out, int indent) const;
+
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace kiln::nn

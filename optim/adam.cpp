@@ -1,0 +1,93 @@
+#include "kiln/optim/adam.h"
+
+#include <cmath>
+
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/factories.h"
+#include "kiln/core/ops/elementwise.h"
+
+namespace kiln::optim {
+
+namespace {
+Options to_options(const AdamOptions& o) {
+  return {{"lr", o.lr},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+}
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  return {ParamGroup{std::move(params), {}}};
+}
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options)
+    : Adam(one_group(std::move(params)), options, false) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options)
+    : Adam(std::move(groups), options, false) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
+    : Optimizer(decoupled ? "AdamW" : "Adam", to_options(options)), decoupled_(decoupled) {
+  add_param_groups(std::move(groups));
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions options)
+    : Adam(one_group(std::move(params)), options, true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions options)
+    : Adam(std::move(groups), options, true) {}
+
+void Adam::check_options(const Options& o) const {
+  const double lr = o.at("lr"), eps = o.at("eps"), weight_decay = o.at("weight_decay");
+  const double beta1 = o.at("beta1"), beta2 = o.at("beta2");
+  KILN_CHECK(lr >= 0 && eps >= 0 && weight_decay >= 0, ValueError,
+             "{}: lr, eps and weight_decay must be non-negative, got {}, {}, {}", name(), lr, eps,
+             weight_decay);
+  KILN_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, ValueError,
+             "{}: betas must be in [0, 1), got ({}, {})", name(), beta1, beta2);
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  for (auto& group : param_groups()) {
+    const double lr = group.options["lr"], beta1 = group.options["beta1"],
+                 beta2 = group.options["beta2"];
+    const double eps = group.options["eps"], weight_decay = group.options["weight_decay"];
+    const bool amsgrad = group.options["amsgrad"] != 0.0;
+    for (Tensor& p : group.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      auto& state = state_of(p);
+      if (state.empty()) {
+        state["step"] = zeros({}, DType::f64);
+        state["exp_avg"] = zeros_like(p);
+        state["exp_avg_sq"] = zeros_like(p);
+      }
+      // Created apart from the rest: amsgrad may be switched on for a group that already has state.
+      if (amsgrad && !state.count("max_exp_avg_sq")) state["max_exp_avg_sq"] = zeros_like(p);
+      Tensor& step_count = state["step"];
+      step_count.add_(1.0);
+      const double t = step_count.item<double>();
+      if (weight_decay != 0) {
+        if (decoupled_)
+          p.mul_(1.0 - lr * weight_decay);
+        else
+          g = add(g, p, weight_decay);
+      }
+      Tensor& m = state["exp_avg"];
+      Tensor& v = state["exp_avg_sq"];
+      m.mul_(beta1).add_(g, 1.0 - beta1);
+      v.mul_(beta2).add_(mul(g, g), 1.0 - beta2);
+      const double bias1 = 1.0 - std::pow(beta1, t), bias2 = 1.0 - std::pow(beta2, t);
+      Tensor second = v;
+      if (amsgrad) {
+        Tensor& v_max = state["max_exp_avg_sq"];
+        v_max.copy_(maximum(v_max, v));
+        second = v_max;
+      }
+      Tensor denom = add(div(sqrt(second), std::sqrt(bias2)), eps);
+      p.add_(div(m, denom), -lr / bias1);
+    }
+  }
+}
+
+}  // namespace kiln::optim

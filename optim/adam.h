@@ -1,0 +1,41 @@
+// Adam and AdamW with PyTorch's update rule, bias-corrected, amsgrad optional:
+//   Adam:  g = grad + weight_decay * p          AdamW: p = p * (1 - lr * weight_decay)
+//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2  (v_max = max(v_max, v) for
+//   amsgrad) p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+#pragma once
+
+#include "kiln/optim/optimizer.h"
+
+namespace kiln::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions options);
+  Adam(std::vector<ParamGroup> groups, AdamOptions options);
+  void step() override;
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
+  void check_options(const Options& options) const override;
+
+ private:
+  bool decoupled_ = false;
+};
+
+// Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default weight_decay is 0.01.
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, AdamOptions options);
+  AdamW(std::vector<ParamGroup> groups, AdamOptions options);
+};
+
+}  // namespace kiln::optim

@@ -1,0 +1,168 @@
+#include "kiln/optim/lr_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/ops/elementwise.h"
+#include "kiln/core/ops/reduce.h"
+
+namespace kiln::optim {
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
+  for (auto& g : optimizer.param_groups()) base_lrs_.push_back(g.options.at("lr"));
+}
+
+void LRScheduler::start() {
+  set_last_epoch(0);
+}
+
+void LRScheduler::step() {
+  set_last_epoch(last_epoch_ + 1);
+}
+
+void LRScheduler::set_last_epoch(int64_t epoch) {
+  KILN_CHECK(epoch >= 0, ValueError,
+             "LRScheduler.set_last_epoch: expected a non-negative step, got {}", epoch);
+  auto& groups = optimizer_.param_groups();
+  const size_t count = std::min(groups.size(), base_lrs_.size());
+  // Every rate is computed before any is written, so a step the schedule rejects changes nothing.
+  std::vector<double> lrs;
+  for (size_t g = 0; g < count; ++g) lrs.push_back(lr_at(g, epoch));
+  last_epoch_ = epoch;
+  for (size_t g = 0; g < count; ++g) {
+    groups[g].options["lr"] = lrs[g];
+    apply_extra(g, epoch);
+  }
+}
+
+std::vector<double> LRScheduler::get_last_lr() const {
+  std::vector<double> out;
+  for (auto& g : optimizer_.param_groups()) out.push_back(g.options.at("lr"));
+  return out;
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  KILN_CHECK(step_size > 0, ValueError, "StepLR: step_size must be positive, got {}", step_size);
+  start();
+}
+double StepLR::lr_at(size_t g, int64_t step) const {
+  return base_lrs_[g] * std::pow(gamma_, static_cast<double>(step / step_size_));
+}
+
+MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
+  std::sort(milestones_.begin(), milestones_.end());
+  start();
+}
+double MultiStepLR::lr_at(size_t g, int64_t step) const {
+  auto passed =
+      std::upper_bound(milestones_.begin(), milestones_.end(), step) - milestones_.begin();
+  return base_lrs_[g] * std::pow(gamma_, static_cast<double>(passed));
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
+    : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
+  KILN_CHECK(t_max > 0, ValueError, "CosineAnnealingLR: t_max must be positive, got {}", t_max);
+  start();
+}
+double CosineAnnealingLR::lr_at(size_t g, int64_t step) const {
+  return eta_min_ +
+         (base_lrs_[g] - eta_min_) * (1 + std::cos(M_PI * static_cast<double>(step) / t_max_)) / 2;
+}
+
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
+                   int64_t total_iters)
+    : LRScheduler(optimizer),
+      start_factor_(start_factor),
+      end_factor_(end_factor),
+      total_iters_(total_iters) {
+  KILN_CHECK(start_factor > 0 && start_factor <= 1 && end_factor >= 0 && end_factor <= 1,
+             ValueError, "LinearLR: factors must be in (0, 1] and [0, 1], got {} and {}",
+             start_factor, end_factor);
+  KILN_CHECK(total_iters > 0, ValueError, "LinearLR: total_iters must be positive, got {}",
+             total_iters);
+  start();
+}
+double LinearLR::lr_at(size_t g, int64_t step) const {
+  double progress =
+      static_cast<double>(std::min(step, total_iters_)) / static_cast<double>(total_iters_);
+  return base_lrs_[g] * (start_factor_ + (end_factor_ - start_factor_) * progress);
+}
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
+                       OneCycleOptions options)
+    : LRScheduler(optimizer), max_lr_(max_lr), total_steps_(total_steps), options_(options) {
+  KILN_CHECK(total_steps > 1, ValueError, "OneCycleLR: total_steps must be at least 2, got {}",
+             total_steps);
+  KILN_CHECK(options.pct_start > 0 && options.pct_start < 1, ValueError,
+             "OneCycleLR: pct_start must be in (0, 1), got {}", options.pct_start);
+  if (options_.cycle_momentum) {
+    auto& g0 = optimizer.param_groups().front().options;
+    KILN_CHECK(
+        g0.count("momentum") || g0.count("beta1"), ValueError,
+        "OneCycleLR: cycle_momentum needs an optimizer with momentum or beta1 ({} has neither)",
+        optimizer.name());
+  }
+  start();
+}
+
+double OneCycleLR::phase_value(int64_t step, double start_value, double peak,
+                               double end_value) const {
+  // PyTorch's two phases: warm up to step pct_start * total - 1, then anneal to step total - 1.
+  const double warm_end = options_.pct_start * static_cast<double>(total_steps_) - 1;
+  const double last = static_cast<double>(total_steps_ - 1);
+  auto cos_anneal = [](double from, double to, double pct) {
+    return to + (from - to) / 2.0 * (std::cos(M_PI * pct) + 1);
+  };
+  const double s = static_cast<double>(step);
+  // A warm-up that ends at step 0 has reached its peak there (PyTorch divides by zero).
+  if (s <= warm_end) return cos_anneal(start_value, peak, warm_end > 0 ? s / warm_end : 1.0);
+  return cos_anneal(peak, end_value, (s - warm_end) / (last - warm_end));
+}
+
+double OneCycleLR::lr_at(size_t, int64_t step) const {
+  // Step total_steps is allowed, as in PyTorch: a loop that steps after each of its total_steps
+  // batches ends there.
+  KILN_CHECK(step <= total_steps_, ValueError,
+             "OneCycleLR: stepped {} times but total_steps is {}; give the scheduler the number of "
+             "batches of the whole run",
+             step, total_steps_);
+  const double initial = max_lr_ / options_.div_factor;
+  return phase_value(step, initial, max_lr_, initial / options_.final_div_factor);
+}
+
+void OneCycleLR::apply_extra(size_t g, int64_t step) {
+  if (!options_.cycle_momentum) return;
+  double m =
+      phase_value(step, options_.max_momentum, options_.base_momentum, options_.max_momentum);
+  auto& opts = optimizer_.param_groups()[g].options;
+  opts[opts.count("momentum") ? "momentum" : "beta1"] = m;
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  NoGradGuard no_grad;
+  KILN_CHECK(max_norm >= 0 && norm_type > 0, ValueError,
+             "clip_grad_norm_: max_norm must be non-negative and norm_type positive, got {} and {}",
+             max_norm, norm_type);
+  double total = 0;
+  bool is_inf = std::isinf(norm_type);
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    double n = norm(g.to(DType::f64), norm_type).item<double>();
+    total = is_inf ? std::max(total, n) : total + std::pow(n, norm_type);
+  }
+  if (!is_inf) total = std::pow(total, 1.0 / norm_type);
+  double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0) {
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) g.mul_(coef);
+    }
+  }
+  return total;
+}
+
+}  // namespace kiln::optim

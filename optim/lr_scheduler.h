@@ -1,0 +1,116 @@
+// Learning-rate schedules, stepped once per epoch or per batch as the recipe needs. Each computes
+// its rate in closed form from the step count, with PyTorch's formulas.
+#pragma once
+
+#include <vector>
+
+#include "kiln/optim/optimizer.h"
+
+namespace kiln::optim {
+
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  // Advances one step and writes the new rates into the optimizer's groups.
+  void step();
+  std::vector<double> get_last_lr() const;
+  int64_t last_epoch() const { return last_epoch_; }
+  // For checkpoints: the step count is the whole state (the base rates come from the optimizer).
+  void set_last_epoch(int64_t epoch);
+
+ protected:
+  explicit LRScheduler(Optimizer& optimizer);
+  // Sets the rates for step 0; derived constructors call it once their fields are set.
+  void start();
+  virtual double lr_at(size_t group, int64_t step) const = 0;
+  virtual void apply_extra(size_t, int64_t) {}
+
+  Optimizer& optimizer_;
+  std::vector<double> base_lrs_;
+  int64_t last_epoch_ = 0;
+};
+
+// base * gamma^floor(step / step_size)
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+// base * gamma^(milestones passed)
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+
+ private:
+  std::vector<int64_t> milestones_;
+  double gamma_;
+};
+
+// eta_min + (base - eta_min) (1 + cos(pi step / t_max)) / 2
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min = 0.0);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+
+ private:
+  int64_t t_max_;
+  double eta_min_;
+};
+
+// Linear warm-up: base * (start + (end - start) min(step, total) / total).
+class LinearLR : public LRScheduler {
+ public:
+  LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
+           int64_t total_iters = 5);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+
+ private:
+  double start_factor_, end_factor_;
+  int64_t total_iters_;
+};
+
+struct OneCycleOptions {
+  double pct_start = 0.3;
+  double div_factor = 25.0;       // initial lr = max_lr / div_factor
+  double final_div_factor = 1e4;  // final lr = initial lr / final_div_factor
+  bool cycle_momentum = true;     // momentum (SGD) or beta1 (Adam) moves opposite to the lr
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
+};
+
+// Smith's one-cycle policy with cosine annealing, stepped once per batch for total_steps steps;
+// stepping beyond step total_steps throws ValueError, as in PyTorch.
+class OneCycleLR : public LRScheduler {
+ public:
+  OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
+             OneCycleOptions options = {});
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+  void apply_extra(size_t group, int64_t step) override;
+
+ private:
+  double phase_value(int64_t step, double start, double peak, double end) const;
+  double max_lr_;
+  int64_t total_steps_;
+  OneCycleOptions options_;
+};
+
+// Scales every gradient so that their joint p-norm is at most max_norm; returns the norm before.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+
+}  // namespace kiln::optim

@@ -1,0 +1,130 @@
+#include "kiln/optim/optimizer.h"
+
+#include <fmt/format.h>
+
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/factories.h"
+
+namespace kiln::optim {
+
+Optimizer::Optimizer(std::string name, Options defaults)
+    : name_(std::move(name)), defaults_(std::move(defaults)) {}
+
+void Optimizer::add_param_groups(std::vector<ParamGroup> groups) {
+  KILN_CHECK(!groups.empty(), ValueError, "{}: got an empty list of parameter groups", name_);
+  check_options(defaults_);
+  for (auto& g : groups) add_param_group(std::move(g));
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  KILN_CHECK(!group.params.empty(), ValueError, "{}: a parameter group has no parameters", name_);
+  for (auto& [key, value] : group.options)
+    KILN_CHECK(defaults_.count(key), ValueError, "{}: unknown option '{}'", name_, key);
+  for (auto& [key, value] : defaults_) group.options.emplace(key, value);
+  check_options(group.options);
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    const Tensor& p = group.params[i];
+    KILN_CHECK(p.defined() && p.is_leaf(), ValueError, "{}: can only optimize defined leaf tensors",
+               name_);
+    // A repeated parameter would be stepped twice per step.
+    for (size_t j = 0; j < i; ++j)
+      KILN_CHECK(!group.params[j].is_same(p), ValueError,
+                 "{}: parameter {} of a group repeats parameter {}", name_, i, j);
+    for (const auto& other : groups_)
+      for (const Tensor& q : other.params)
+        KILN_CHECK(!q.is_same(p), ValueError, "{}: a parameter appears in more than one group",
+                   name_);
+  }
+  groups_.push_back(std::move(group));
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (Tensor& p : g.params) p.zero_grad();
+}
+
+std::map<std::string, Tensor>& Optimizer::state_of(const Tensor& param) {
+  return state_[param.impl()];
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict out;
+  int64_t index = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (auto& [key, value] : groups_[g].options)
+      out[fmt::format("param_groups.{}.{}", g, key)] = scalar_tensor(value, DType::f64);
+    for (const Tensor& p : groups_[g].params) {
+      auto it = state_.find(p.impl());
+      if (it != state_.end())
+        for (auto& [key, t] : it->second) out[fmt::format("state.{}.{}", index, key)] = t.detach();
+      ++index;
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  NoGradGuard no_grad;
+  // Everything is read and checked before anything is replaced, so a bad state leaves the
+  // optimizer as it was.
+  std::vector<Options> options(groups_.size());
+  std::vector<std::map<std::string, Tensor>> restored;
+  size_t state_keys_used = 0;
+  int64_t index = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (auto& [key, value] : groups_[g].options) {
+      auto it = state.find(fmt::format("param_groups.{}.{}", g, key));
+      KILN_CHECK(it != state.end(), ValueError, "{}.load_state_dict: missing 'param_groups.{}.{}'",
+                 name_, g, key);
+      KILN_CHECK(it->second.numel() == 1, ValueError,
+                 "{}.load_state_dict: '{}' should hold one value, got shape {}", name_, it->first,
+                 shape_str(it->second.shape()));
+      options[g][key] = it->second.item<double>();
+    }
+    check_options(options[g]);
+    for (const Tensor& p : groups_[g].params) {
+      std::string prefix = fmt::format("state.{}.", index++);
+      std::map<std::string, Tensor> named;
+      for (auto it = state.lower_bound(prefix);
+           it != state.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+        const std::string key = it->first.substr(prefix.size());
+        const Tensor& saved = it->second;
+        // 0-dim entries (the step count) are scalars; the rest are per element of the parameter
+        // and take its dtype, as PyTorch casts them.
+        bool per_element = saved.dim() > 0;
+        KILN_CHECK(!per_element || saved.shape() == p.shape(), ShapeError,
+                   "{}.load_state_dict: '{}' has shape {} but the parameter has {}", name_,
+                   it->first, shape_str(saved.shape()), shape_str(p.shape()));
+        Tensor value = per_element && is_floating(saved.dtype()) ? saved.to(p.dtype()) : saved;
+        named[key] = value.to(p.device()).clone();
+        ++state_keys_used;
+      }
+      restored.push_back(std::move(named));
+    }
+  }
+  size_t state_keys = 0;
+  for (auto it = state.lower_bound("state.");
+       it != state.end() && it->first.rfind("state.", 0) == 0; ++it)
+    ++state_keys;
+  KILN_CHECK(state_keys == state_keys_used, ValueError,
+             "{}.load_state_dict: the state has entries for parameters the optimizer does not have "
+             "({} parameters)",
+             name_, index);
+  KILN_CHECK(!state.count(fmt::format("param_groups.{}.lr", groups_.size())), ValueError,
+             "{}.load_state_dict: the state has more parameter groups than the optimizer ({})",
+             name_, groups_.size());
+
+  index = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].options = std::move(options[g]);
+    for (const Tensor& p : groups_[g].params) {
+      auto& named = restored[index++];
+      if (named.empty())
+        state_.erase(p.impl());
+      else
+        state_[p.impl()] = std::move(named);
+    }
+  }
+}
+
+}  // namespace kiln::optim
