@@ -1,5 +1,6 @@
 #include "kiln/core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "kiln/core/cuda.h"
@@ -32,9 +33,10 @@ namespace {
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    if (nbytes == 0) return nullptr;
     constexpr size_t kAlignment = 64;
-    size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+    // Zero-size tensors get a real (one-line) block too, so that no kernel ever hands a null
+    // pointer to memcpy and friends, whose behaviour with null is undefined even for 0 bytes.
+    size_t rounded = std::max<size_t>((nbytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
     void* ptr = std::aligned_alloc(kAlignment, rounded);
     KILN_CHECK(ptr != nullptr, OutOfMemoryError,
                "cpu allocator: out of memory allocating {} bytes ({} bytes held by kiln)", nbytes,
@@ -53,8 +55,9 @@ class CpuAllocator final : public Allocator {
 }  // namespace
 
 Allocator& cpu_allocator() {
-  static CpuAllocator allocator;
-  return allocator;
+  // Never destroyed: tensors held by other static objects may be freed after it otherwise would be.
+  static CpuAllocator* allocator = new CpuAllocator;
+  return *allocator;
 }
 
 Allocator& allocator_for(Device device) {

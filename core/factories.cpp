@@ -13,6 +13,7 @@ namespace kiln {
 
 Tensor zeros(const Shape& shape, DType dtype, Device device) {
   Tensor out = empty(shape, dtype, device);
+  if (out.numel() == 0) return out;
   if (device.is_cpu())
     std::memset(out.data_ptr(), 0, out.numel() * out.element_size());
   else

@@ -61,17 +61,6 @@ Shape output_shape(const cpu::Conv2dGeometry& g) {
   return {g.batch, g.out_channels, g.out_h, g.out_w};
 }
 
-void check_pair(const char* op, const Tensor& a, const Tensor& b, const char* a_name,
-                const char* b_name) {
-  require_defined(op, a, a_name);
-  require_defined(op, b, b_name);
-  common_device(op, {&a, &b});
-  KILN_CHECK(a.dtype() == b.dtype(), DTypeError,
-             "{}: expected {} and {} of one dtype, got {} and {}; convert one with .to(dtype)", op,
-             a_name, b_name, describe(a), describe(b));
-  require_floating(op, a, a_name);
-}
-
 void check_grad_output(const char* op, const Tensor& grad_output, const cpu::Conv2dGeometry& g) {
   KILN_CHECK(grad_output.shape() == output_shape(g), ShapeError,
              "{}: expected grad_output of shape {} (conv2d's output), got {}", op,
@@ -116,11 +105,11 @@ struct Conv2dBackward : Node {
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
               Pair dilation, int64_t groups) {
-  check_pair("conv2d", x, weight, "input", "weight");
+  require_same_floating("conv2d", x, weight, "input", "weight");
   const ConvParams params{stride, padding, dilation, groups};
   const cpu::Conv2dGeometry g = conv_geometry("conv2d", x.shape(), weight.shape(), params);
   if (bias.defined()) {
-    check_pair("conv2d", x, bias, "input", "bias");
+    require_same_floating("conv2d", x, bias, "input", "bias");
     KILN_CHECK(bias.dim() == 1 && bias.size(0) == g.out_channels, ShapeError,
                "conv2d: expected bias of shape [{}] to match weight {}, got {}", g.out_channels,
                describe(weight), describe(bias));
@@ -143,7 +132,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
                              const Shape& input_shape, Pair stride, Pair padding, Pair dilation,
                              int64_t groups) {
   const char* op = "conv2d_backward_input";
-  check_pair(op, grad_output, weight, "grad_output", "weight");
+  require_same_floating(op, grad_output, weight, "grad_output", "weight");
   const cpu::Conv2dGeometry g =
       conv_geometry(op, input_shape, weight.shape(), {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
@@ -158,7 +147,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
                               const Shape& weight_shape, Pair stride, Pair padding, Pair dilation,
                               int64_t groups) {
   const char* op = "conv2d_backward_weight";
-  check_pair(op, grad_output, input, "grad_output", "input");
+  require_same_floating(op, grad_output, input, "grad_output", "input");
   const cpu::Conv2dGeometry g =
       conv_geometry(op, input.shape(), weight_shape, {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);

@@ -34,6 +34,17 @@ void require_floating(const char* op, const Tensor& t, const char* argument) {
              argument, describe(t));
 }
 
+void require_same_floating(const char* op, const Tensor& a, const Tensor& b, const char* a_name,
+                           const char* b_name) {
+  require_defined(op, a, a_name);
+  require_defined(op, b, b_name);
+  common_device(op, {&a, &b});
+  KILN_CHECK(a.dtype() == b.dtype(), DTypeError,
+             "{}: expected {} and {} of one dtype, got {} and {}; convert one with .to(dtype)", op,
+             a_name, b_name, describe(a), describe(b));
+  require_floating(op, a, a_name);
+}
+
 void require_index_dtype(const char* op, const Tensor& t, const char* argument) {
   KILN_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32, DTypeError,
              "{}: expected {} of dtype i64 or i32, got {}", op, argument, describe(t));

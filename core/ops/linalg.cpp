@@ -12,19 +12,6 @@ namespace kiln {
 
 namespace {
 
-void check_operands(const char* op, const Tensor& a, const Tensor& b, const char* a_name,
-                    const char* b_name) {
-  require_defined(op, a, a_name);
-  require_defined(op, b, b_name);
-  common_device(op, {&a, &b});
-  KILN_CHECK(a.dtype() == b.dtype(), DTypeError,
-             "{}: expected {} and {} of one dtype, got {} and {}; convert one with .to(dtype)", op,
-             a_name, b_name, describe(a), describe(b));
-  KILN_CHECK(is_floating(a.dtype()), DTypeError,
-             "{}: expected floating-point operands, got {} and {}; convert with .to(DType::f32)",
-             op, describe(a), describe(b));
-}
-
 // t [..., d] as [rows, d]; the row count is spelled out because -1 is ambiguous when d is 0.
 Tensor as_rows(const Tensor& t) {
   return t.reshape({shape_numel(Shape(t.shape().begin(), t.shape().end() - 1)), t.size(-1)});
@@ -76,7 +63,7 @@ struct MatmulBackward : Node {
 };
 
 Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
-  check_operands(op, a, b, "first operand", "second operand");
+  require_same_floating(op, a, b, "first operand", "second operand");
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
              "{}: expected operands with at least one dim, got {} and {}", op, describe(a),
              describe(b));
@@ -160,7 +147,7 @@ struct LinearBackward : Node {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_operands("linear", x, weight, "input", "weight");
+  require_same_floating("linear", x, weight, "input", "weight");
   KILN_CHECK(weight.dim() == 2, ShapeError,
              "linear: expected a 2-D weight [out_features, in_features], got {}", describe(weight));
   const int64_t out_features = weight.size(0), in_features = weight.size(1);
