@@ -5,10 +5,9 @@
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-
-#include <CLI/CLI.hpp>
 
 #include "kiln/kiln.h"
 
@@ -54,10 +53,13 @@ int main(int argc, char** argv) {
   }
   double total = forward_s + backward_s + step_s;
   MemoryStats mem = memory_stats();
-  std::printf("kiln %s batch %lld threads %d: %.1f images/s (forward %.1f ms, backward %.1f ms, step %.1f ms per "
-              "batch), peak memory %.1f MiB\n",
-              model_name.c_str(), static_cast<long long>(batch_size), threads,
-              static_cast<double>(batch_size * steps) / total, 1e3 * forward_s / steps, 1e3 * backward_s / steps,
-              1e3 * step_s / steps, static_cast<double>(mem.peak_bytes) / (1 << 20));
+  std::printf(
+      "kiln %s batch %lld threads %d: %.1f images/s (forward %.1f ms, backward %.1f ms, step %.1f "
+      "ms per "
+      "batch), peak memory %.1f MiB\n",
+      model_name.c_str(), static_cast<long long>(batch_size), threads,
+      static_cast<double>(batch_size * steps) / total, 1e3 * forward_s / steps,
+      1e3 * backward_s / steps, 1e3 * step_s / steps,
+      static_cast<double>(mem.peak_bytes) / (1 << 20));
   return 0;
 }

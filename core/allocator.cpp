@@ -12,7 +12,9 @@ MemoryStats Allocator::stats() const {
   return {current_.load(), peak_.load(), allocations_.load(), live_.load()};
 }
 
-void Allocator::reset_peak() { peak_.store(current_.load()); }
+void Allocator::reset_peak() {
+  peak_.store(current_.load());
+}
 
 void Allocator::record_allocate(size_t nbytes) {
   int64_t now = current_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
@@ -36,7 +38,8 @@ class CpuAllocator final : public Allocator {
     constexpr size_t kAlignment = 64;
     // Zero-size tensors get a real (one-line) block too, so that no kernel ever hands a null
     // pointer to memcpy and friends, whose behaviour with null is undefined even for 0 bytes.
-    size_t rounded = std::max<size_t>((nbytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
+    size_t rounded =
+        std::max<size_t>((nbytes + kAlignment - 1) / kAlignment * kAlignment, kAlignment);
     void* ptr = std::aligned_alloc(kAlignment, rounded);
     KILN_CHECK(ptr != nullptr, OutOfMemoryError,
                "cpu allocator: out of memory allocating {} bytes ({} bytes held by kiln)", nbytes,
@@ -65,7 +68,11 @@ Allocator& allocator_for(Device device) {
   return cuda::allocator(device.index);
 }
 
-MemoryStats memory_stats(Device device) { return allocator_for(device).stats(); }
-void reset_peak_memory_stats(Device device) { allocator_for(device).reset_peak(); }
+MemoryStats memory_stats(Device device) {
+  return allocator_for(device).stats();
+}
+void reset_peak_memory_stats(Device device) {
+  allocator_for(device).reset_peak();
+}
 
 }  // namespace kiln

@@ -9,13 +9,13 @@
 
 #include "kiln/core/error.h"
 
-#define KILN_CUDA_CHECK(call)                                                                   \
-  do {                                                                                          \
-    cudaError_t kiln_status_ = (call);                                                          \
-    if (kiln_status_ != cudaSuccess)                                                            \
-      throw ::kiln::Error(std::string("CUDA error ") + cudaGetErrorName(kiln_status_) + " (" +  \
+#define KILN_CUDA_CHECK(call)                                                                  \
+  do {                                                                                         \
+    cudaError_t kiln_status_ = (call);                                                         \
+    if (kiln_status_ != cudaSuccess)                                                           \
+      throw ::kiln::Error(std::string("CUDA error ") + cudaGetErrorName(kiln_status_) + " (" + \
                           cudaGetErrorString(kiln_status_) + ") in " #call " at " + __FILE__ + \
-                          ":" + std::to_string(__LINE__));                                      \
+                          ":" + std::to_string(__LINE__));                                     \
   } while (0)
 
 // After every <<<...>>>: a bad launch configuration is reported here, not at the next sync.

@@ -51,7 +51,9 @@ class CudaAllocator final : public Allocator {
 
 }  // namespace
 
-bool is_built() { return true; }
+bool is_built() {
+  return true;
+}
 
 int device_count() {
   int count = 0;
@@ -62,7 +64,9 @@ int device_count() {
   return count;
 }
 
-bool is_available() { return device_count() > 0; }
+bool is_available() {
+  return device_count() > 0;
+}
 
 std::string device_name(int index) {
   KILN_CHECK(index >= 0 && index < device_count(), DeviceError,
@@ -98,6 +102,8 @@ void memset_zero(void* ptr, Device device, size_t nbytes) {
   KILN_CUDA_CHECK(cudaMemset(ptr, 0, nbytes));
 }
 
-void synchronize() { KILN_CUDA_CHECK(cudaDeviceSynchronize()); }
+void synchronize() {
+  KILN_CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 }  // namespace kiln::cuda

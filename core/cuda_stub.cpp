@@ -9,19 +9,36 @@ namespace kiln::cuda {
 
 namespace {
 [[noreturn]] void not_built(const char* what) {
-  throw DeviceError(fmt::format("{}: kiln was built without CUDA (configure with KILN_CUDA=ON and "
-                                "a CUDA toolkit to use cuda devices)",
-                                what));
+  throw DeviceError(
+      fmt::format("{}: kiln was built without CUDA (configure with KILN_CUDA=ON and "
+                  "a CUDA toolkit to use cuda devices)",
+                  what));
 }
 }  // namespace
 
-bool is_built() { return false; }
-bool is_available() { return false; }
-int device_count() { return 0; }
-std::string device_name(int) { not_built("cuda::device_name"); }
-Allocator& allocator(int) { not_built("cuda::allocator"); }
-void copy_bytes(void*, Device, const void*, Device, size_t) { not_built("cuda::copy_bytes"); }
-void memset_zero(void*, Device, size_t) { not_built("cuda::memset_zero"); }
-void synchronize() { not_built("cuda::synchronize"); }
+bool is_built() {
+  return false;
+}
+bool is_available() {
+  return false;
+}
+int device_count() {
+  return 0;
+}
+std::string device_name(int) {
+  not_built("cuda::device_name");
+}
+Allocator& allocator(int) {
+  not_built("cuda::allocator");
+}
+void copy_bytes(void*, Device, const void*, Device, size_t) {
+  not_built("cuda::copy_bytes");
+}
+void memset_zero(void*, Device, size_t) {
+  not_built("cuda::memset_zero");
+}
+void synchronize() {
+  not_built("cuda::synchronize");
+}
 
 }  // namespace kiln::cuda

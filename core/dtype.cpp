@@ -8,14 +8,22 @@ size_t dtype_size(DType dtype) {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
+    case DType::boolean:
+      return "bool";
   }
   return "?";
 }
@@ -30,9 +38,10 @@ DType dtype_from_name(const std::string& name) {
   if (name == "int32") return DType::i32;
   if (name == "int64") return DType::i64;
   if (name == "uint8") return DType::u8;
-  throw DTypeError(fmt::format("dtype_from_name: unknown dtype '{}' (expected one of f32, f64, f16, "
-                               "bf16, i32, i64, u8, bool)",
-                               name));
+  throw DTypeError(
+      fmt::format("dtype_from_name: unknown dtype '{}' (expected one of f32, f64, f16, "
+                  "bf16, i32, i64, u8, bool)",
+                  name));
 }
 
 void throw_expected_f32_f64(const char* op, DType got) {
@@ -52,20 +61,30 @@ namespace {
 // Rank within a category; promotion picks the higher rank.
 int float_rank(DType d) {
   switch (d) {
-    case DType::f16: return 1;
-    case DType::bf16: return 1;
-    case DType::f32: return 2;
-    case DType::f64: return 3;
-    default: return 0;
+    case DType::f16:
+      return 1;
+    case DType::bf16:
+      return 1;
+    case DType::f32:
+      return 2;
+    case DType::f64:
+      return 3;
+    default:
+      return 0;
   }
 }
 int int_rank(DType d) {
   switch (d) {
-    case DType::boolean: return 0;
-    case DType::u8: return 1;
-    case DType::i32: return 2;
-    case DType::i64: return 3;
-    default: return -1;
+    case DType::boolean:
+      return 0;
+    case DType::u8:
+      return 1;
+    case DType::i32:
+      return 2;
+    case DType::i64:
+      return 3;
+    default:
+      return -1;
   }
 }
 }  // namespace

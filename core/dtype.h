@@ -14,8 +14,8 @@ namespace kiln {
 
 enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, u8, boolean };
 
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16,  DType::bf16,
-                                       DType::i32, DType::i64, DType::u8, DType::boolean};
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                       DType::i32, DType::i64, DType::u8,  DType::boolean};
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool"
@@ -34,18 +34,43 @@ struct TypeTag {
 
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<Half>() { return DType::f16; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
-template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::boolean;
+}
 
 // The type arithmetic on T is carried out in: float for the 16-bit floats, T otherwise.
 template <class T>
-using acc_type_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+using acc_type_t =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
 template <class T>
 inline constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
@@ -71,14 +96,22 @@ inline To convert(From value) {
 template <class F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::f64: return f(TypeTag<double>{});
-    case DType::f16: return f(TypeTag<Half>{});
-    case DType::bf16: return f(TypeTag<BFloat16>{});
-    case DType::i32: return f(TypeTag<int32_t>{});
-    case DType::i64: return f(TypeTag<int64_t>{});
-    case DType::u8: return f(TypeTag<uint8_t>{});
-    case DType::boolean: return f(TypeTag<bool>{});
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
+    case DType::f16:
+      return f(TypeTag<Half>{});
+    case DType::bf16:
+      return f(TypeTag<BFloat16>{});
+    case DType::i32:
+      return f(TypeTag<int32_t>{});
+    case DType::i64:
+      return f(TypeTag<int64_t>{});
+    case DType::u8:
+      return f(TypeTag<uint8_t>{});
+    case DType::boolean:
+      return f(TypeTag<bool>{});
   }
   throw DTypeError("visit_dtype: unknown dtype");
 }
@@ -89,8 +122,10 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
 template <class F>
 decltype(auto) visit_f32_f64(const char* op, DType dtype, F&& f) {
   switch (dtype) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::f64: return f(TypeTag<double>{});
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
     default:
       throw_expected_f32_f64(op, dtype);
   }

@@ -59,10 +59,10 @@ class OutOfMemoryError : public Error {
 #else
 // nvcc (CUDA 13) cannot compile fmt 9's headers in C++20 mode, so in .cu files a failed check names
 // the condition, file and line instead. Op entry points, which check user input, are all .cpp.
-#define KILN_CHECK(cond, ErrorType, ...)                                                     \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      throw ErrorType(std::string("check failed: " #cond " at ") + __FILE__ + ":" +         \
-                      std::to_string(__LINE__));                                             \
+#define KILN_CHECK(cond, ErrorType, ...)                                            \
+  do {                                                                              \
+    if (!(cond))                                                                    \
+      throw ErrorType(std::string("check failed: " #cond " at ") + __FILE__ + ":" + \
+                      std::to_string(__LINE__));                                    \
   } while (0)
 #endif

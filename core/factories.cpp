@@ -21,7 +21,9 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
   return out;
 }
 
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor out = empty(shape, dtype, device);
@@ -29,7 +31,9 @@ Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   return out;
 }
 
-Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+Tensor scalar_tensor(double value, DType dtype, Device device) {
+  return full({}, value, dtype, device);
+}
 
 namespace {
 
@@ -54,11 +58,13 @@ Tensor arange(int64_t end, DType dtype, Device device) {
 }
 
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
-  KILN_CHECK(step != 0 && std::isfinite(step), ValueError, "arange: step must be finite and non-zero, got {}", step);
+  KILN_CHECK(step != 0 && std::isfinite(step), ValueError,
+             "arange: step must be finite and non-zero, got {}", step);
   KILN_CHECK((end - start) / step >= 0 || end == start, ValueError,
              "arange: end {} cannot be reached from start {} with step {}", end, start, step);
   int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
-  return generate({n}, dtype, device, [&](int64_t i) { return start + static_cast<double>(i) * step; });
+  return generate({n}, dtype, device,
+                  [&](int64_t i) { return start + static_cast<double>(i) * step; });
 }
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
@@ -68,7 +74,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, Device dev
   // a single step is `start`.
   return generate({steps}, dtype, device, [&](int64_t i) {
     return i < steps / 2 || steps == 1 ? start + delta * static_cast<double>(i)
-                         : end - delta * static_cast<double>(steps - 1 - i);
+                                       : end - delta * static_cast<double>(steps - 1 - i);
   });
 }
 
@@ -79,13 +85,16 @@ Tensor eye(int64_t n, int64_t m, DType dtype, Device device) {
 }
 
 namespace {
-Generator& pick(Generator* generator) { return generator ? *generator : default_generator(); }
+Generator& pick(Generator* generator) {
+  return generator ? *generator : default_generator();
+}
 }  // namespace
 
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device,
                Generator* generator) {
   check_shape("uniform", shape);
-  KILN_CHECK(is_floating(dtype), DTypeError, "uniform: expected a floating dtype, got {}", dtype_name(dtype));
+  KILN_CHECK(is_floating(dtype), DTypeError, "uniform: expected a floating dtype, got {}",
+             dtype_name(dtype));
   KILN_CHECK(low <= high, ValueError, "uniform: low {} is greater than high {}", low, high);
   Generator& gen = pick(generator);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
@@ -97,7 +106,8 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device 
   }
 #endif
   return generate(shape, dtype, device, [&](int64_t i) {
-    double value = low + (high - low) * static_cast<double>(philox_uniform(seed, offset, static_cast<uint64_t>(i)));
+    double value = low + (high - low) * static_cast<double>(
+                                            philox_uniform(seed, offset, static_cast<uint64_t>(i)));
     // Rounding to the dtype (bf16 keeps 8 bits) can carry a value just below `high` up to it; fold
     // those back to `low` so the range stays half-open.
     double stored = visit_dtype(dtype, [&](auto tag) {
@@ -113,7 +123,8 @@ Tensor rand(const Shape& shape, DType dtype, Device device, Generator* generator
 
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* generator) {
   check_shape("randn", shape);
-  KILN_CHECK(is_floating(dtype), DTypeError, "randn: expected a floating dtype, got {}", dtype_name(dtype));
+  KILN_CHECK(is_floating(dtype), DTypeError, "randn: expected a floating dtype, got {}",
+             dtype_name(dtype));
   Generator& gen = pick(generator);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
   return generate(shape, dtype, device, [&](int64_t i) {
@@ -136,10 +147,18 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
   });
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), t.dtype(), t.device());
+}
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), t.dtype(), t.device());
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.shape(), t.dtype(), t.device());
+}
+Tensor full_like(const Tensor& t, double value) {
+  return full(t.shape(), value, t.dtype(), t.device());
+}
 Tensor rand_like(const Tensor& t, Generator* generator) {
   return rand(t.shape(), t.dtype(), t.device(), generator);
 }
@@ -155,13 +174,15 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype, Device devic
 
 namespace {
 // C++ element type -> kiln dtype for tensor(): int means i64, as a Python int does in PyTorch.
-template <class T> DType literal_dtype() {
+template <class T>
+DType literal_dtype() {
   if constexpr (std::is_same_v<T, int> || std::is_same_v<T, long> || std::is_same_v<T, long long>)
     return DType::i64;
   else
     return dtype_of<T>();
 }
-template <class T> using stored_t = std::conditional_t<
+template <class T>
+using stored_t = std::conditional_t<
     std::is_same_v<T, int> || std::is_same_v<T, long> || std::is_same_v<T, long long>, int64_t, T>;
 }  // namespace
 
@@ -192,7 +213,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<T>> rows) {
   return tensor(values, {static_cast<int64_t>(rows.size()), cols});
 }
 
-#define KILN_INSTANTIATE_TENSOR(T)                                 \
+#define KILN_INSTANTIATE_TENSOR(T)                                \
   template Tensor tensor<T>(const std::vector<T>&, const Shape&); \
   template Tensor tensor<T>(std::initializer_list<std::initializer_list<T>>);
 KILN_INSTANTIATE_TENSOR(float)

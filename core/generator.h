@@ -1,5 +1,6 @@
 // Generator: a seed and an offset into the Philox4x32-10 stream. Each random op takes the next
-// offset, and element i of its output is a pure function of (seed, offset, i), on CPU and GPU alike.
+// offset, and element i of its output is a pure function of (seed, offset, i), on CPU and GPU
+// alike.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,8 @@ namespace kiln {
 namespace {
 
 template <class F>
-Tensor& inplace(const char* op, Tensor& self, std::initializer_list<const Tensor*> others, F compute) {
+Tensor& inplace(const char* op, Tensor& self, std::initializer_list<const Tensor*> others,
+                F compute) {
   require_defined(op, self, "self");
   std::vector<const Tensor*> all = {&self};
   all.insert(all.end(), others.begin(), others.end());
@@ -60,7 +61,8 @@ Tensor& inplace(const char* op, Tensor& self, std::initializer_list<const Tensor
 bool direct_binary(Tensor& self, const Tensor& other, cpu::BinaryOp kind, double alpha) {
   if (!other.defined() || !self.defined()) return false;
   if (GradMode::is_enabled() && (self.requires_grad() || other.requires_grad())) return false;
-  if (self.dtype() != other.dtype() || !self.device().is_cpu() || !other.device().is_cpu()) return false;
+  if (self.dtype() != other.dtype() || !self.device().is_cpu() || !other.device().is_cpu())
+    return false;
   if (self.dtype() == DType::boolean) return false;
   if (kind == cpu::BinaryOp::div && !is_floating(self.dtype())) return false;
   Shape shape = broadcast_shapes("in-place op", self.shape(), other.shape());
@@ -118,7 +120,8 @@ Tensor& Tensor::sqrt_() {
   return inplace("sqrt_", *this, {}, [](const Tensor& s) { return kiln::sqrt(s); });
 }
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
-  return inplace("masked_fill_", *this, {}, [&](const Tensor& s) { return kiln::masked_fill(s, mask, value); });
+  return inplace("masked_fill_", *this, {},
+                 [&](const Tensor& s) { return kiln::masked_fill(s, mask, value); });
 }
 
 }  // namespace kiln

@@ -71,8 +71,9 @@ std::string Tensor::str() const {
     if (v != 0) min_abs = std::min(min_abs, std::abs(v));
     if (std::floor(v) != v) f.integral_floats = false;
   }
-  f.scientific = f.floating && (max_abs >= 1e8 || (min_abs < 1e-4 && !f.integral_floats) ||
-                                (max_abs / min_abs > 1e3 && std::isfinite(min_abs) && !f.integral_floats));
+  f.scientific =
+      f.floating && (max_abs >= 1e8 || (min_abs < 1e-4 && !f.integral_floats) ||
+                     (max_abs / min_abs > 1e3 && std::isfinite(min_abs) && !f.integral_floats));
   for (double v : values) f.width = std::max(f.width, f.format(v).size());
 
   std::ostringstream os;
@@ -85,8 +86,10 @@ std::string Tensor::str() const {
   }
   os << ", shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype())
      << ", device=" << device().str();
-  if (grad_fn()) os << ", grad_fn=<" << grad_fn()->name() << ">";
-  else if (requires_grad()) os << ", requires_grad=true";
+  if (grad_fn())
+    os << ", grad_fn=<" << grad_fn()->name() << ">";
+  else if (requires_grad())
+    os << ", requires_grad=true";
   os << ')';
   return os.str();
 }

@@ -23,13 +23,15 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
-std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_str(const Shape& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
   KILN_CHECK(dim >= lo && dim <= hi, IndexError,
-             "{}: dim {} out of range for a tensor of {} dims (expected {} to {})", op, dim, ndim, lo,
-             hi);
+             "{}: dim {} out of range for a tensor of {} dims (expected {} to {})", op, dim, ndim,
+             lo, hi);
   if (ndim == 0) return 0;
   return dim < 0 ? dim + ndim : dim;
 }

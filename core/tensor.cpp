@@ -23,17 +23,39 @@ const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
 }
 }  // namespace
 
-const Shape& Tensor::shape() const { return checked(impl_).shape; }
-const Shape& Tensor::strides() const { return checked(impl_).strides; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim("stride", d, dim())]; }
-int64_t Tensor::numel() const { return shape_numel(shape()); }
-int64_t Tensor::offset() const { return checked(impl_).offset; }
-DType Tensor::dtype() const { return checked(impl_).dtype; }
-Device Tensor::device() const { return checked(impl_).storage->device(); }
-size_t Tensor::element_size() const { return dtype_size(dtype()); }
-const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_).storage; }
+const Shape& Tensor::shape() const {
+  return checked(impl_).shape;
+}
+const Shape& Tensor::strides() const {
+  return checked(impl_).strides;
+}
+int64_t Tensor::dim() const {
+  return static_cast<int64_t>(shape().size());
+}
+int64_t Tensor::size(int64_t d) const {
+  return shape()[wrap_dim("size", d, dim())];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[wrap_dim("stride", d, dim())];
+}
+int64_t Tensor::numel() const {
+  return shape_numel(shape());
+}
+int64_t Tensor::offset() const {
+  return checked(impl_).offset;
+}
+DType Tensor::dtype() const {
+  return checked(impl_).dtype;
+}
+Device Tensor::device() const {
+  return checked(impl_).storage->device();
+}
+size_t Tensor::element_size() const {
+  return dtype_size(dtype());
+}
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  return checked(impl_).storage;
+}
 
 bool Tensor::is_contiguous() const {
   if (numel() == 0) return true;
@@ -155,7 +177,9 @@ Tensor Tensor::clone() const {
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
 
 double item_as_double(const Tensor& t) {
   KILN_CHECK(t.numel() == 1, ValueError, "item: expected a tensor with one element, got shape {}",
@@ -201,7 +225,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
     NoGradGuard no_grad;
     expanded = src.expand(shape());
   }
-  if (expanded.storage() == storage() && !expanded.is_same(*this)) expanded = expanded.detach().clone();
+  if (expanded.storage() == storage() && !expanded.is_same(*this))
+    expanded = expanded.detach().clone();
   copy_any(expanded, *this);
   storage()->bump_version();
   if (recording) {
@@ -232,6 +257,8 @@ Tensor& Tensor::fill_(double value) {
   return *this;
 }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::zero_() {
+  return fill_(0.0);
+}
 
 }  // namespace kiln

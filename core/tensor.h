@@ -28,9 +28,9 @@ using PostAccumulateHook = std::function<void(Tensor&)>;
 struct AutogradMeta {
   bool requires_grad = false;  // set by the user on leaves; non-leaves require grad via grad_fn
   std::shared_ptr<Tensor> grad;
-  std::shared_ptr<Node> grad_fn;          // the node that produced this tensor (non-leaves)
-  std::weak_ptr<Node> grad_accumulator;   // leaves: the node that adds into .grad, shared by uses
-  std::vector<GradHook> hooks;            // leaves only; non-leaf hooks live on grad_fn
+  std::shared_ptr<Node> grad_fn;         // the node that produced this tensor (non-leaves)
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that adds into .grad, shared by uses
+  std::vector<GradHook> hooks;           // leaves only; non-leaf hooks live on grad_fn
   std::vector<PostAccumulateHook> post_accumulate_hooks;
   bool retains_grad = false;
 };
@@ -101,7 +101,7 @@ class Tensor {
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   Tensor clone() const;  // contiguous copy, differentiable
   template <class T>
-  T item() const;  // the one element of a one-element tensor, converted to T
+  T item() const;                      // the one element of a one-element tensor, converted to T
   std::vector<double> tolist() const;  // every element, in row-major order, as double
   std::string str() const;             // printed like PyTorch, with shape, dtype and device
 

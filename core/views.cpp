@@ -14,7 +14,8 @@ namespace kiln {
 namespace {
 
 Tensor alias_with(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
-  Tensor out = make_tensor(base.storage(), std::move(shape), std::move(strides), offset, base.dtype());
+  Tensor out =
+      make_tensor(base.storage(), std::move(shape), std::move(strides), offset, base.dtype());
   out.impl()->is_view = true;
   return out;
 }
@@ -60,15 +61,23 @@ void record_reshape(Tensor& out, const Tensor& in) {
 
 // The strides for viewing a tensor of (shape, strides) as new_shape without copying, or empty if
 // impossible. Each run of merged old dims must be contiguous within itself.
-std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape) {
+std::optional<Shape> view_strides(const Shape& shape, const Shape& strides,
+                                  const Shape& new_shape) {
   Shape new_strides(new_shape.size());
   if (shape_numel(shape) == 0 || shape.empty()) return contiguous_strides(new_shape);
   size_t old_d = 0, new_d = 0;
   const size_t old_n = shape.size(), new_n = new_shape.size();
   while (old_d < old_n || new_d < new_n) {
     // Skip size-1 dims: their strides are free.
-    if (old_d < old_n && shape[old_d] == 1) { ++old_d; continue; }
-    if (new_d < new_n && new_shape[new_d] == 1) { new_strides[new_d] = 1; ++new_d; continue; }
+    if (old_d < old_n && shape[old_d] == 1) {
+      ++old_d;
+      continue;
+    }
+    if (new_d < new_n && new_shape[new_d] == 1) {
+      new_strides[new_d] = 1;
+      ++new_d;
+      continue;
+    }
     if (old_d >= old_n || new_d >= new_n) return std::nullopt;
     // Gather old dims until their product matches the new dims' product.
     size_t old_begin = old_d, new_begin = new_d;
@@ -76,7 +85,10 @@ std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, cons
     while (old_size != new_size) {
       if (old_size < new_size) {
         if (old_d >= old_n) return std::nullopt;
-        if (shape[old_d] == 1) { ++old_d; continue; }
+        if (shape[old_d] == 1) {
+          ++old_d;
+          continue;
+        }
         old_size *= shape[old_d++];
       } else {
         if (new_d >= new_n) return std::nullopt;
@@ -106,7 +118,8 @@ Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const S
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
-      KILN_CHECK(infer < 0, ShapeError, "{}: only one dim may be -1, got {}", op, shape_str(requested));
+      KILN_CHECK(infer < 0, ShapeError, "{}: only one dim may be -1, got {}", op,
+                 shape_str(requested));
       infer = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(out[i] >= 0, ValueError, "{}: negative size in {}", op, shape_str(requested));
@@ -120,8 +133,8 @@ Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const S
     out[infer] = numel / known;
   }
   KILN_CHECK(shape_numel(out) == numel, ShapeError,
-             "{}: shape {} is invalid for input of shape {} ({} elements)", op, shape_str(requested),
-             shape_str(from), numel);
+             "{}: shape {} is invalid for input of shape {} ({} elements)", op,
+             shape_str(requested), shape_str(from), numel);
   return out;
 }
 
@@ -251,8 +264,8 @@ Tensor Tensor::expand(const Shape& requested) const {
   Shape new_shape(requested.size()), new_strides(requested.size());
   for (size_t i = 0; i < requested.size(); ++i) {
     if (i < lead) {
-      KILN_CHECK(requested[i] >= 0, ShapeError, "expand: size -1 not allowed in a new leading dim ({})",
-                 shape_str(requested));
+      KILN_CHECK(requested[i] >= 0, ShapeError,
+                 "expand: size -1 not allowed in a new leading dim ({})", shape_str(requested));
       new_shape[i] = requested[i];
       new_strides[i] = 0;
       continue;
@@ -274,7 +287,9 @@ Tensor Tensor::expand(const Shape& requested) const {
   return out;
 }
 
-Tensor Tensor::expand_as(const Tensor& other) const { return expand(other.shape()); }
+Tensor Tensor::expand_as(const Tensor& other) const {
+  return expand(other.shape());
+}
 
 Tensor Tensor::squeeze() const {
   Shape new_shape;
@@ -313,7 +328,8 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   return reshape(new_shape);
 }
 
-Tensor Tensor::as_strided(const Shape& new_shape, const Shape& new_strides, int64_t new_offset) const {
+Tensor Tensor::as_strided(const Shape& new_shape, const Shape& new_strides,
+                          int64_t new_offset) const {
   KILN_CHECK(new_shape.size() == new_strides.size(), ShapeError,
              "as_strided: shape {} and strides {} differ in length", shape_str(new_shape),
              shape_str(new_strides));
@@ -324,8 +340,10 @@ Tensor Tensor::as_strided(const Shape& new_shape, const Shape& new_strides, int6
     KILN_CHECK(new_shape[i] >= 0 && new_strides[i] >= 0, ValueError,
                "as_strided: negative size or stride in {} / {}", shape_str(new_shape),
                shape_str(new_strides));
-    if (new_shape[i] == 0) last = new_offset - 1;
-    else last += (new_shape[i] - 1) * new_strides[i];
+    if (new_shape[i] == 0)
+      last = new_offset - 1;
+    else
+      last += (new_shape[i] - 1) * new_strides[i];
   }
   int64_t capacity = static_cast<int64_t>(storage()->nbytes() / element_size());
   KILN_CHECK(new_offset >= 0 && last < capacity, IndexError,

@@ -12,29 +12,33 @@ const char* kFormat = "kiln.training_checkpoint.v1";
 
 int64_t metadata_int(const Metadata& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
-  KILN_CHECK(it != meta.end(), ValueError, "load_training_checkpoint: {}: metadata has no '{}'", path, key);
+  KILN_CHECK(it != meta.end(), ValueError, "load_training_checkpoint: {}: metadata has no '{}'",
+             path, key);
   try {
     size_t used = 0;
     long long value = std::stoll(it->second, &used);
     KILN_CHECK(used == it->second.size(), ValueError, "not a whole number");
     return value;
   } catch (const std::exception&) {
-    throw ValueError(fmt::format("load_training_checkpoint: {}: metadata '{}' = '{}' is not an integer", path,
-                                 key, it->second));
+    throw ValueError(
+        fmt::format("load_training_checkpoint: {}: metadata '{}' = '{}' is not an integer", path,
+                    key, it->second));
   }
 }
 
 uint64_t metadata_u64(const Metadata& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
-  KILN_CHECK(it != meta.end(), ValueError, "load_training_checkpoint: {}: metadata has no '{}'", path, key);
+  KILN_CHECK(it != meta.end(), ValueError, "load_training_checkpoint: {}: metadata has no '{}'",
+             path, key);
   try {
     size_t used = 0;
     unsigned long long value = std::stoull(it->second, &used);
     KILN_CHECK(used == it->second.size() && it->second[0] != '-', ValueError, "not a whole number");
     return value;
   } catch (const std::exception&) {
-    throw ValueError(fmt::format("load_training_checkpoint: {}: metadata '{}' = '{}' is not an unsigned integer",
-                                 path, key, it->second));
+    throw ValueError(
+        fmt::format("load_training_checkpoint: {}: metadata '{}' = '{}' is not an unsigned integer",
+                    path, key, it->second));
   }
 }
 
@@ -62,7 +66,8 @@ LoadResult load_state_dict(Module& module, const std::string& path, bool strict)
 }
 
 void save_training_checkpoint(const std::string& path, const TrainingState& state) {
-  KILN_CHECK(state.model != nullptr, ValueError, "save_training_checkpoint: {}: no model given", path);
+  KILN_CHECK(state.model != nullptr, ValueError, "save_training_checkpoint: {}: no model given",
+             path);
   TensorMap tensors;
   for (auto& [name, t] : state.model->state_dict()) tensors["model." + name] = t;
   if (state.optimizer)
@@ -85,10 +90,11 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
   SafetensorsFile file = load_safetensors(path);
   const Metadata& meta = file.metadata;
   auto format = meta.find("format");
-  KILN_CHECK(format != meta.end() && format->second == kFormat, ValueError,
-             "load_training_checkpoint: {}: not a kiln training checkpoint (metadata 'format' is '{}', "
-             "expected '{}'); a model-only file loads with load_state_dict",
-             path, format == meta.end() ? "" : format->second, kFormat);
+  KILN_CHECK(
+      format != meta.end() && format->second == kFormat, ValueError,
+      "load_training_checkpoint: {}: not a kiln training checkpoint (metadata 'format' is '{}', "
+      "expected '{}'); a model-only file loads with load_state_dict",
+      path, format == meta.end() ? "" : format->second, kFormat);
   TrainingPosition position;
   position.epoch = metadata_int(meta, "epoch", path);
   position.batch_in_epoch = metadata_int(meta, "batch_in_epoch", path);
@@ -105,9 +111,11 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
                name == meta.end() ? "none" : name->second, state.optimizer->name());
     state.optimizer->load_state_dict(with_prefix(file.tensors, "optimizer"));
   }
-  if (state.scheduler) state.scheduler->set_last_epoch(metadata_int(meta, "scheduler.last_epoch", path));
+  if (state.scheduler)
+    state.scheduler->set_last_epoch(metadata_int(meta, "scheduler.last_epoch", path));
   if (state.generator)
-    state.generator->set_state({metadata_u64(meta, "generator.seed", path), metadata_u64(meta, "generator.offset", path)});
+    state.generator->set_state(
+        {metadata_u64(meta, "generator.seed", path), metadata_u64(meta, "generator.offset", path)});
   state.position = position;
   return position;
 }

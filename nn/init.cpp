@@ -10,15 +10,16 @@ namespace kiln::nn::init {
 
 std::pair<int64_t, int64_t> fans(const Tensor& t) {
   KILN_CHECK(t.dim() >= 2, ShapeError,
-             "init: fan in and fan out need a tensor of at least 2 dims, got shape {}", shape_str(t.shape()));
+             "init: fan in and fan out need a tensor of at least 2 dims, got shape {}",
+             shape_str(t.shape()));
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.shape()[d];
   return {t.shape()[1] * receptive, t.shape()[0] * receptive};
 }
 
 double calculate_gain(const std::string& nonlinearity, double param) {
-  for (const char* identity : {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                               "conv_transpose3d", "sigmoid"})
+  for (const char* identity : {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                               "conv_transpose2d", "conv_transpose3d", "sigmoid"})
     if (nonlinearity == identity) return 1.0;
   if (nonlinearity == "tanh") return 5.0 / 3.0;
   if (nonlinearity == "relu") return std::sqrt(2.0);
@@ -41,11 +42,16 @@ void constant_(Tensor& t, double value) {
   NoGradGuard no_grad;
   t.fill_(value);
 }
-void zeros_(Tensor& t) { constant_(t, 0.0); }
-void ones_(Tensor& t) { constant_(t, 1.0); }
+void zeros_(Tensor& t) {
+  constant_(t, 0.0);
+}
+void ones_(Tensor& t) {
+  constant_(t, 1.0);
+}
 
 namespace {
-double kaiming_std(const Tensor& t, double a, const std::string& mode, const std::string& nonlinearity) {
+double kaiming_std(const Tensor& t, double a, const std::string& mode,
+                   const std::string& nonlinearity) {
   KILN_CHECK(mode == "fan_in" || mode == "fan_out", ValueError,
              "kaiming init: mode must be fan_in or fan_out, got '{}'", mode);
   auto [fan_in, fan_out] = fans(t);

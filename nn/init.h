@@ -21,9 +21,11 @@ void zeros_(Tensor& t);
 void ones_(Tensor& t);
 // mode: "fan_in" or "fan_out"; a is the negative slope for leaky_relu.
 void kaiming_uniform_(Tensor& t, double a = 0.0, const std::string& mode = "fan_in",
-                      const std::string& nonlinearity = "leaky_relu", Generator* generator = nullptr);
+                      const std::string& nonlinearity = "leaky_relu",
+                      Generator* generator = nullptr);
 void kaiming_normal_(Tensor& t, double a = 0.0, const std::string& mode = "fan_in",
-                     const std::string& nonlinearity = "leaky_relu", Generator* generator = nullptr);
+                     const std::string& nonlinearity = "leaky_relu",
+                     Generator* generator = nullptr);
 void xavier_uniform_(Tensor& t, double gain = 1.0, Generator* generator = nullptr);
 void xavier_normal_(Tensor& t, double gain = 1.0, Generator* generator = nullptr);
 

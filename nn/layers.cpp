@@ -1,9 +1,9 @@
 #include "kiln/nn/layers.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cmath>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/factories.h"
@@ -15,11 +15,17 @@
 namespace kiln::nn {
 
 namespace {
-std::string pair_str(Pair p) { return fmt::format("({}, {})", p[0], p[1]); }
+std::string pair_str(Pair p) {
+  return fmt::format("({}, {})", p[0], p[1]);
+}
 // Python's spelling, so str() reads as PyTorch's repr.
-const char* py_bool(bool b) { return b ? "True" : "False"; }
+const char* py_bool(bool b) {
+  return b ? "True" : "False";
+}
 // A stride of {0, 0} means the kernel size; str() shows the stride in effect.
-Pair pool_stride(Pair stride, Pair kernel_size) { return stride == Pair{0, 0} ? kernel_size : stride; }
+Pair pool_stride(Pair stride, Pair kernel_size) {
+  return stride == Pair{0, 0} ? kernel_size : stride;
+}
 
 // PyTorch's default for Linear and Conv: kaiming_uniform_(a=sqrt(5)) on the weight, which is
 // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias.
@@ -42,7 +48,9 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
   default_init(weight, bias);
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  return linear(x, weight, bias);
+}
 
 std::string Linear::extra_repr() const {
   return fmt::format("in_features={}, out_features={}, bias={}", in_features_, out_features_,
@@ -50,21 +58,27 @@ std::string Linear::extra_repr() const {
 }
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv2dOptions options)
-    : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size), options_(options) {
-  KILN_CHECK(in_channels > 0 && out_channels > 0 && kernel_size[0] > 0 && kernel_size[1] > 0, ValueError,
-             "Conv2d: channels and kernel size must be positive, got {}, {} and kernel_size={}", in_channels,
-             out_channels, pair_str(kernel_size));
-  KILN_CHECK(options.groups > 0 && in_channels % options.groups == 0 && out_channels % options.groups == 0,
-             ValueError, "Conv2d: in_channels {} and out_channels {} must be divisible by groups {}",
-             in_channels, out_channels, options.groups);
-  weight = register_parameter(
-      "weight", empty({out_channels, in_channels / options.groups, kernel_size[0], kernel_size[1]}));
+    : in_channels_(in_channels),
+      out_channels_(out_channels),
+      kernel_size_(kernel_size),
+      options_(options) {
+  KILN_CHECK(in_channels > 0 && out_channels > 0 && kernel_size[0] > 0 && kernel_size[1] > 0,
+             ValueError,
+             "Conv2d: channels and kernel size must be positive, got {}, {} and kernel_size={}",
+             in_channels, out_channels, pair_str(kernel_size));
+  KILN_CHECK(
+      options.groups > 0 && in_channels % options.groups == 0 && out_channels % options.groups == 0,
+      ValueError, "Conv2d: in_channels {} and out_channels {} must be divisible by groups {}",
+      in_channels, out_channels, options.groups);
+  weight = register_parameter("weight", empty({out_channels, in_channels / options.groups,
+                                               kernel_size[0], kernel_size[1]}));
   if (options.bias) bias = register_parameter("bias", empty({out_channels}));
   default_init(weight, bias);
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return conv2d(x, weight, bias, options_.stride, options_.padding, options_.dilation, options_.groups);
+  return conv2d(x, weight, bias, options_.stride, options_.padding, options_.dilation,
+                options_.groups);
 }
 
 std::string Conv2d::extra_repr() const {
@@ -80,7 +94,8 @@ std::string Conv2d::extra_repr() const {
 BatchNorm::BatchNorm(int64_t num_features, int expected_dims, double eps, double momentum,
                      bool affine, bool track_running_stats)
     : num_features_(num_features), expected_dims_(expected_dims), eps_(eps), momentum_(momentum) {
-  KILN_CHECK(num_features > 0, ValueError, "BatchNorm: num_features must be positive, got {}", num_features);
+  KILN_CHECK(num_features > 0, ValueError, "BatchNorm: num_features must be positive, got {}",
+             num_features);
   if (affine) {
     weight = register_parameter("weight", ones({num_features}));
     bias = register_parameter("bias", zeros({num_features}));
@@ -98,10 +113,12 @@ Tensor BatchNorm::forward(const Tensor& x) {
              expected_dims_ == 4 ? "4-D [N, C, H, W]" : "2-D [N, C] or 3-D [N, C, L]",
              shape_str(x.shape()));
   KILN_CHECK(x.shape()[1] == num_features_, ShapeError,
-             "{}: expected {} channels in dim 1, got shape {}", name(), num_features_, shape_str(x.shape()));
+             "{}: expected {} channels in dim 1, got shape {}", name(), num_features_,
+             shape_str(x.shape()));
   // Without running statistics there is nothing else to normalise with, even in eval mode.
   bool use_batch_stats = is_training() || !running_mean.defined();
-  Tensor out = batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
+  Tensor out =
+      batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
   // Counted after the op, so a batch that batch_norm rejects is not counted.
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard no_grad;
@@ -111,8 +128,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
 }
 
 std::string BatchNorm::extra_repr() const {
-  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features_, eps_,
-                     momentum_, py_bool(weight.defined()), py_bool(running_mean.defined()));
+  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features_,
+                     eps_, momentum_, py_bool(weight.defined()), py_bool(running_mean.defined()));
 }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
@@ -123,7 +140,9 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape_, weight, bias, eps_); }
+Tensor LayerNorm::forward(const Tensor& x) {
+  return layer_norm(x, normalized_shape_, weight, bias, eps_);
+}
 
 std::string LayerNorm::extra_repr() const {
   return fmt::format("{}, eps={}, elementwise_affine={}", shape_str(normalized_shape_), eps_,
@@ -133,10 +152,11 @@ std::string LayerNorm::extra_repr() const {
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx)
     : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim), padding_idx_(padding_idx) {
   KILN_CHECK(num_embeddings > 0 && embedding_dim > 0, ValueError,
-             "Embedding: num_embeddings and embedding_dim must be positive, got {} and {}", num_embeddings,
-             embedding_dim);
+             "Embedding: num_embeddings and embedding_dim must be positive, got {} and {}",
+             num_embeddings, embedding_dim);
   KILN_CHECK(padding_idx >= -1 && padding_idx < num_embeddings, ValueError,
-             "Embedding: padding_idx must be in [0, {}) or -1 for none, got {}", num_embeddings, padding_idx);
+             "Embedding: padding_idx must be in [0, {}) or -1 for none, got {}", num_embeddings,
+             padding_idx);
   weight = register_parameter("weight", empty({num_embeddings, embedding_dim}));
   init::normal_(weight, 0.0, 1.0);
   if (padding_idx >= 0) {
@@ -145,7 +165,9 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padd
   }
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx_); }
+Tensor Embedding::forward(const Tensor& indices) {
+  return embedding(weight, indices, padding_idx_);
+}
 
 std::string Embedding::extra_repr() const {
   std::string s = fmt::format("{}, {}", num_embeddings_, embedding_dim_);
@@ -156,7 +178,9 @@ std::string Embedding::extra_repr() const {
 Dropout::Dropout(double p) : p_(p) {
   KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: p must be in [0, 1], got {}", p);
 }
-std::string Dropout::extra_repr() const { return fmt::format("p={}", p_); }
+std::string Dropout::extra_repr() const {
+  return fmt::format("p={}", p_);
+}
 
 std::string MaxPool2d::extra_repr() const {
   return fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
@@ -170,10 +194,20 @@ std::string AdaptiveAvgPool2d::extra_repr() const {
   return fmt::format("output_size={}", pair_str(output_size_));
 }
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
-Tensor SiLU::forward(const Tensor& x) { return silu(x); }
-Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
-Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor ReLU::forward(const Tensor& x) {
+  return relu(x);
+}
+Tensor GELU::forward(const Tensor& x) {
+  return gelu(x, approximate_);
+}
+Tensor SiLU::forward(const Tensor& x) {
+  return silu(x);
+}
+Tensor Sigmoid::forward(const Tensor& x) {
+  return sigmoid(x);
+}
+Tensor Tanh::forward(const Tensor& x) {
+  return tanh(x);
+}
 
 }  // namespace kiln::nn

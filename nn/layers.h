@@ -89,8 +89,8 @@ class LayerNorm : public Module {
   double eps_;
 };
 
-// Rows of weight [num_embeddings, embedding_dim], from N(0, 1); the padding_idx row starts at zero and
-// gets no gradient (-1: no padding row).
+// Rows of weight [num_embeddings, embedding_dim], from N(0, 1); the padding_idx row starts at zero
+// and gets no gradient (-1: no padding row).
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1);
@@ -133,7 +133,9 @@ class AvgPool2d : public Module {
  public:
   AvgPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0})
       : kernel_size_(kernel_size), stride_(stride), padding_(padding) {}
-  Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_size_, stride_, padding_); }
+  Tensor forward(const Tensor& x) override {
+    return avg_pool2d(x, kernel_size_, stride_, padding_);
+  }
   std::string name() const override { return "AvgPool2d"; }
   std::string extra_repr() const override;
 
@@ -154,7 +156,8 @@ class AdaptiveAvgPool2d : public Module {
 
 class Flatten : public Module {
  public:
-  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : start_(start_dim), end_(end_dim) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
   std::string name() const override { return "Flatten"; }
 

@@ -23,8 +23,8 @@ void Module::check_new_name(const char* kind, const std::string& name) const {
   for (auto& [n, t] : parameters_) taken = taken || n == name;
   for (auto& [n, t] : buffers_) taken = taken || n == name;
   for (auto& [n, m] : children_) taken = taken || n == name;
-  KILN_CHECK(!taken, ValueError, "{}: {} '{}' registered twice (the name is already taken)", this->name(), kind,
-             name);
+  KILN_CHECK(!taken, ValueError, "{}: {} '{}' registered twice (the name is already taken)",
+             this->name(), kind, name);
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
@@ -46,7 +46,8 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
-void Module::collect(const std::string& prefix, bool recurse, bool buffers, NamedTensors& out) const {
+void Module::collect(const std::string& prefix, bool recurse, bool buffers,
+                     NamedTensors& out) const {
   for (const auto& [n, t] : buffers ? buffers_ : parameters_)
     if (t.defined()) out.emplace_back(prefix + n, t);
   if (!recurse) return;
@@ -82,7 +83,8 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
   if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out = {{"", self}};
   for (auto& [n, child] : children_)
-    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+    for (auto& [sub, m] : child->named_modules())
+      out.emplace_back(sub.empty() ? n : n + "." + sub, m);
   return out;
 }
 
@@ -108,14 +110,16 @@ void convert_in_place(Tensor& t, const std::function<Tensor(const Tensor&)>& con
 }  // namespace
 
 Module& Module::to(Device device) {
-  for (auto& [n, t] : named_parameters()) convert_in_place(t, [&](const Tensor& x) { return x.to(device); });
-  for (auto& [n, t] : named_buffers()) convert_in_place(t, [&](const Tensor& x) { return x.to(device); });
+  for (auto& [n, t] : named_parameters())
+    convert_in_place(t, [&](const Tensor& x) { return x.to(device); });
+  for (auto& [n, t] : named_buffers())
+    convert_in_place(t, [&](const Tensor& x) { return x.to(device); });
   return *this;
 }
 
 Module& Module::to(DType dtype) {
-  KILN_CHECK(is_floating(dtype), DTypeError, "{}.to: modules convert to floating dtypes only, got {}",
-             name(), dtype_name(dtype));
+  KILN_CHECK(is_floating(dtype), DTypeError,
+             "{}.to: modules convert to floating dtypes only, got {}", name(), dtype_name(dtype));
   auto convert = [&](const Tensor& x) { return is_floating(x.dtype()) ? x.to(dtype) : x; };
   for (auto& [n, t] : named_parameters()) convert_in_place(t, convert);
   for (auto& [n, t] : named_buffers()) convert_in_place(t, convert);
@@ -148,8 +152,8 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
       continue;
     }
     if (it->second.shape() != t.shape()) {
-      mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", n, shape_str(it->second.shape()),
-                                       shape_str(t.shape())));
+      mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", n,
+                                       shape_str(it->second.shape()), shape_str(t.shape())));
     }
   }
   for (auto& [n, t] : state)
@@ -160,7 +164,8 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
     KILN_CHECK(result.missing_keys.empty() && result.unexpected_keys.empty(), ValueError,
                "{}.load_state_dict: missing keys [{}], unexpected keys [{}] (pass strict=false to "
                "load what matches)",
-               name(), fmt::join(result.missing_keys, ", "), fmt::join(result.unexpected_keys, ", "));
+               name(), fmt::join(result.missing_keys, ", "),
+               fmt::join(result.unexpected_keys, ", "));
   }
   NoGradGuard no_grad;
   for (auto& [n, t] : mine) {

@@ -12,10 +12,12 @@ namespace kiln::nn {
 
 namespace {
 std::shared_ptr<Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<Conv2d>(in, out, 3, Conv2dOptions{{stride, stride}, {1, 1}, {1, 1}, 1, false});
+  return std::make_shared<Conv2d>(in, out, 3,
+                                  Conv2dOptions{{stride, stride}, {1, 1}, {1, 1}, 1, false});
 }
 std::shared_ptr<Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<Conv2d>(in, out, 1, Conv2dOptions{{stride, stride}, {0, 0}, {1, 1}, 1, false});
+  return std::make_shared<Conv2d>(in, out, 1,
+                                  Conv2dOptions{{stride, stride}, {0, 0}, {1, 1}, 1, false});
 }
 }  // namespace
 
@@ -56,41 +58,50 @@ Tensor Bottleneck::forward(const Tensor& x) {
 
 ResNet::ResNet(const std::string& block, std::vector<int64_t> layers, std::vector<int64_t> widths,
                ResNetOptions options)
-    : bottleneck_(block == "bottleneck"), small_input_(options.small_input), in_planes_(widths.empty() ? 0 : widths[0]) {
+    : bottleneck_(block == "bottleneck"),
+      small_input_(options.small_input),
+      in_planes_(widths.empty() ? 0 : widths[0]) {
   KILN_CHECK(block == "basic" || block == "bottleneck", ValueError,
              "ResNet: block must be \"basic\" or \"bottleneck\", got \"{}\"", block);
   KILN_CHECK(!layers.empty() && layers.size() == widths.size(), ValueError,
              "ResNet: {} stage depths for {} stage widths", layers.size(), widths.size());
   KILN_CHECK(std::all_of(layers.begin(), layers.end(), [](int64_t n) { return n > 0; }) &&
                  std::all_of(widths.begin(), widths.end(), [](int64_t w) { return w > 0; }),
-             ValueError, "ResNet: blocks per stage and stage widths must be positive, got [{}] and [{}]",
+             ValueError,
+             "ResNet: blocks per stage and stage widths must be positive, got [{}] and [{}]",
              fmt::join(layers, ", "), fmt::join(widths, ", "));
   KILN_CHECK(options.num_classes > 0 && options.in_channels > 0, ValueError,
-             "ResNet: num_classes and in_channels must be positive, got {} and {}", options.num_classes,
-             options.in_channels);
+             "ResNet: num_classes and in_channels must be positive, got {} and {}",
+             options.num_classes, options.in_channels);
   if (small_input_) {
     conv1_ = register_module("conv1", conv3x3(options.in_channels, in_planes_, 1));
   } else {
-    conv1_ = register_module("conv1", std::make_shared<Conv2d>(options.in_channels, in_planes_, 7,
-                                                               Conv2dOptions{{2, 2}, {3, 3}, {1, 1}, 1, false}));
+    conv1_ = register_module(
+        "conv1", std::make_shared<Conv2d>(options.in_channels, in_planes_, 7,
+                                          Conv2dOptions{{2, 2}, {3, 3}, {1, 1}, 1, false}));
   }
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(in_planes_));
-  if (!small_input_) maxpool_ = register_module("maxpool", std::make_shared<MaxPool2d>(Pair{3, 3}, Pair{2, 2}, Pair{1, 1}));
+  if (!small_input_)
+    maxpool_ =
+        register_module("maxpool", std::make_shared<MaxPool2d>(Pair{3, 3}, Pair{2, 2}, Pair{1, 1}));
   for (size_t i = 0; i < layers.size(); ++i) {
     int64_t stride = i == 0 ? 1 : 2;
-    stages_.push_back(register_module("layer" + std::to_string(i + 1), make_stage(widths[i], layers[i], stride)));
+    stages_.push_back(
+        register_module("layer" + std::to_string(i + 1), make_stage(widths[i], layers[i], stride)));
   }
   avgpool_ = register_module("avgpool", std::make_shared<AdaptiveAvgPool2d>(Pair{1, 1}));
   fc_ = register_module("fc", std::make_shared<Linear>(in_planes_, options.num_classes));
 
   // torchvision's initialisation: He normal (fan_out) for convolutions, BN weight 1 and bias 0.
   for (auto& [n, m] : named_modules()) {
-    if (auto conv = std::dynamic_pointer_cast<Conv2d>(m)) init::kaiming_normal_(conv->weight, 0.0, "fan_out", "relu");
+    if (auto conv = std::dynamic_pointer_cast<Conv2d>(m))
+      init::kaiming_normal_(conv->weight, 0.0, "fan_out", "relu");
   }
   if (options.zero_init_residual) {
     for (auto& [n, m] : named_modules()) {
       auto last_bn = bottleneck_ ? std::string("bn3") : std::string("bn2");
-      if (n.size() > last_bn.size() && n.compare(n.size() - last_bn.size(), last_bn.size(), last_bn) == 0 &&
+      if (n.size() > last_bn.size() &&
+          n.compare(n.size() - last_bn.size(), last_bn.size(), last_bn) == 0 &&
           n.find("layer") == 0) {
         if (auto bn = std::dynamic_pointer_cast<BatchNorm>(m)) init::zeros_(bn->weight);
       }
@@ -119,7 +130,8 @@ std::shared_ptr<Sequential> ResNet::make_stage(int64_t planes, int64_t blocks, i
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  KILN_CHECK(x.dim() == 4, ShapeError, "ResNet: expected input [N, C, H, W], got shape {}", shape_str(x.shape()));
+  KILN_CHECK(x.dim() == 4, ShapeError, "ResNet: expected input [N, C, H, W], got shape {}",
+             shape_str(x.shape()));
   Tensor h = relu(bn1_->forward(conv1_->forward(x)));
   if (maxpool_) h = maxpool_->forward(h);
   for (auto& stage : stages_) h = stage->forward(h);
@@ -127,13 +139,37 @@ Tensor ResNet::forward(const Tensor& x) {
   return fc_->forward(h);
 }
 
-std::shared_ptr<ResNet> resnet18(ResNetOptions o) { return std::make_shared<ResNet>("basic", std::vector<int64_t>{2, 2, 2, 2}, std::vector<int64_t>{64, 128, 256, 512}, o); }
-std::shared_ptr<ResNet> resnet34(ResNetOptions o) { return std::make_shared<ResNet>("basic", std::vector<int64_t>{3, 4, 6, 3}, std::vector<int64_t>{64, 128, 256, 512}, o); }
-std::shared_ptr<ResNet> resnet50(ResNetOptions o) { return std::make_shared<ResNet>("bottleneck", std::vector<int64_t>{3, 4, 6, 3}, std::vector<int64_t>{64, 128, 256, 512}, o); }
-std::shared_ptr<ResNet> resnet101(ResNetOptions o) { return std::make_shared<ResNet>("bottleneck", std::vector<int64_t>{3, 4, 23, 3}, std::vector<int64_t>{64, 128, 256, 512}, o); }
-std::shared_ptr<ResNet> resnet20(ResNetOptions o) { o.small_input = true; return std::make_shared<ResNet>("basic", std::vector<int64_t>{3, 3, 3}, std::vector<int64_t>{16, 32, 64}, o); }
-std::shared_ptr<ResNet> resnet32(ResNetOptions o) { o.small_input = true; return std::make_shared<ResNet>("basic", std::vector<int64_t>{5, 5, 5}, std::vector<int64_t>{16, 32, 64}, o); }
-std::shared_ptr<ResNet> resnet56(ResNetOptions o) { o.small_input = true; return std::make_shared<ResNet>("basic", std::vector<int64_t>{9, 9, 9}, std::vector<int64_t>{16, 32, 64}, o); }
+std::shared_ptr<ResNet> resnet18(ResNetOptions o) {
+  return std::make_shared<ResNet>("basic", std::vector<int64_t>{2, 2, 2, 2},
+                                  std::vector<int64_t>{64, 128, 256, 512}, o);
+}
+std::shared_ptr<ResNet> resnet34(ResNetOptions o) {
+  return std::make_shared<ResNet>("basic", std::vector<int64_t>{3, 4, 6, 3},
+                                  std::vector<int64_t>{64, 128, 256, 512}, o);
+}
+std::shared_ptr<ResNet> resnet50(ResNetOptions o) {
+  return std::make_shared<ResNet>("bottleneck", std::vector<int64_t>{3, 4, 6, 3},
+                                  std::vector<int64_t>{64, 128, 256, 512}, o);
+}
+std::shared_ptr<ResNet> resnet101(ResNetOptions o) {
+  return std::make_shared<ResNet>("bottleneck", std::vector<int64_t>{3, 4, 23, 3},
+                                  std::vector<int64_t>{64, 128, 256, 512}, o);
+}
+std::shared_ptr<ResNet> resnet20(ResNetOptions o) {
+  o.small_input = true;
+  return std::make_shared<ResNet>("basic", std::vector<int64_t>{3, 3, 3},
+                                  std::vector<int64_t>{16, 32, 64}, o);
+}
+std::shared_ptr<ResNet> resnet32(ResNetOptions o) {
+  o.small_input = true;
+  return std::make_shared<ResNet>("basic", std::vector<int64_t>{5, 5, 5},
+                                  std::vector<int64_t>{16, 32, 64}, o);
+}
+std::shared_ptr<ResNet> resnet56(ResNetOptions o) {
+  o.small_input = true;
+  return std::make_shared<ResNet>("basic", std::vector<int64_t>{9, 9, 9},
+                                  std::vector<int64_t>{16, 32, 64}, o);
+}
 
 std::shared_ptr<ResNet> make_resnet(const std::string& name, ResNetOptions options) {
   if (name == "resnet18") return resnet18(options);
@@ -143,8 +179,10 @@ std::shared_ptr<ResNet> make_resnet(const std::string& name, ResNetOptions optio
   if (name == "resnet20") return resnet20(options);
   if (name == "resnet32") return resnet32(options);
   if (name == "resnet56") return resnet56(options);
-  throw ValueError(fmt::format("make_resnet: unknown model '{}' (expected resnet18, resnet34, resnet50, "
-                               "resnet101, resnet20, resnet32 or resnet56)", name));
+  throw ValueError(
+      fmt::format("make_resnet: unknown model '{}' (expected resnet18, resnet34, resnet50, "
+                  "resnet101, resnet20, resnet32 or resnet56)",
+                  name));
 }
 
 }  // namespace kiln::nn

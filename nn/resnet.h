@@ -15,7 +15,8 @@ namespace kiln::nn {
 class BasicBlock : public Module {
  public:
   static constexpr int64_t kExpansion = 1;
-  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> downsample);
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride,
+             std::shared_ptr<Sequential> downsample);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "BasicBlock"; }
 
@@ -29,7 +30,8 @@ class BasicBlock : public Module {
 class Bottleneck : public Module {
  public:
   static constexpr int64_t kExpansion = 4;
-  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> downsample);
+  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
+             std::shared_ptr<Sequential> downsample);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Bottleneck"; }
 

@@ -21,8 +21,10 @@ struct Mlp {
     auto layer = [&](int64_t in, int64_t out) {
       // PyTorch's default Linear init: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
       double bound = 1.0 / std::sqrt(static_cast<double>(in));
-      params.push_back(uniform({out, in}, -bound, bound, DType::f32, Device::cpu(), &gen).requires_grad_());
-      params.push_back(uniform({out}, -bound, bound, DType::f32, Device::cpu(), &gen).requires_grad_());
+      params.push_back(
+          uniform({out, in}, -bound, bound, DType::f32, Device::cpu(), &gen).requires_grad_());
+      params.push_back(
+          uniform({out}, -bound, bound, DType::f32, Device::cpu(), &gen).requires_grad_());
     };
     layer(2, hidden);
     layer(hidden, hidden);
@@ -49,9 +51,10 @@ int main(int argc, char** argv) {
   for (const Tensor& p : model.params) velocity.push_back(zeros_like(p));
   const double lr = 0.1, momentum = 0.9;
 
-  std::printf("kiln-demo: MLP 2-64-64-1 fitting sin(3 x0) cos(2 x1) on %s, %d steps of SGD "
-              "(lr %.2f, momentum %.1f)\n",
-              Device::cpu().str().c_str(), steps, lr, momentum);
+  std::printf(
+      "kiln-demo: MLP 2-64-64-1 fitting sin(3 x0) cos(2 x1) on %s, %d steps of SGD "
+      "(lr %.2f, momentum %.1f)\n",
+      Device::cpu().str().c_str(), steps, lr, momentum);
   double first = 0, last = 0;
   for (int step = 0; step <= steps; ++step) {
     Tensor loss = mse_loss(model.forward(x), y);

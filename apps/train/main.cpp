@@ -2,16 +2,15 @@
 // synthetic set, on the best device present, with checkpoints, resume, metrics and a progress bar.
 //
 //   kiln-train --model resnet20 --dataset fashion-mnist --epochs 2 --batch-size 128 --device cpu
+#include <fmt/format.h>
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "kiln/data/cifar.h"
 #include "kiln/data/dataloader.h"
@@ -33,7 +32,9 @@ using namespace kiln;
 namespace {
 
 std::atomic<bool> interrupted{false};
-void on_sigint(int) { interrupted = true; }
+void on_sigint(int) {
+  interrupted = true;
+}
 
 struct Split {
   std::shared_ptr<const data::Dataset> train, test;
@@ -43,9 +44,10 @@ struct Split {
 
 Split load_data(const apps::Recipe& r) {
   if (r.dataset == "fashion-mnist" || r.dataset == "mnist") {
-    std::string root = r.data_dir.empty() ? (r.dataset == "mnist" ? "/usr/share/datasets/mnist"
-                                                                   : "/usr/share/datasets/fashion-mnist")
-                                          : r.data_dir;
+    std::string root = r.data_dir.empty()
+                           ? (r.dataset == "mnist" ? "/usr/share/datasets/mnist"
+                                                   : "/usr/share/datasets/fashion-mnist")
+                           : r.data_dir;
     bool fashion = r.dataset == "fashion-mnist";
     auto make = [&](bool train) -> std::shared_ptr<const data::Dataset> {
       return std::make_shared<data::MnistDataset>(fashion ? data::MnistDataset::fashion(root, train)
@@ -57,19 +59,25 @@ Split load_data(const apps::Recipe& r) {
   }
   if (r.dataset == "cifar10" || r.dataset == "cifar100") {
     int variant = r.dataset == "cifar10" ? 10 : 100;
-    KILN_CHECK(!r.data_dir.empty(), ValueError, "kiln-train: --data-dir is required for {}", r.dataset);
-    auto train = std::make_shared<data::CifarDataset>(data::CifarDataset::from_root(r.data_dir, true, variant));
-    auto test = std::make_shared<data::CifarDataset>(data::CifarDataset::from_root(r.data_dir, false, variant));
+    KILN_CHECK(!r.data_dir.empty(), ValueError, "kiln-train: --data-dir is required for {}",
+               r.dataset);
+    auto train = std::make_shared<data::CifarDataset>(
+        data::CifarDataset::from_root(r.data_dir, true, variant));
+    auto test = std::make_shared<data::CifarDataset>(
+        data::CifarDataset::from_root(r.data_dir, false, variant));
     return {train, test, 3, variant, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}};
   }
   if (r.dataset == "synthetic") {
-    auto train = std::make_shared<data::SyntheticDataset>(r.synthetic_size, Shape{1, 28, 28}, 10, 1);
-    auto test = std::make_shared<data::SyntheticDataset>(r.synthetic_size / 4, Shape{1, 28, 28}, 10, 2);
+    auto train =
+        std::make_shared<data::SyntheticDataset>(r.synthetic_size, Shape{1, 28, 28}, 10, 1);
+    auto test =
+        std::make_shared<data::SyntheticDataset>(r.synthetic_size / 4, Shape{1, 28, 28}, 10, 2);
     return {train, test, 1, 10, {0.5}, {0.29}};
   }
-  throw ValueError(fmt::format("kiln-train: unknown dataset '{}' (expected fashion-mnist, mnist, cifar10, "
-                               "cifar100 or synthetic)",
-                               r.dataset));
+  throw ValueError(
+      fmt::format("kiln-train: unknown dataset '{}' (expected fashion-mnist, mnist, cifar10, "
+                  "cifar100 or synthetic)",
+                  r.dataset));
 }
 
 Device pick_device(const std::string& name) {
@@ -77,7 +85,9 @@ Device pick_device(const std::string& name) {
   // The CUDA kernels of every op arrive with the CUDA backend; until then the CPU is the best
   // device kiln can train on, even with a GPU visible.
   if (cuda::is_available())
-    std::fprintf(stderr, "kiln-train: a GPU is visible, but kiln's CUDA kernels are not built yet: using cpu\n");
+    std::fprintf(
+        stderr,
+        "kiln-train: a GPU is visible, but kiln's CUDA kernels are not built yet: using cpu\n");
   return Device::cpu();
 }
 
@@ -85,12 +95,13 @@ struct EpochStats {
   double loss = 0, accuracy = 0, seconds = 0, images_per_second = 0;
 };
 
-EpochStats evaluate(nn::Module& model, const data::Dataset& dataset, const data::Transform& transform,
-                    Device device) {
+EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
+                    const data::Transform& transform, Device device) {
   NoGradGuard no_grad;
   model.eval();
-  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&dataset, [](const data::Dataset*) {}), transform,
-                          {.batch_size = 500, .num_workers = 1});
+  data::DataLoader loader(
+      std::shared_ptr<const data::Dataset>(&dataset, [](const data::Dataset*) {}), transform,
+      {.batch_size = 500, .num_workers = 1});
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   for (data::Batch& batch : loader) {
@@ -101,26 +112,32 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset, const data:
     seen += x.size(0);
   }
   model.train();
-  return {loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), 0, 0};
+  return {loss_sum / static_cast<double>(seen),
+          static_cast<double>(correct) / static_cast<double>(seen), 0, 0};
 }
 
-void append_metrics(const std::string& path, int64_t epoch, const EpochStats& train, const EpochStats& test,
-                    double lr) {
+void append_metrics(const std::string& path, int64_t epoch, const EpochStats& train,
+                    const EpochStats& test, double lr) {
   bool fresh = !fs::exists(path);
   std::ofstream out(path, std::ios::app);
   KILN_CHECK(out.good(), Error, "kiln-train: cannot write metrics to {}", path);
-  if (fresh) out << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,lr,images_per_second,seconds\n";
-  out << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6g},{:.1f},{:.1f}\n", epoch + 1, train.loss, train.accuracy,
-                     test.loss, test.accuracy, lr, train.images_per_second, train.seconds);
+  if (fresh)
+    out << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,lr,images_per_second,seconds\n";
+  out << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6g},{:.1f},{:.1f}\n", epoch + 1, train.loss,
+                     train.accuracy, test.loss, test.accuracy, lr, train.images_per_second,
+                     train.seconds);
 }
 
 // Renders loss and accuracy curves with gnuplot when it is installed; skipped quietly otherwise.
 void plot_metrics(const std::string& csv, const std::string& png) {
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) return;
   std::string script = fmt::format(
-      "set datafile separator ','; set terminal png size 1000,400; set output '{}'; set multiplot layout 1,2; "
-      "set xlabel 'epoch'; set title 'loss'; plot '{}' using 1:2 with linespoints title 'train', '' using 1:4 "
-      "with linespoints title 'test'; set title 'accuracy'; plot '{}' using 1:3 with linespoints title 'train', "
+      "set datafile separator ','; set terminal png size 1000,400; set output '{}'; set multiplot "
+      "layout 1,2; "
+      "set xlabel 'epoch'; set title 'loss'; plot '{}' using 1:2 with linespoints title 'train', "
+      "'' using 1:4 "
+      "with linespoints title 'test'; set title 'accuracy'; plot '{}' using 1:3 with linespoints "
+      "title 'train', "
       "'' using 1:5 with linespoints title 'test'; unset multiplot",
       png, csv, csv);
   std::string command = "gnuplot -e \"" + script + "\" 2>/dev/null";
@@ -140,62 +157,79 @@ int main(int argc, char** argv) {
     manual_seed(r.seed);
     Device device = pick_device(r.device);
     Split split = load_data(r);
-    data::Transform eval_transform = data::compose({data::to_float(), data::normalize(split.mean, split.std)});
+    data::Transform eval_transform =
+        data::compose({data::to_float(), data::normalize(split.mean, split.std)});
     std::vector<data::Transform> train_steps = {data::to_float()};
     if (r.augment) {
       int64_t side = split.train->get(0)[0].size(-1);
-      train_steps.push_back(data::random_crop(side, r.dataset == "cifar10" || r.dataset == "cifar100" ? 4 : 2));
+      train_steps.push_back(
+          data::random_crop(side, r.dataset == "cifar10" || r.dataset == "cifar100" ? 4 : 2));
       train_steps.push_back(data::random_horizontal_flip());
     }
     train_steps.push_back(data::normalize(split.mean, split.std));
     if (r.random_erasing) train_steps.push_back(data::random_erasing());
     data::DataLoader loader(split.train, data::compose(train_steps),
-                            {.batch_size = r.batch_size, .shuffle = true, .seed = r.seed, .drop_last = false,
+                            {.batch_size = r.batch_size,
+                             .shuffle = true,
+                             .seed = r.seed,
+                             .drop_last = false,
                              .num_workers = r.workers});
 
-    auto model = nn::make_resnet(r.model, {split.classes, split.channels, !r.large_input_stem, false});
+    auto model =
+        nn::make_resnet(r.model, {split.classes, split.channels, !r.large_input_stem, false});
     model->to(device);
     std::vector<Tensor> params = model->parameters();
     std::unique_ptr<optim::Optimizer> optimizer;
     if (r.optimizer == "sgd")
-      optimizer = std::make_unique<optim::SGD>(params, optim::SGDOptions{r.lr, r.momentum, 0.0, r.weight_decay, r.nesterov});
+      optimizer = std::make_unique<optim::SGD>(
+          params, optim::SGDOptions{r.lr, r.momentum, 0.0, r.weight_decay, r.nesterov});
     else if (r.optimizer == "adam")
-      optimizer = std::make_unique<optim::Adam>(params, optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
+      optimizer = std::make_unique<optim::Adam>(
+          params, optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
     else
-      optimizer = std::make_unique<optim::AdamW>(params, optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
+      optimizer = std::make_unique<optim::AdamW>(
+          params, optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
 
-    const int64_t steps_per_epoch = loader.num_batches();
+    const int64_t steps_per_epoch =
+        r.max_batches > 0 ? std::min(r.max_batches, loader.num_batches()) : loader.num_batches();
     std::unique_ptr<optim::LRScheduler> scheduler;
     bool per_batch_schedule = true;
     if (r.schedule == "onecycle") {
       scheduler = std::make_unique<optim::OneCycleLR>(*optimizer, r.lr, steps_per_epoch * r.epochs);
     } else if (r.schedule == "cosine") {
-      scheduler = std::make_unique<optim::CosineAnnealingLR>(*optimizer, steps_per_epoch * r.epochs);
+      scheduler =
+          std::make_unique<optim::CosineAnnealingLR>(*optimizer, steps_per_epoch * r.epochs);
     } else if (r.schedule == "step") {
-      scheduler = std::make_unique<optim::StepLR>(*optimizer, std::max<int64_t>(1, r.epochs / 3), 0.1);
+      scheduler =
+          std::make_unique<optim::StepLR>(*optimizer, std::max<int64_t>(1, r.epochs / 3), 0.1);
       per_batch_schedule = false;
     }
 
-    nn::TrainingState state{model.get(), optimizer.get(), scheduler.get(), &default_generator(), {}};
+    nn::TrainingState state{
+        model.get(), optimizer.get(), scheduler.get(), &default_generator(), {}};
     if (!r.checkpoint_dir.empty()) fs::create_directories(r.checkpoint_dir);
-    const std::string last_path = r.checkpoint_dir.empty() ? "" : (fs::path(r.checkpoint_dir) / "last.safetensors").string();
+    const std::string last_path =
+        r.checkpoint_dir.empty() ? "" : (fs::path(r.checkpoint_dir) / "last.safetensors").string();
     if (!r.resume.empty()) {
       std::string path = r.resume == "last" ? last_path : r.resume;
       KILN_CHECK(!path.empty(), ValueError, "kiln-train: --resume last needs --checkpoint-dir");
       nn::TrainingPosition p = nn::load_training_checkpoint(path, state);
-      std::printf("resumed from %s at epoch %lld, batch %lld\n", path.c_str(), static_cast<long long>(p.epoch + 1),
-                  static_cast<long long>(p.batch_in_epoch));
+      std::printf("resumed from %s at epoch %lld, batch %lld\n", path.c_str(),
+                  static_cast<long long>(p.epoch + 1), static_cast<long long>(p.batch_in_epoch));
     }
     auto save = [&]() {
       if (last_path.empty()) return;
       nn::save_training_checkpoint(last_path, state);
     };
 
-    std::printf("kiln-train: %s on %s (%lld train / %lld test images), %s, batch %lld, %lld epochs, device %s, "
-                "%d threads\n",
-                r.model.c_str(), r.dataset.c_str(), static_cast<long long>(split.train->size()),
-                static_cast<long long>(split.test->size()), r.optimizer.c_str(), static_cast<long long>(r.batch_size),
-                static_cast<long long>(r.epochs), device.str().c_str(), omp_get_max_threads());
+    std::printf(
+        "kiln-train: %s on %s (%lld train / %lld test images), %s, batch %lld, %lld epochs, device "
+        "%s, "
+        "%d threads\n",
+        r.model.c_str(), r.dataset.c_str(), static_cast<long long>(split.train->size()),
+        static_cast<long long>(split.test->size()), r.optimizer.c_str(),
+        static_cast<long long>(r.batch_size), static_cast<long long>(r.epochs),
+        device.str().c_str(), omp_get_max_threads());
     std::printf("%lld parameters\n", static_cast<long long>(model->parameter_count()));
     std::signal(SIGINT, on_sigint);
     nn::CrossEntropyLossOptions loss_options;
@@ -212,6 +246,7 @@ int main(int argc, char** argv) {
       int64_t correct = 0, seen = 0, step = 0;
       const int64_t skip = state.position.batch_in_epoch;  // a resumed epoch skips what it had done
       for (data::Batch& batch : loader) {
+        if (step >= steps_per_epoch) break;
         if (step < skip) {
           ++step;
           continue;
@@ -222,7 +257,8 @@ int main(int argc, char** argv) {
         optimizer->zero_grad();
         loss.backward();
         optimizer->step();
-        if (scheduler && per_batch_schedule && state.position.global_step + 1 < steps_per_epoch * r.epochs)
+        if (scheduler && per_batch_schedule &&
+            state.position.global_step + 1 < steps_per_epoch * r.epochs)
           scheduler->step();
         ++step;
         ++state.position.global_step;
@@ -230,7 +266,8 @@ int main(int argc, char** argv) {
         loss_sum += loss.item<double>() * static_cast<double>(x.size(0));
         correct += sum(eq(argmax(logits.detach(), 1), y)).item<int64_t>();
         seen += x.size(0);
-        bar.update(step, loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen);
+        bar.update(step, loss_sum / static_cast<double>(seen),
+                   static_cast<double>(correct) / static_cast<double>(seen), seen);
         if (interrupted) {
           bar.finish();
           save();
@@ -248,9 +285,11 @@ int main(int argc, char** argv) {
       if (scheduler && !per_batch_schedule) scheduler->step();
       test = evaluate(*model, *split.test, eval_transform, device);
       double lr = optimizer->param_groups().front().options.at("lr");
-      std::printf("epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f s\n",
-                  static_cast<long long>(epoch + 1), train.loss, 100 * train.accuracy, test.loss, 100 * test.accuracy,
-                  train.images_per_second, train.seconds);
+      std::printf(
+          "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f "
+          "s\n",
+          static_cast<long long>(epoch + 1), train.loss, 100 * train.accuracy, test.loss,
+          100 * test.accuracy, train.images_per_second, train.seconds);
       std::fflush(stdout);
       state.position.epoch = epoch + 1;
       state.position.batch_in_epoch = 0;
@@ -262,7 +301,8 @@ int main(int argc, char** argv) {
       }
     }
     if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device);
-    if (!r.checkpoint_dir.empty()) nn::save_state_dict(*model, (fs::path(r.checkpoint_dir) / "model.safetensors").string());
+    if (!r.checkpoint_dir.empty())
+      nn::save_state_dict(*model, (fs::path(r.checkpoint_dir) / "model.safetensors").string());
     std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);
     return 0;
   } catch (const kiln::Error& e) {

@@ -1,10 +1,9 @@
 // The training recipe: every knob of kiln-train, its default, and its command-line flag.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace kiln::apps {
 
@@ -32,32 +31,57 @@ struct Recipe {
   int workers = 2;
   std::string device = "auto";
   std::string checkpoint_dir;
-  std::string resume;  // a checkpoint path, or "last" for <checkpoint-dir>/last.safetensors
+  std::string resume;       // a checkpoint path, or "last" for <checkpoint-dir>/last.safetensors
+  int64_t max_batches = 0;  // per epoch, 0: all (for smoke tests and quick looks)
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
-  app.add_option("--model", r.model, "resnet18|resnet34|resnet50|resnet101|resnet20|resnet32|resnet56")->capture_default_str();
-  app.add_option("--dataset", r.dataset, "fashion-mnist|mnist|cifar10|cifar100|synthetic")->capture_default_str();
-  app.add_option("--data-dir", r.data_dir, "folder holding the data set's files (MNIST IDX or CIFAR binary)");
-  app.add_option("--synthetic-size", r.synthetic_size, "training images of the synthetic data set")->capture_default_str();
-  app.add_option("--epochs", r.epochs, "epochs to train")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", r.batch_size, "images per step")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--optimizer", r.optimizer, "sgd|adam|adamw")->capture_default_str()->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  app.add_option("--lr", r.lr, "learning rate (the peak rate with --schedule onecycle)")->capture_default_str();
+  app.add_option("--model", r.model,
+                 "resnet18|resnet34|resnet50|resnet101|resnet20|resnet32|resnet56")
+      ->capture_default_str();
+  app.add_option("--dataset", r.dataset, "fashion-mnist|mnist|cifar10|cifar100|synthetic")
+      ->capture_default_str();
+  app.add_option("--data-dir", r.data_dir,
+                 "folder holding the data set's files (MNIST IDX or CIFAR binary)");
+  app.add_option("--synthetic-size", r.synthetic_size, "training images of the synthetic data set")
+      ->capture_default_str();
+  app.add_option("--epochs", r.epochs, "epochs to train")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", r.batch_size, "images per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", r.optimizer, "sgd|adam|adamw")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--lr", r.lr, "learning rate (the peak rate with --schedule onecycle)")
+      ->capture_default_str();
   app.add_option("--momentum", r.momentum, "SGD momentum")->capture_default_str();
-  app.add_flag("--nesterov,!--no-nesterov", r.nesterov, "Nesterov momentum for SGD")->capture_default_str();
+  app.add_flag("--nesterov,!--no-nesterov", r.nesterov, "Nesterov momentum for SGD")
+      ->capture_default_str();
   app.add_option("--weight-decay", r.weight_decay, "weight decay")->capture_default_str();
-  app.add_option("--schedule", r.schedule, "onecycle|cosine|step|none")->capture_default_str()->check(CLI::IsMember({"onecycle", "cosine", "step", "none"}));
-  app.add_option("--label-smoothing", r.label_smoothing, "cross-entropy label smoothing")->capture_default_str();
+  app.add_option("--schedule", r.schedule, "onecycle|cosine|step|none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"onecycle", "cosine", "step", "none"}));
+  app.add_option("--label-smoothing", r.label_smoothing, "cross-entropy label smoothing")
+      ->capture_default_str();
   app.add_flag("--augment", r.augment, "random crop (with padding) and horizontal flip");
   app.add_flag("--random-erasing", r.random_erasing, "random erasing after normalisation");
-  app.add_flag("--large-input-stem", r.large_input_stem, "ImageNet stem (7x7/2 conv + max-pool) instead of 3x3/1");
-  app.add_option("--seed", r.seed, "seed for initialisation, shuffling, augmentation and dropout")->capture_default_str();
-  app.add_option("--threads", r.threads, "OpenMP threads for the kernels (0: all cores)")->capture_default_str();
+  app.add_flag("--large-input-stem", r.large_input_stem,
+               "ImageNet stem (7x7/2 conv + max-pool) instead of 3x3/1");
+  app.add_option("--seed", r.seed, "seed for initialisation, shuffling, augmentation and dropout")
+      ->capture_default_str();
+  app.add_option("--threads", r.threads, "OpenMP threads for the kernels (0: all cores)")
+      ->capture_default_str();
   app.add_option("--workers", r.workers, "DataLoader worker threads")->capture_default_str();
   app.add_option("--device", r.device, "auto|cpu|cuda|cuda:N")->capture_default_str();
-  app.add_option("--checkpoint-dir", r.checkpoint_dir, "where last.safetensors, model.safetensors, metrics.csv and curves.png go");
-  app.add_option("--resume", r.resume, "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");
+  app.add_option("--checkpoint-dir", r.checkpoint_dir,
+                 "where last.safetensors, model.safetensors, metrics.csv and curves.png go");
+  app.add_option("--max-batches", r.max_batches,
+                 "train at most this many batches per epoch (0: all)")
+      ->capture_default_str();
+  app.add_option("--resume", r.resume,
+                 "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");
 }
 
 }  // namespace kiln::apps

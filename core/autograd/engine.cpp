@@ -56,8 +56,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       grad = ones_like(root);
     }
     KILN_CHECK(grad.shape() == root.shape(), ShapeError,
-               "backward: gradient shape {} does not match output shape {}", shape_str(grad.shape()),
-               shape_str(root.shape()));
+               "backward: gradient shape {} does not match output shape {}",
+               shape_str(grad.shape()), shape_str(root.shape()));
     Edge edge = gradient_edge(root);
     Node* node = edge.node.get();
     keep_alive[node] = edge.node;

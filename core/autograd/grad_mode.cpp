@@ -6,7 +6,11 @@ namespace {
 thread_local bool grad_enabled = true;
 }
 
-bool GradMode::is_enabled() { return grad_enabled; }
-void GradMode::set_enabled(bool enabled) { grad_enabled = enabled; }
+bool GradMode::is_enabled() {
+  return grad_enabled;
+}
+void GradMode::set_enabled(bool enabled) {
+  grad_enabled = enabled;
+}
 
 }  // namespace kiln

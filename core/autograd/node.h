@@ -26,7 +26,10 @@ class SavedTensor {
   explicit SavedTensor(const Tensor& tensor);
   // Throws AutogradError if the tensor was modified in place since it was saved, or was released.
   Tensor unpack(const Node& owner) const;
-  void reset() { tensor_ = Tensor(); released_ = true; }
+  void reset() {
+    tensor_ = Tensor();
+    released_ = true;
+  }
 
  private:
   Tensor tensor_;

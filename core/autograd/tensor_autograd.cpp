@@ -23,7 +23,9 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+bool Tensor::is_leaf() const {
+  return grad_fn() == nullptr;
+}
 
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<Node> none;
@@ -41,15 +43,17 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& grad) {
   if (grad.defined()) {
     KILN_CHECK(grad.shape() == shape(), ShapeError,
-               "set_grad: gradient shape {} does not match tensor shape {}", shape_str(grad.shape()),
-               shape_str(shape()));
+               "set_grad: gradient shape {} does not match tensor shape {}",
+               shape_str(grad.shape()), shape_str(shape()));
     impl()->autograd_meta().grad = std::make_shared<Tensor>(grad);
   } else if (impl()->autograd) {
     impl()->autograd->grad.reset();
   }
 }
 
-void Tensor::zero_grad() { set_grad(Tensor()); }
+void Tensor::zero_grad() {
+  set_grad(Tensor());
+}
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   run_backward({*this}, {gradient}, retain_graph);
@@ -62,7 +66,8 @@ Tensor Tensor::detach() const {
 void Tensor::set_data(const Tensor& other) {
   KILN_CHECK(other.defined(), ValueError, "set_data: the new data is an undefined tensor");
   KILN_CHECK(!requires_grad() || is_floating(other.dtype()), DTypeError,
-             "set_data: a tensor that requires grad needs floating data, got {}", dtype_name(other.dtype()));
+             "set_data: a tensor that requires grad needs floating data, got {}",
+             dtype_name(other.dtype()));
   TensorImpl* self = impl();
   self->storage = other.storage();
   self->shape = other.shape();
@@ -107,6 +112,8 @@ void Tensor::retain_grad() {
   });
 }
 
-uint64_t Tensor::version() const { return storage()->version(); }
+uint64_t Tensor::version() const {
+  return storage()->version();
+}
 
 }  // namespace kiln

@@ -23,8 +23,10 @@ Tensor wrap_scalar(double value, const Tensor& like) {
   DType dtype = like.dtype();
   bool integral_value = std::floor(value) == value && std::isfinite(value);
   if (!is_floating(dtype)) {
-    if (!integral_value) dtype = DType::f32;
-    else if (dtype == DType::boolean) dtype = DType::i64;
+    if (!integral_value)
+      dtype = DType::f32;
+    else if (dtype == DType::boolean)
+      dtype = DType::i64;
   }
   return scalar_tensor(value, dtype, like.device());
 }
@@ -44,8 +46,8 @@ Tensor binary_forward(const char* op, BinaryOp kind, const Tensor& a, const Tens
   return out;
 }
 
-Tensor unary_forward(const char* op, UnaryOp kind, const Tensor& x, DType compute,
-                     DType out_dtype, cpu::UnaryParams params = {}) {
+Tensor unary_forward(const char* op, UnaryOp kind, const Tensor& x, DType compute, DType out_dtype,
+                     cpu::UnaryParams params = {}) {
   require_defined(op, x);
   require_cpu_kernel(op, x.device());
   Tensor cx = x.detach().to(compute);
@@ -55,7 +57,9 @@ Tensor unary_forward(const char* op, UnaryOp kind, const Tensor& x, DType comput
 }
 
 // Unary ops whose result is fractional compute integers in f32, as PyTorch.
-DType float_compute(const Tensor& x) { return is_floating(x.dtype()) ? x.dtype() : DType::f32; }
+DType float_compute(const Tensor& x) {
+  return is_floating(x.dtype()) ? x.dtype() : DType::f32;
+}
 
 // Shared fields of a binary node: where each input's gradient must be summed and cast back to.
 struct BinaryNode : Node {
@@ -218,15 +222,31 @@ Tensor max_min(const char* op, bool is_max, const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return max_min("maximum", true, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return max_min("minimum", false, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return max_min("maximum", true, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return max_min("minimum", false, a, b);
+}
 
-Tensor add(const Tensor& a, double b) { return add(a, wrap_scalar(b, a)); }
-Tensor sub(const Tensor& a, double b) { return sub(a, wrap_scalar(b, a)); }
-Tensor rsub(double a, const Tensor& b) { return sub(wrap_scalar(a, b), b); }
-Tensor mul(const Tensor& a, double b) { return mul(a, wrap_scalar(b, a)); }
-Tensor div(const Tensor& a, double b) { return div(a, wrap_scalar(b, a)); }
-Tensor rdiv(double a, const Tensor& b) { return div(wrap_scalar(a, b), b); }
+Tensor add(const Tensor& a, double b) {
+  return add(a, wrap_scalar(b, a));
+}
+Tensor sub(const Tensor& a, double b) {
+  return sub(a, wrap_scalar(b, a));
+}
+Tensor rsub(double a, const Tensor& b) {
+  return sub(wrap_scalar(a, b), b);
+}
+Tensor mul(const Tensor& a, double b) {
+  return mul(a, wrap_scalar(b, a));
+}
+Tensor div(const Tensor& a, double b) {
+  return div(a, wrap_scalar(b, a));
+}
+Tensor rdiv(double a, const Tensor& b) {
+  return div(wrap_scalar(a, b), b);
+}
 
 namespace {
 struct PowScalarBackward : Node {
@@ -245,7 +265,8 @@ Tensor pow(const Tensor& base, double exponent) {
   require_defined("pow", base);
   bool integral_exponent = std::floor(exponent) == exponent;
   DType t = base.dtype();
-  KILN_CHECK(t != DType::boolean, DTypeError, "pow: not defined for bool tensors ({})", describe(base));
+  KILN_CHECK(t != DType::boolean, DTypeError, "pow: not defined for bool tensors ({})",
+             describe(base));
   if (!is_floating(t)) {
     KILN_CHECK(integral_exponent && exponent >= 0, ValueError,
                "pow: integer tensor {} to the power {}: only non-negative integer exponents keep "
@@ -311,7 +332,9 @@ Tensor unary_op(const char* op, UnaryOp kind, const Tensor& x, bool fractional, 
 }
 
 // The mask as the gradient's dtype, so it multiplies without promoting.
-Tensor as_grad_mask(const Tensor& mask, const Tensor& g) { return mask.to(g.dtype()); }
+Tensor as_grad_mask(const Tensor& mask, const Tensor& g) {
+  return mask.to(g.dtype());
+}
 
 }  // namespace
 
@@ -323,8 +346,9 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor abs(const Tensor& x) {
-  return unary_op("abs", UnaryOp::abs, x, false, Save::input,
-                  [](const Tensor& g, const Tensor& in, const Tensor&) { return mul(g, sign(in)); });
+  return unary_op(
+      "abs", UnaryOp::abs, x, false, Save::input,
+      [](const Tensor& g, const Tensor& in, const Tensor&) { return mul(g, sign(in)); });
 }
 
 Tensor sign(const Tensor& x) {
@@ -343,8 +367,9 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
-  return unary_op("sqrt", UnaryOp::sqrt, x, true, Save::output,
-                  [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, mul(y, 2.0)); });
+  return unary_op(
+      "sqrt", UnaryOp::sqrt, x, true, Save::output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, mul(y, 2.0)); });
 }
 
 Tensor rsqrt(const Tensor& x) {
@@ -355,13 +380,15 @@ Tensor rsqrt(const Tensor& x) {
 }
 
 Tensor square(const Tensor& x) {
-  return unary_op("square", UnaryOp::square, x, false, Save::input,
-                  [](const Tensor& g, const Tensor& in, const Tensor&) { return mul(g, mul(in, 2.0)); });
+  return unary_op(
+      "square", UnaryOp::square, x, false, Save::input,
+      [](const Tensor& g, const Tensor& in, const Tensor&) { return mul(g, mul(in, 2.0)); });
 }
 
 Tensor reciprocal(const Tensor& x) {
-  return unary_op("reciprocal", UnaryOp::reciprocal, x, true, Save::output,
-                  [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(mul(g, mul(y, y))); });
+  return unary_op(
+      "reciprocal", UnaryOp::reciprocal, x, true, Save::output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(mul(g, mul(y, y))); });
 }
 
 Tensor erf(const Tensor& x) {
@@ -377,8 +404,9 @@ Tensor sin(const Tensor& x) {
 }
 
 Tensor cos(const Tensor& x) {
-  return unary_op("cos", UnaryOp::cos, x, true, Save::input,
-                  [](const Tensor& g, const Tensor& in, const Tensor&) { return neg(mul(g, sin(in))); });
+  return unary_op(
+      "cos", UnaryOp::cos, x, true, Save::input,
+      [](const Tensor& g, const Tensor& in, const Tensor&) { return neg(mul(g, sin(in))); });
 }
 
 Tensor relu(const Tensor& x) {
@@ -389,26 +417,23 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
-  return unary_op(
-      "leaky_relu", UnaryOp::leaky_relu, x, true, Save::input,
-      [negative_slope](const Tensor& g, const Tensor& in, const Tensor&) {
-        return where(gt(in, 0.0), g, mul(g, negative_slope));
-      },
-      {negative_slope, 0.0});
+  return unary_op("leaky_relu", UnaryOp::leaky_relu, x, true, Save::input,
+                  [negative_slope](const Tensor& g, const Tensor& in, const Tensor&) {
+                    return where(gt(in, 0.0), g, mul(g, negative_slope));
+                  },
+                  {negative_slope, 0.0});
 }
 
 Tensor sigmoid(const Tensor& x) {
-  return unary_op("sigmoid", UnaryOp::sigmoid, x, true, Save::output,
-                  [](const Tensor& g, const Tensor&, const Tensor& y) {
-                    return mul(g, mul(y, rsub(1.0, y)));
-                  });
+  return unary_op(
+      "sigmoid", UnaryOp::sigmoid, x, true, Save::output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, mul(y, rsub(1.0, y))); });
 }
 
 Tensor tanh(const Tensor& x) {
-  return unary_op("tanh", UnaryOp::tanh, x, true, Save::output,
-                  [](const Tensor& g, const Tensor&, const Tensor& y) {
-                    return mul(g, rsub(1.0, square(y)));
-                  });
+  return unary_op(
+      "tanh", UnaryOp::tanh, x, true, Save::output,
+      [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, rsub(1.0, square(y))); });
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
@@ -422,7 +447,8 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
                       Tensor u = mul(add(in, mul(pow(in, 3.0), c)), k);
                       Tensor t = tanh(u);
                       Tensor du = mul(add(mul(square(in), 3.0 * c), 1.0), k);
-                      Tensor d = add(mul(add(t, 1.0), 0.5), mul(mul(in, rsub(1.0, square(t))), mul(du, 0.5)));
+                      Tensor d = add(mul(add(t, 1.0), 0.5),
+                                     mul(mul(in, rsub(1.0, square(t))), mul(du, 0.5)));
                       return mul(g, d);
                     });
   }
@@ -447,12 +473,11 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   KILN_CHECK(min.has_value() || max.has_value(), ValueError,
              "clamp: at least one of min and max must be given");
   double lo = min.value_or(-INFINITY), hi = max.value_or(INFINITY);
-  return unary_op(
-      "clamp", UnaryOp::clamp, x, false, Save::input,
-      [lo, hi](const Tensor& g, const Tensor& in, const Tensor&) {
-        return mul(g, as_grad_mask(logical_and(ge(in, lo), le(in, hi)), g));
-      },
-      {lo, hi});
+  return unary_op("clamp", UnaryOp::clamp, x, false, Save::input,
+                  [lo, hi](const Tensor& g, const Tensor& in, const Tensor&) {
+                    return mul(g, as_grad_mask(logical_and(ge(in, lo), le(in, hi)), g));
+                  },
+                  {lo, hi});
 }
 
 // ---- comparisons and selection ----
@@ -464,18 +489,42 @@ Tensor compare(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b) 
 }
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", BinaryOp::eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", BinaryOp::ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", BinaryOp::lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", BinaryOp::le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryOp::gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", BinaryOp::ge, a, b); }
-Tensor eq(const Tensor& a, double b) { return eq(a, wrap_scalar(b, a)); }
-Tensor ne(const Tensor& a, double b) { return ne(a, wrap_scalar(b, a)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, wrap_scalar(b, a)); }
-Tensor le(const Tensor& a, double b) { return le(a, wrap_scalar(b, a)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, wrap_scalar(b, a)); }
-Tensor ge(const Tensor& a, double b) { return ge(a, wrap_scalar(b, a)); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare("eq", BinaryOp::eq, a, b);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare("ne", BinaryOp::ne, a, b);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare("lt", BinaryOp::lt, a, b);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare("le", BinaryOp::le, a, b);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare("gt", BinaryOp::gt, a, b);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare("ge", BinaryOp::ge, a, b);
+}
+Tensor eq(const Tensor& a, double b) {
+  return eq(a, wrap_scalar(b, a));
+}
+Tensor ne(const Tensor& a, double b) {
+  return ne(a, wrap_scalar(b, a));
+}
+Tensor lt(const Tensor& a, double b) {
+  return lt(a, wrap_scalar(b, a));
+}
+Tensor le(const Tensor& a, double b) {
+  return le(a, wrap_scalar(b, a));
+}
+Tensor gt(const Tensor& a, double b) {
+  return gt(a, wrap_scalar(b, a));
+}
+Tensor ge(const Tensor& a, double b) {
+  return ge(a, wrap_scalar(b, a));
+}
 
 Tensor logical_not(const Tensor& x) {
   return unary_forward("logical_not", UnaryOp::logical_not, x, x.dtype(), DType::boolean);
@@ -486,7 +535,9 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   return compare("logical_or", BinaryOp::logical_or, a, b);
 }
-Tensor isnan(const Tensor& x) { return unary_forward("isnan", UnaryOp::isnan, x, x.dtype(), DType::boolean); }
+Tensor isnan(const Tensor& x) {
+  return unary_forward("isnan", UnaryOp::isnan, x, x.dtype(), DType::boolean);
+}
 
 namespace {
 struct WhereBackward : BinaryNode {
@@ -506,7 +557,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   require_defined(op, condition, "condition");
   DType t = arithmetic_type(op, a, b);
   KILN_CHECK(condition.dtype() == DType::boolean, DTypeError,
-             "where: expected a bool condition, got {}; compare first (e.g. gt(x, 0))", describe(condition));
+             "where: expected a bool condition, got {}; compare first (e.g. gt(x, 0))",
+             describe(condition));
   Device device = common_device(op, {&condition, &a, &b});
   require_cpu_kernel(op, device);
   Shape shape = broadcast_shapes(op, broadcast_shapes(op, condition.shape(), a.shape()), b.shape());
@@ -558,26 +610,68 @@ bool equal(const Tensor& a, const Tensor& b) {
 
 // ---- operators ----
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return rsub(a, b); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return rdiv(a, b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
-Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator-(const Tensor& x) {
+  return neg(x);
+}
+Tensor operator+(const Tensor& a, double b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, double b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, double b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, double b) {
+  return div(a, b);
+}
+Tensor operator+(double a, const Tensor& b) {
+  return add(b, a);
+}
+Tensor operator-(double a, const Tensor& b) {
+  return rsub(a, b);
+}
+Tensor operator*(double a, const Tensor& b) {
+  return mul(b, a);
+}
+Tensor operator/(double a, const Tensor& b) {
+  return rdiv(a, b);
+}
+Tensor operator<(const Tensor& a, const Tensor& b) {
+  return lt(a, b);
+}
+Tensor operator<=(const Tensor& a, const Tensor& b) {
+  return le(a, b);
+}
+Tensor operator>(const Tensor& a, const Tensor& b) {
+  return gt(a, b);
+}
+Tensor operator>=(const Tensor& a, const Tensor& b) {
+  return ge(a, b);
+}
+Tensor operator<(const Tensor& a, double b) {
+  return lt(a, b);
+}
+Tensor operator<=(const Tensor& a, double b) {
+  return le(a, b);
+}
+Tensor operator>(const Tensor& a, double b) {
+  return gt(a, b);
+}
+Tensor operator>=(const Tensor& a, double b) {
+  return ge(a, b);
+}
 
 }  // namespace kiln

@@ -17,8 +17,9 @@ void copy(const Tensor& src, const Tensor& dst) {
       using D = typename decltype(dst_tag)::type;
       const S* in = static_cast<const S*>(src.data_ptr());
       D* out = static_cast<D*>(dst.data_ptr());
-      for_each_offset<2>(dst.shape(), {dst.strides(), src.strides()},
-                         [&](const std::array<int64_t, 2>& o) { out[o[0]] = convert<D>(in[o[1]]); });
+      for_each_offset<2>(
+          dst.shape(), {dst.strides(), src.strides()},
+          [&](const std::array<int64_t, 2>& o) { out[o[0]] = convert<D>(in[o[1]]); });
     });
   });
 }

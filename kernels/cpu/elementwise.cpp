@@ -21,8 +21,9 @@ void unary_loop(const Tensor& x, const Tensor& out, F f) {
     });
     return;
   }
-  for_each_offset<2>(out.shape(), {out.strides(), x.strides()},
-                     [&](const std::array<int64_t, 2>& k) { o[k[0]] = convert<O>(f(static_cast<A>(in[k[1]]))); });
+  for_each_offset<2>(
+      out.shape(), {out.strides(), x.strides()},
+      [&](const std::array<int64_t, 2>& k) { o[k[0]] = convert<O>(f(static_cast<A>(in[k[1]]))); });
 }
 
 template <class T, class O, class F>
@@ -54,14 +55,19 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p) 
   using A = acc_type_t<T>;
   constexpr bool floating = std::is_floating_point_v<A>;
   switch (op) {
-    case UnaryOp::neg: return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>(-v); });
+    case UnaryOp::neg:
+      return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>(-v); });
     case UnaryOp::abs:
-      if constexpr (std::is_unsigned_v<A>) return unary_loop<T, T>(x, out, [](A v) { return v; });
-      else return unary_loop<T, T>(x, out, [](A v) { return v < A(0) ? static_cast<A>(-v) : v; });
+      if constexpr (std::is_unsigned_v<A>)
+        return unary_loop<T, T>(x, out, [](A v) { return v; });
+      else
+        return unary_loop<T, T>(x, out, [](A v) { return v < A(0) ? static_cast<A>(-v) : v; });
     case UnaryOp::sign:
       return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>((A(0) < v) - (v < A(0))); });
-    case UnaryOp::square: return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>(v * v); });
-    case UnaryOp::relu: return unary_loop<T, T>(x, out, [](A v) { return v > A(0) ? v : A(0); });
+    case UnaryOp::square:
+      return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>(v * v); });
+    case UnaryOp::relu:
+      return unary_loop<T, T>(x, out, [](A v) { return v > A(0) ? v : A(0); });
     case UnaryOp::clamp: {
       A lo = static_cast<A>(p.a), hi = static_cast<A>(p.b);
       // NaN stays NaN: both comparisons are false for it.
@@ -70,31 +76,44 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p) 
     case UnaryOp::logical_not:
       return unary_loop<T, bool>(x, out, [](A v) { return v == A(0); });
     case UnaryOp::isnan:
-      if constexpr (floating) return unary_loop<T, bool>(x, out, [](A v) { return std::isnan(v); });
-      else return unary_loop<T, bool>(x, out, [](A) { return false; });
-    default: break;
+      if constexpr (floating)
+        return unary_loop<T, bool>(x, out, [](A v) { return std::isnan(v); });
+      else
+        return unary_loop<T, bool>(x, out, [](A) { return false; });
+    default:
+      break;
   }
   if constexpr (floating) {
     switch (op) {
-      case UnaryOp::exp: return unary_loop<T, T>(x, out, [](A v) { return std::exp(v); });
-      case UnaryOp::log: return unary_loop<T, T>(x, out, [](A v) { return std::log(v); });
-      case UnaryOp::sqrt: return unary_loop<T, T>(x, out, [](A v) { return std::sqrt(v); });
-      case UnaryOp::rsqrt: return unary_loop<T, T>(x, out, [](A v) { return A(1) / std::sqrt(v); });
-      case UnaryOp::reciprocal: return unary_loop<T, T>(x, out, [](A v) { return A(1) / v; });
-      case UnaryOp::erf: return unary_loop<T, T>(x, out, [](A v) { return std::erf(v); });
-      case UnaryOp::sin: return unary_loop<T, T>(x, out, [](A v) { return std::sin(v); });
-      case UnaryOp::cos: return unary_loop<T, T>(x, out, [](A v) { return std::cos(v); });
-      case UnaryOp::tanh: return unary_loop<T, T>(x, out, [](A v) { return std::tanh(v); });
-      case UnaryOp::sigmoid: return unary_loop<T, T>(x, out, [](A v) { return sigmoid_of(v); });
-      case UnaryOp::silu: return unary_loop<T, T>(x, out, [](A v) { return v * sigmoid_of(v); });
+      case UnaryOp::exp:
+        return unary_loop<T, T>(x, out, [](A v) { return std::exp(v); });
+      case UnaryOp::log:
+        return unary_loop<T, T>(x, out, [](A v) { return std::log(v); });
+      case UnaryOp::sqrt:
+        return unary_loop<T, T>(x, out, [](A v) { return std::sqrt(v); });
+      case UnaryOp::rsqrt:
+        return unary_loop<T, T>(x, out, [](A v) { return A(1) / std::sqrt(v); });
+      case UnaryOp::reciprocal:
+        return unary_loop<T, T>(x, out, [](A v) { return A(1) / v; });
+      case UnaryOp::erf:
+        return unary_loop<T, T>(x, out, [](A v) { return std::erf(v); });
+      case UnaryOp::sin:
+        return unary_loop<T, T>(x, out, [](A v) { return std::sin(v); });
+      case UnaryOp::cos:
+        return unary_loop<T, T>(x, out, [](A v) { return std::cos(v); });
+      case UnaryOp::tanh:
+        return unary_loop<T, T>(x, out, [](A v) { return std::tanh(v); });
+      case UnaryOp::sigmoid:
+        return unary_loop<T, T>(x, out, [](A v) { return sigmoid_of(v); });
+      case UnaryOp::silu:
+        return unary_loop<T, T>(x, out, [](A v) { return v * sigmoid_of(v); });
       case UnaryOp::leaky_relu: {
         A slope = static_cast<A>(p.a);
         return unary_loop<T, T>(x, out, [=](A v) { return v > A(0) ? v : v * slope; });
       }
       case UnaryOp::gelu:
-        return unary_loop<T, T>(x, out, [](A v) {
-          return A(0.5) * v * (A(1) + std::erf(v * A(M_SQRT1_2)));
-        });
+        return unary_loop<T, T>(
+            x, out, [](A v) { return A(0.5) * v * (A(1) + std::erf(v * A(M_SQRT1_2))); });
       case UnaryOp::gelu_tanh:
         return unary_loop<T, T>(x, out, [](A v) {
           const A k = A(0.7978845608028654);  // sqrt(2 / pi)
@@ -104,7 +123,8 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p) 
         A e = static_cast<A>(p.a);
         return unary_loop<T, T>(x, out, [=](A v) { return std::pow(v, e); });
       }
-      default: break;
+      default:
+        break;
     }
   } else if (op == UnaryOp::pow_scalar) {
     int64_t e = static_cast<int64_t>(p.a);
@@ -129,37 +149,52 @@ template <class T>
 void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
   using A = acc_type_t<T>;
   switch (op) {
-    case BinaryOp::eq: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x == y; });
-    case BinaryOp::ne: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x != y; });
-    case BinaryOp::lt: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x < y; });
-    case BinaryOp::le: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x <= y; });
-    case BinaryOp::gt: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x > y; });
-    case BinaryOp::ge: return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x >= y; });
+    case BinaryOp::eq:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x == y; });
+    case BinaryOp::ne:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x != y; });
+    case BinaryOp::lt:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x < y; });
+    case BinaryOp::le:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x <= y; });
+    case BinaryOp::gt:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x > y; });
+    case BinaryOp::ge:
+      return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x >= y; });
     case BinaryOp::logical_and:
       return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x != A(0) && y != A(0); });
     case BinaryOp::logical_or:
       return binary_loop<T, bool>(a, b, out, [](A x, A y) { return x != A(0) || y != A(0); });
-    default: break;
+    default:
+      break;
   }
   if constexpr (std::is_same_v<A, bool>) {
     switch (op) {
-      case BinaryOp::add: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x || y; });
-      case BinaryOp::mul: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x && y; });
-      case BinaryOp::maximum: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x || y; });
-      case BinaryOp::minimum: return binary_loop<T, T>(a, b, out, [](A x, A y) { return x && y; });
+      case BinaryOp::add:
+        return binary_loop<T, T>(a, b, out, [](A x, A y) { return x || y; });
+      case BinaryOp::mul:
+        return binary_loop<T, T>(a, b, out, [](A x, A y) { return x && y; });
+      case BinaryOp::maximum:
+        return binary_loop<T, T>(a, b, out, [](A x, A y) { return x || y; });
+      case BinaryOp::minimum:
+        return binary_loop<T, T>(a, b, out, [](A x, A y) { return x && y; });
       default:
-        throw DTypeError(fmt::format("cpu::binary: op {} is not defined for bool", static_cast<int>(op)));
+        throw DTypeError(
+            fmt::format("cpu::binary: op {} is not defined for bool", static_cast<int>(op)));
     }
   } else {
     A s = static_cast<A>(alpha);
     switch (op) {
       case BinaryOp::add:
-        if (alpha == 1.0) return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x + y); });
+        if (alpha == 1.0)
+          return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x + y); });
         return binary_loop<T, T>(a, b, out, [=](A x, A y) { return static_cast<A>(x + s * y); });
       case BinaryOp::sub:
-        if (alpha == 1.0) return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x - y); });
+        if (alpha == 1.0)
+          return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x - y); });
         return binary_loop<T, T>(a, b, out, [=](A x, A y) { return static_cast<A>(x - s * y); });
-      case BinaryOp::mul: return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x * y); });
+      case BinaryOp::mul:
+        return binary_loop<T, T>(a, b, out, [](A x, A y) { return static_cast<A>(x * y); });
       case BinaryOp::div:
         if constexpr (std::is_floating_point_v<A>)
           return binary_loop<T, T>(a, b, out, [](A x, A y) { return x / y; });
@@ -175,7 +210,8 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
         return binary_loop<T, T>(a, b, out, [](A x, A y) { return (x != x || x > y) ? x : y; });
       case BinaryOp::minimum:
         return binary_loop<T, T>(a, b, out, [](A x, A y) { return (x != x || x < y) ? x : y; });
-      default: break;
+      default:
+        break;
     }
   }
   throw DTypeError("cpu::binary: unknown op");
@@ -184,11 +220,13 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams params) {
-  visit_dtype(x.dtype(), [&](auto tag) { unary_typed<typename decltype(tag)::type>(op, x, out, params); });
+  visit_dtype(x.dtype(),
+              [&](auto tag) { unary_typed<typename decltype(tag)::type>(op, x, out, params); });
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
-  visit_dtype(a.dtype(), [&](auto tag) { binary_typed<typename decltype(tag)::type>(op, a, b, out, alpha); });
+  visit_dtype(a.dtype(),
+              [&](auto tag) { binary_typed<typename decltype(tag)::type>(op, a, b, out, alpha); });
 }
 
 void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -198,8 +236,9 @@ void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tens
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
     T* o = static_cast<T*>(out.data_ptr());
-    for_each_offset<4>(out.shape(), {out.strides(), condition.strides(), a.strides(), b.strides()},
-                       [&](const std::array<int64_t, 4>& k) { o[k[0]] = c[k[1]] ? pa[k[2]] : pb[k[3]]; });
+    for_each_offset<4>(
+        out.shape(), {out.strides(), condition.strides(), a.strides(), b.strides()},
+        [&](const std::array<int64_t, 4>& k) { o[k[0]] = c[k[1]] ? pa[k[2]] : pb[k[3]]; });
   });
 }
 

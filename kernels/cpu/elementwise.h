@@ -7,9 +7,29 @@
 namespace kiln::cpu {
 
 enum class UnaryOp {
-  neg, abs, sign, exp, log, sqrt, rsqrt, square, reciprocal, erf, sin, cos,
-  relu, leaky_relu, sigmoid, tanh, gelu, gelu_tanh, silu, clamp, pow_scalar,
-  logical_not, isnan
+  neg,
+  abs,
+  sign,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  square,
+  reciprocal,
+  erf,
+  sin,
+  cos,
+  relu,
+  leaky_relu,
+  sigmoid,
+  tanh,
+  gelu,
+  gelu_tanh,
+  silu,
+  clamp,
+  pow_scalar,
+  logical_not,
+  isnan
 };
 
 // Extra arguments: leaky_relu's slope (a), clamp's bounds (a, b), pow_scalar's exponent (a).
@@ -21,8 +41,23 @@ struct UnaryParams {
 // out has x's dtype, except logical_not and isnan, whose out is bool.
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams params = {});
 
-enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
-                      logical_and, logical_or };
+enum class BinaryOp {
+  add,
+  sub,
+  mul,
+  div,
+  pow,
+  maximum,
+  minimum,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,
+  logical_and,
+  logical_or
+};
 
 // out = a (op) b; for add and sub, b is scaled by alpha. Comparisons and logical ops write bool.
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha = 1.0);

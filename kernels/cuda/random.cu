@@ -26,10 +26,12 @@ void uniform_fill(void* out, DType dtype, int64_t n, uint64_t seed, uint64_t off
   const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
   switch (dtype) {
     case DType::f32:
-      uniform_fill_kernel<<<blocks, kThreads>>>(static_cast<float*>(out), n, seed, offset, low, high);
+      uniform_fill_kernel<<<blocks, kThreads>>>(static_cast<float*>(out), n, seed, offset, low,
+                                                high);
       break;
     case DType::f64:
-      uniform_fill_kernel<<<blocks, kThreads>>>(static_cast<double*>(out), n, seed, offset, low, high);
+      uniform_fill_kernel<<<blocks, kThreads>>>(static_cast<double*>(out), n, seed, offset, low,
+                                                high);
       break;
     default:
       throw DTypeError(std::string("cuda::uniform_fill: expected f32 or f64, got ") +

@@ -63,8 +63,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       if (!(std::abs(a[j] - numeric) <= atol + rtol * std::abs(numeric))) {
         result.ok = false;
         if (reported++ < 5)
-          result.message += fmt::format("input {} element {}: analytic {} vs numeric {}\n", i, j,
-                                        a[j], numeric);
+          result.message +=
+              fmt::format("input {} element {}: analytic {} vs numeric {}\n", i, j, a[j], numeric);
       }
     }
   }

@@ -31,9 +31,9 @@ Tensor non_contiguous(const Tensor& t);
 }  // namespace kiln::testing
 
 // CHECK_GRADCHECK(f, inputs): a Catch2 check that prints the mismatches on failure.
-#define CHECK_GRADCHECK(...)                                            \
-  do {                                                                  \
-    auto kiln_gc_ = ::kiln::testing::gradcheck(__VA_ARGS__);            \
-    INFO(kiln_gc_.message);                                             \
-    CHECK(kiln_gc_.ok);                                                 \
+#define CHECK_GRADCHECK(...)                                 \
+  do {                                                       \
+    auto kiln_gc_ = ::kiln::testing::gradcheck(__VA_ARGS__); \
+    INFO(kiln_gc_.message);                                  \
+    CHECK(kiln_gc_.ok);                                      \
   } while (0)
