@@ -1,0 +1,22 @@
+# cmake -P script: the checkpoint round trip in separate processes. Run A trains 2 epochs of 3
+# batches straight; run B trains 1 epoch, exits, and a fresh process resumes it for the second.
+# The saved models must be byte-identical: weights, BatchNorm statistics and counters, with the
+# optimizer's momentum, the data order and the random state all carried by the checkpoint.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(common --dataset synthetic --synthetic-size 256 --batch-size 32 --max-batches 3 --workers 1
+           --threads 1 --schedule none --lr 0.05)
+function(train dir)
+  execute_process(COMMAND ${TRAIN} ${common} --checkpoint-dir ${WORK_DIR}/${dir} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "kiln-train ${ARGN} failed with ${rc}:\n${out}\n${err}")
+  endif()
+endfunction()
+train(straight --epochs 2)
+train(resumed --epochs 1)
+train(resumed --epochs 2 --resume last)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/straight/model.safetensors
+                        ${WORK_DIR}/resumed/model.safetensors RESULT_VARIABLE different)
+if(different)
+  message(FATAL_ERROR "resumed training differs from training straight through")
+endif()
