@@ -105,16 +105,16 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device 
     return out;
   }
 #endif
-  return generate(shape, dtype, device, [&](int64_t i) {
-    double value = low + (high - low) * static_cast<double>(
-                                            philox_uniform(seed, offset, static_cast<uint64_t>(i)));
-    // Rounding to the dtype (bf16 keeps 8 bits) can carry a value just below `high` up to it; fold
-    // those back to `low` so the range stays half-open.
-    double stored = visit_dtype(dtype, [&](auto tag) {
-      return convert<double>(convert<typename decltype(tag)::type>(value));
+  Tensor out = empty(shape, dtype);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(out.data_ptr());
+    cpu::parallel_for(out.numel(), 8, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        p[i] = philox_uniform_in<T>(seed, offset, static_cast<uint64_t>(i), low, high);
     });
-    return stored >= high && high > low ? low : value;
   });
+  return out.to(device);
 }
 
 Tensor rand(const Shape& shape, DType dtype, Device device, Generator* generator) {

@@ -96,4 +96,15 @@ KILN_HOST_DEVICE inline float philox_normal(uint64_t seed, uint64_t offset, uint
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
 }
 
+// low + (high - low) * u stored as T, kept inside [low, high): rounding to a narrow T (bf16 keeps
+// 8 bits) can carry a value just below `high` up to it, and such values fold back to `low`. The
+// CPU fill and the CUDA kernel both call this, so one seed gives one tensor on either device.
+template <class T>
+KILN_HOST_DEVICE inline T philox_uniform_in(uint64_t seed, uint64_t offset, uint64_t index,
+                                            double low, double high) {
+  double value = low + (high - low) * static_cast<double>(philox_uniform(seed, offset, index));
+  T stored = static_cast<T>(value);
+  return static_cast<double>(stored) >= high && high > low ? static_cast<T>(low) : stored;
+}
+
 }  // namespace kiln

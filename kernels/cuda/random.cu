@@ -13,8 +13,7 @@ __global__ void uniform_fill_kernel(T* out, int64_t n, uint64_t seed, uint64_t o
                                     double high) {
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  double u = static_cast<double>(philox_uniform(seed, offset, static_cast<uint64_t>(i)));
-  out[i] = static_cast<T>(low + (high - low) * u);
+  out[i] = philox_uniform_in<T>(seed, offset, static_cast<uint64_t>(i), low, high);
 }
 
 }  // namespace
