@@ -263,6 +263,23 @@ TEST_CASE("conv2d: backward matches the direct loops on a batch split across thr
   }
 }
 
+TEST_CASE("conv2d: images batched into one product, with a single image left over") {
+  // 8 channels x 3x3 x 30x30 positions: two images fill the CPU kernel's column budget, so a batch
+  // of 5 runs as chunks of 2 with one image alone, whatever the thread count.
+  Conv p{{1, 1}, {1, 1}, {1, 1}, 1};
+  Tensor x = random_f64({5, 8, 30, 30}, 170).requires_grad_();
+  Tensor w = random_f64({6, 8, 3, 3}, 171).requires_grad_();
+  Tensor b = random_f64({6}, 172).requires_grad_();
+  Tensor out = conv2d(x, w, b, p.stride, p.padding, p.dilation, p.groups);
+  check_close(out, reference_conv(x, w, b, p), 1e-12);
+  Tensor r = random_f64(out.shape(), 173);
+  sum(mul(out, r)).backward();
+  ReferenceGrads want = reference_grads(x, w, r, p);
+  check_close(x.grad(), want.x, 1e-12);
+  check_close(w.grad(), want.w, 1e-12);
+  check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), 1e-12);
+}
+
 TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {
   Conv p{{2, 2}, {1, 1}, {1, 1}, 1};
   Tensor x = random({3, 2, 6, 6}, 160, DType::f32), w = random({4, 2, 3, 3}, 161, DType::f32);

@@ -412,7 +412,10 @@ Tensor cos(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op("relu", UnaryOp::relu, x, false, Save::output,
                   [](const Tensor& g, const Tensor&, const Tensor& y) {
-                    return mul(g, as_grad_mask(gt(y, 0.0), g));
+                    Tensor out = empty(y.shape(), y.dtype(), y.device());
+                    require_cpu_kernel("relu backward", y.device());
+                    cpu::relu_backward(g.to(y.dtype()), y, out);
+                    return out;
                   });
 }
 

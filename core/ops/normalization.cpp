@@ -1,5 +1,6 @@
 // batch_norm and layer_norm: checks, the statistics and normalising kernels, and each op's
-// backward in closed form (PyTorch's formulas) written with kiln ops next to its forward.
+// backward in closed form (PyTorch's formulas) next to its forward: batch norm's as one fused
+// kernel (it runs after every convolution of a ResNet), layer norm's written with kiln ops.
 #include "kiln/kernels/cpu/normalization.h"
 
 #include "kiln/core/autograd/grad_mode.h"
@@ -46,34 +47,19 @@ struct BatchNormBackward : NormBackward {
     Tensor x = input.unpack(*this), w = weight.unpack(*this);
     Tensor mu = mean.unpack(*this), rstd = invstd.unpack(*this);
     const int64_t channels = x.size(1);
-    Shape per_channel(x.dim(), 1);
-    per_channel[1] = channels;
-    Dims all_but_channel;
-    for (int64_t d = 0; d < x.dim(); ++d)
-      if (d != 1) all_but_channel.push_back(d);
-    const double count = channels > 0 ? static_cast<double>(x.numel() / channels) : 0.0;
-
-    bool need_x_hat = wants(1) || (wants(0) && training);
-    Tensor x_hat =
-        need_x_hat ? mul(sub(x, mu.view(per_channel)), rstd.view(per_channel)) : Tensor();
-    Tensor sum_g = (wants(2) || (wants(0) && training)) ? sum(g, all_but_channel) : Tensor();
-    Tensor sum_g_x_hat = need_x_hat ? sum(mul(g, x_hat), all_but_channel) : Tensor();
-
-    Tensor grad_x;
-    if (wants(0)) {
-      Tensor scale = w.defined() ? mul(rstd, w) : rstd;
-      if (training) {
-        // dx = (w * invstd / M) * (M * g - sum(g) - x_hat * sum(g * x_hat)): the batch mean and
-        // variance depend on every x, so each gradient loses its projection on 1 and on x_hat.
-        Tensor centred = sub(sub(mul(g, count), sum_g.view(per_channel)),
-                             mul(x_hat, sum_g_x_hat.view(per_channel)));
-        grad_x = mul(centred, div(scale, count).view(per_channel));
-      } else {
-        grad_x = mul(g, scale.view(per_channel));
-      }
-      grad_x = grad_x.to(x.dtype());
-    }
-    return {grad_x, wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
+    const DType compute = mu.dtype();
+    const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
+    const Shape flat{x.size(0), channels, spatial};
+    Tensor cx = kernel_operand(x, compute).view(flat);
+    Tensor cg = kernel_operand(g, compute).view(flat);
+    Tensor grad_x = wants(0) ? empty(flat, compute, x.device()) : Tensor();
+    Tensor sum_g = empty({channels}, compute, x.device());
+    Tensor sum_g_x_hat = empty({channels}, compute, x.device());
+    require_cpu_kernel("batch_norm backward", x.device());
+    cpu::batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g,
+                             sum_g_x_hat);
+    return {wants(0) ? grad_x.view(x.shape()).to(x.dtype()) : Tensor(),
+            wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
             wants(2) ? sum_g.to(bias_dtype) : Tensor()};
   }
 };

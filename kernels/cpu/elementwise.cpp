@@ -229,6 +229,14 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, do
               [&](auto tag) { binary_typed<typename decltype(tag)::type>(op, a, b, out, alpha); });
 }
 
+void relu_backward(const Tensor& grad, const Tensor& output, const Tensor& out) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_type_t<T>;
+    binary_loop<T, T>(grad, output, out, [](A g, A y) { return y > A(0) ? g : A(0); });
+  });
+}
+
 void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out) {
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -62,6 +62,10 @@ enum class BinaryOp {
 // out = a (op) b; for add and sub, b is scaled by alpha. Comparisons and logical ops write bool.
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha = 1.0);
 
+// out = output > 0 ? grad : 0: relu's backward from its saved output, in one pass. grad and output
+// have out's shape and dtype; grad may be strided (an expanded gradient).
+void relu_backward(const Tensor& grad, const Tensor& output, const Tensor& out);
+
 // out = condition ? a : b; condition is bool, a and b have out's dtype.
 void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tensor& out);
 

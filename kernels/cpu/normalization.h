@@ -12,6 +12,13 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var);
 // undefined (1 and 0).
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
                       const Tensor& weight, const Tensor& bias, const Tensor& out);
+// The whole of batch norm's backward in two passes over x and grad (contiguous [N, C, S]): the
+// per-channel sums sum_g = Σ g and sum_g_xhat = Σ g * x_hat over N and S, then, when grad_x is
+// defined, dx = w * invstd / M * (M * g - sum_g - x_hat * sum_g_xhat) in training (the batch
+// statistics depend on every x) or dx = g * w * invstd in inference. weight may be undefined (1).
+void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& weight, bool training,
+                         const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat);
 
 // x [M, K]: each row normalised by its own mean and biased variance, then scaled by weight [K]
 // and shifted by bias [K] (either may be undefined); writes each row's mean and 1/sqrt(var + eps).
