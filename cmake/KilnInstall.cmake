@@ -9,7 +9,8 @@ install(TARGETS kiln EXPORT kilnTargets
 install(FILES kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
 install(DIRECTORY core kernels nn optim data dist
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln
-  FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh"
+  PATTERN "cuda_runtime" EXCLUDE)  # the runtime's internal header needs CUDA's; not kiln's API
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 
 configure_package_config_file(cmake/kilnConfig.cmake.in

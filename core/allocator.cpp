@@ -9,7 +9,16 @@
 namespace kiln {
 
 MemoryStats Allocator::stats() const {
-  return {current_.load(), peak_.load(), allocations_.load(), live_.load()};
+  MemoryStats stats;
+  stats.current_bytes = current_.load();
+  stats.peak_bytes = peak_.load();
+  stats.allocations = allocations_.load();
+  stats.live_allocations = live_.load();
+  stats.reserved_bytes = stats.current_bytes;
+  stats.peak_reserved_bytes = stats.peak_bytes;
+  stats.device_allocs = stats.allocations;
+  stats.device_frees = stats.allocations - stats.live_allocations;
+  return stats;
 }
 
 void Allocator::reset_peak() {

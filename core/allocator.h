@@ -15,6 +15,14 @@ struct MemoryStats {
   int64_t peak_bytes = 0;        // the most current_bytes has been since the last reset
   int64_t allocations = 0;       // number of allocate() calls since start
   int64_t live_allocations = 0;  // allocations not yet freed
+  // What the allocator holds from the system or the driver: live blocks plus its cache. A caching
+  // (CUDA) allocator counts current_bytes in whole blocks (rounded sizes), as PyTorch does; the CPU
+  // allocator caches nothing, so there reserved == current and device_allocs == allocations.
+  int64_t reserved_bytes = 0;
+  int64_t peak_reserved_bytes = 0;  // the most reserved_bytes has been since the last reset
+  int64_t device_allocs = 0;        // calls to the system allocator (cudaMalloc) since start
+  int64_t device_frees = 0;         // memory given back to it (cudaFree) since start
+  int64_t alloc_retries = 0;        // allocations that emptied the cache and retried after OOM
 };
 
 class Allocator {
@@ -25,8 +33,10 @@ class Allocator {
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual Device device() const = 0;
 
-  MemoryStats stats() const;
-  void reset_peak();
+  virtual MemoryStats stats() const;
+  virtual void reset_peak();
+  // Page-locked host memory (cuda::pinned_allocator), which the GPU can copy from asynchronously.
+  virtual bool is_pinned() const { return false; }
 
  protected:
   void record_allocate(size_t nbytes);

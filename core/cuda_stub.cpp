@@ -1,5 +1,6 @@
 // The CUDA runtime functions of a build without CUDA: nothing is available, and asking for a CUDA
-// device is an error that says how to get one.
+// device is an error that says how to get one. Destructors and moves do nothing (nothing can have
+// been created), and empty_cache has nothing to free, as torch.cuda.empty_cache without CUDA.
 #include <fmt/format.h>
 
 #include "kiln/core/cuda.h"
@@ -28,17 +29,117 @@ int device_count() {
 std::string device_name(int) {
   not_built("cuda::device_name");
 }
+DeviceProperties get_device_properties(int) {
+  not_built("cuda::get_device_properties");
+}
+LibraryVersions library_versions() {
+  return {};
+}
+
+MemoryInfo mem_get_info(int) {
+  not_built("cuda::mem_get_info");
+}
+int current_device() {
+  not_built("cuda::current_device");
+}
+void set_device(int) {
+  not_built("cuda::set_device");
+}
+
+DeviceGuard::DeviceGuard(int) {
+  not_built("cuda::DeviceGuard");
+}
+DeviceGuard::~DeviceGuard() = default;
+
+Stream Stream::default_stream(int) {
+  not_built("cuda::Stream::default_stream");
+}
+Stream Stream::create(int) {
+  not_built("cuda::Stream::create");
+}
+void Stream::synchronize() const {
+  not_built("cuda::Stream::synchronize");
+}
+bool Stream::query() const {
+  not_built("cuda::Stream::query");
+}
+void Stream::wait_event(const Event&) const {
+  not_built("cuda::Stream::wait_event");
+}
+void Stream::wait_stream(const Stream&) const {
+  not_built("cuda::Stream::wait_stream");
+}
+Stream current_stream(int) {
+  not_built("cuda::current_stream");
+}
+void set_current_stream(const Stream&) {
+  not_built("cuda::set_current_stream");
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(stream) {}
+StreamGuard::~StreamGuard() = default;
+
+Event::Event(bool enable_timing) : enable_timing_(enable_timing) {}
+Event::~Event() = default;
+Event::Event(Event&& other) noexcept
+    : event_(other.event_), device_(other.device_), enable_timing_(other.enable_timing_) {}
+Event& Event::operator=(Event&& other) noexcept {
+  event_ = other.event_;
+  device_ = other.device_;
+  enable_timing_ = other.enable_timing_;
+  return *this;
+}
+void Event::record(const Stream&) {
+  not_built("cuda::Event::record");
+}
+void Event::record() {
+  not_built("cuda::Event::record");
+}
+void Event::wait(const Stream&) const {
+  not_built("cuda::Event::wait");
+}
+void Event::synchronize() const {
+  not_built("cuda::Event::synchronize");
+}
+bool Event::query() const {
+  not_built("cuda::Event::query");
+}
+float Event::elapsed_time(const Event&) const {
+  not_built("cuda::Event::elapsed_time");
+}
+
+void synchronize(int) {
+  not_built("cuda::synchronize");
+}
+
 Allocator& allocator(int) {
   not_built("cuda::allocator");
 }
+void empty_cache() {}
+int64_t memory_allocated(int) {
+  not_built("cuda::memory_allocated");
+}
+int64_t memory_reserved(int) {
+  not_built("cuda::memory_reserved");
+}
+int64_t max_memory_allocated(int) {
+  not_built("cuda::max_memory_allocated");
+}
+int64_t max_memory_reserved(int) {
+  not_built("cuda::max_memory_reserved");
+}
+Allocator& pinned_allocator() {
+  not_built("cuda::pinned_allocator");
+}
+
 void copy_bytes(void*, Device, const void*, Device, size_t) {
   not_built("cuda::copy_bytes");
 }
+void copy_bytes_async(void*, Device, const void*, Device, size_t) {
+  not_built("cuda::copy_bytes_async");
+}
 void memset_zero(void*, Device, size_t) {
   not_built("cuda::memset_zero");
-}
-void synchronize() {
-  not_built("cuda::synchronize");
 }
 
 }  // namespace kiln::cuda

@@ -21,6 +21,8 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return allocator_->device(); }
+  // Which allocator owns the memory: it frees it, and says whether it is pinned.
+  Allocator& allocator() const { return *allocator_; }
 
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }

@@ -8,6 +8,7 @@
 #include "kiln/core/factories.h"
 #include "kiln/core/ops/reduce.h"
 #include "kiln/kernels/cpu/copy.h"
+#include "kiln/kernels/cuda/copy.h"
 
 namespace kiln {
 
@@ -94,33 +95,40 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
+Tensor empty_pinned(const Shape& shape, DType dtype) {
+  check_shape("empty_pinned", shape);
+  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  auto storage = std::make_shared<Storage>(nbytes, cuda::pinned_allocator());
+  return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
 // ---- copies between dtypes and devices ----
 
 namespace {
 
-// Copies src (already of dst's shape) into dst, across dtypes and devices.
+// Copies src (already of dst's shape) into dst, across dtypes and devices. On one device the
+// device's kernel does it all (strides, broadcasting, casts). Across devices the bytes move as one
+// contiguous block in src's dtype: gathered on the source side if src is strided, then cast and
+// scattered into dst by the destination's kernel unless dst takes the block as it is.
 void copy_any(const Tensor& src, const Tensor& dst) {
   if (src.numel() == 0) return;
-  if (src.device().is_cpu() && dst.device().is_cpu()) {
-    cpu::copy(src, dst);
+  if (src.device() == dst.device()) {
+    if (dst.device().is_cuda())
+      gpu::copy(src, dst);
+    else
+      cpu::copy(src, dst);
     return;
   }
-  // Across devices the bytes move contiguously in the destination's dtype; strides and dtype are
-  // settled on the CPU side (the CUDA issue adds device-side kernels for these).
-  KILN_CHECK(dst.is_contiguous(), NotImplementedError,
-             "copy_: writing into a non-contiguous {} tensor from {} is not supported yet",
-             dst.device().str(), src.device().str());
-  Tensor staged = src;
-  if (src.device().is_cpu()) {
-    staged = empty(src.shape(), dst.dtype());
-    cpu::copy(src, staged);
-  } else {
-    KILN_CHECK(src.is_contiguous() && src.dtype() == dst.dtype(), NotImplementedError,
-               "copy_: converting or gathering a strided {} tensor is not supported yet",
-               src.device().str());
+  Tensor block = src;
+  if (!src.is_contiguous()) {
+    block = empty(src.shape(), src.dtype(), src.device());
+    copy_any(src, block);
   }
-  cuda::copy_bytes(dst.data_ptr(), dst.device(), staged.data_ptr(), staged.device(),
-                   staged.numel() * staged.element_size());
+  const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
+  Tensor landing = direct ? dst : empty(src.shape(), src.dtype(), dst.device());
+  cuda::copy_bytes(landing.data_ptr(), landing.device(), block.data_ptr(), block.device(),
+                   block.numel() * block.element_size());
+  if (!direct) copy_any(landing, dst);
 }
 
 struct ToDTypeBackward : Node {
@@ -167,6 +175,36 @@ Tensor Tensor::to(Device target) const {
     node->input_device = device();
     record(out, node, {this});
   }
+  return out;
+}
+
+Tensor Tensor::to(Device target, bool non_blocking) const {
+  // Only pinned memory can be read by the GPU while the host goes on; any other copy is done when
+  // to(target) returns, which is as fast as it gets for it.
+  if (!non_blocking || !target.is_cuda() || !device().is_cpu() || !is_pinned() ||
+      !is_contiguous() || numel() == 0)
+    return to(target);
+  Tensor out = empty(shape(), dtype(), target);
+  cuda::copy_bytes_async(out.data_ptr(), target, data_ptr(), device(), numel() * element_size());
+  if (should_record({this})) {
+    auto node = std::make_shared<ToDeviceBackward>();
+    node->input_device = device();
+    record(out, node, {this});
+  }
+  return out;
+}
+
+bool Tensor::is_pinned() const {
+  return storage()->allocator().is_pinned();
+}
+
+Tensor Tensor::pin_memory() const {
+  KILN_CHECK(device().is_cpu(), DeviceError,
+             "pin_memory: only CPU tensors can be pinned, got a {} tensor", device().str());
+  if (is_pinned()) return *this;
+  Tensor out = empty_pinned(shape(), dtype());
+  copy_any(*this, out);
+  if (should_record({this})) record(out, std::make_shared<CloneBackward>(), {this});
   return out;
 }
 
@@ -242,13 +280,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_inplace("fill_", *this);
-  if (device().is_cpu()) {
+  if (device().is_cuda())
+    gpu::fill(*this, value);
+  else
     cpu::fill(*this, value);
-  } else {
-    Tensor host = empty(shape(), dtype());
-    cpu::fill(host, value);
-    copy_any(host, *this);
-  }
   storage()->bump_version();
   if (requires_grad() && GradMode::is_enabled()) {
     // Filled values do not depend on the old ones: cut the history.

@@ -99,6 +99,11 @@ class Tensor {
   Tensor to(const std::string& device) const { return to(Device::parse(device)); }
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
+  // non_blocking: from pinned memory to a GPU the copy is queued on the current stream and this
+  // returns at once, as PyTorch's; any other pair of devices copies as to(device).
+  Tensor to(Device device, bool non_blocking) const;
+  Tensor pin_memory() const;  // a copy in page-locked host memory (itself if pinned); needs a GPU
+  bool is_pinned() const;     // in memory from cuda::pinned_allocator()
   Tensor clone() const;  // contiguous copy, differentiable
   template <class T>
   T item() const;                      // the one element of a one-element tensor, converted to T
@@ -171,6 +176,8 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides,
                    DType dtype);
 // A new, uninitialised, contiguous tensor.
 Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+// The same in page-locked host memory, for asynchronous copies to a GPU; needs a GPU.
+Tensor empty_pinned(const Shape& shape, DType dtype = DType::f32);
 
 template <class T>
 T* Tensor::data() const {

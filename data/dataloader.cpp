@@ -9,6 +9,7 @@
 #include <numeric>
 #include <thread>
 
+#include "kiln/core/cuda.h"
 #include "kiln/core/error.h"
 #include "kiln/core/philox.h"
 
@@ -39,7 +40,7 @@ std::vector<int64_t> epoch_order(int64_t size, bool shuffle, uint64_t seed, int6
   return order;
 }
 
-Batch collate(const std::vector<Example>& examples) {
+Batch collate(const std::vector<Example>& examples, bool pinned) {
   KILN_CHECK(!examples.empty(), ValueError, "collate: expected at least one example, got none");
   const size_t fields = examples[0].size();
   const auto count = static_cast<int64_t>(examples.size());
@@ -49,7 +50,7 @@ Batch collate(const std::vector<Example>& examples) {
     KILN_CHECK(first.defined(), ValueError, "collate: field {} of example 0 is undefined", f);
     Shape shape = first.shape();
     shape.insert(shape.begin(), count);
-    Tensor out = empty(shape, first.dtype());
+    Tensor out = pinned ? empty_pinned(shape, first.dtype()) : empty(shape, first.dtype());
     const size_t nbytes = static_cast<size_t>(first.numel()) * first.element_size();
     auto* dst = static_cast<uint8_t*>(out.data_ptr());
     for (int64_t i = 0; i < count; ++i) {
@@ -245,7 +246,7 @@ Batch DataLoader::load_batch(const Epoch& epoch, int64_t batch) const {
     }
     examples.push_back(std::move(example));
   }
-  return collate(examples);
+  return collate(examples, options_.pin_memory && cuda::is_available());
 }
 
 }  // namespace kiln::data

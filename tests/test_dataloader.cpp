@@ -275,11 +275,13 @@ TEST_CASE("dataloader: the first next() starts an epoch and range-for starts a f
   CHECK(batches == 2);
 }
 
-TEST_CASE("dataloader: pin_memory is accepted and changes nothing on the CPU") {
+TEST_CASE("dataloader: pin_memory pins batches where a GPU is visible, and changes no value") {
   DataLoader plain(index_dataset(9), add_noise(), {.batch_size = 4, .shuffle = true});
   DataLoader pinned(index_dataset(9), add_noise(),
-                    {.batch_size = 4, .shuffle = true, .pin_memory = true});
+                    {.batch_size = 4, .shuffle = true, .num_workers = 2, .pin_memory = true});
   CHECK(run_epoch(plain) == run_epoch(pinned));
+  for (kiln::data::Batch& batch : pinned) CHECK(batch[0].is_pinned() == kiln::cuda::is_available());
+  for (kiln::data::Batch& batch : plain) CHECK_FALSE(batch[0].is_pinned());
 }
 
 TEST_CASE("dataloader: bad options") {

@@ -1,0 +1,217 @@
+#include "kiln/core/cuda_caching_allocator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "kiln/core/error.h"
+
+namespace kiln::cuda {
+
+std::string format_bytes(int64_t nbytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (nbytes < 1024 && nbytes > -1024) return fmt::format("{} bytes", nbytes);
+  double value = static_cast<double>(nbytes);
+  int unit = -1;
+  while ((value >= 1024.0 || value <= -1024.0) && unit < 3) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{:.2f} {}", value, kUnits[unit]);
+}
+
+bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
+  auto key = [](const Block* block) {
+    return std::make_tuple(block->stream, block->size,
+                           reinterpret_cast<std::uintptr_t>(block->ptr));
+  };
+  return key(a) < key(b);
+}
+
+CachingAllocator::CachingAllocator(SegmentBackend& backend, bool caching)
+    : backend_(backend), caching_(caching) {}
+
+CachingAllocator::~CachingAllocator() {
+  release_free_segments();
+  // Every block is in exactly one of the pools or in_use_. Blocks still in use belong to tensors
+  // that outlive the allocator (process exit): their memory stays with the driver, which frees it
+  // with the context; only the bookkeeping goes.
+  for (Block* block : small_pool_) delete block;
+  for (Block* block : large_pool_) delete block;
+  for (auto& entry : in_use_) delete entry.second;
+}
+
+size_t CachingAllocator::round_size(size_t nbytes) {
+  if (nbytes < kMinBlockSize) return kMinBlockSize;
+  return (nbytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+size_t CachingAllocator::segment_size(size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallSegment;
+  if (rounded < kMinLargeAlloc) return kLargeSegment;
+  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+void* CachingAllocator::allocate(size_t nbytes, StreamId stream) {
+  if (nbytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!caching_) {
+    Block* block = new_segment(nbytes, nbytes, stream, false);
+    on_allocated(block);
+    return block->ptr;
+  }
+  size_t size = round_size(nbytes);
+  bool small = size <= kSmallSize;
+  Block* block = take_free_block(size, stream, small);
+  if (block == nullptr) block = new_segment(nbytes, segment_size(size), stream, small);
+  split(block, size);
+  on_allocated(block);
+  return block->ptr;
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = in_use_.find(ptr);
+  KILN_CHECK(it != in_use_.end(), ValueError,
+             "cuda caching allocator: free of {} that it did not allocate (or freed twice) on {}",
+             ptr, backend_.device_name());
+  Block* block = it->second;
+  in_use_.erase(it);
+  stats_.current_bytes -= static_cast<int64_t>(block->size);
+  stats_.live_allocations -= 1;
+  block->allocated = false;
+  if (!caching_) {
+    backend_.free(block->ptr, block->size);
+    stats_.reserved_bytes -= static_cast<int64_t>(block->size);
+    stats_.device_frees += 1;
+    delete block;
+    return;
+  }
+  block = merge_into_neighbours(block);
+  pool_of(block).insert(block);
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_free_segments();
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes = stats_.current_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+CachingAllocator::Block* CachingAllocator::take_free_block(size_t size, StreamId stream,
+                                                           bool small) {
+  Pool& pool = small ? small_pool_ : large_pool_;
+  Block probe{nullptr, size, stream, small};
+  auto it = pool.lower_bound(&probe);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* block = *it;
+  pool.erase(it);
+  return block;
+}
+
+CachingAllocator::Block* CachingAllocator::new_segment(size_t nbytes, size_t segment_bytes,
+                                                       StreamId stream, bool small) {
+  void* ptr = backend_.allocate(segment_bytes);
+  if (ptr == nullptr) {
+    // Cached segments may be exactly what the driver lacks: give them all back and try once more.
+    stats_.alloc_retries += 1;
+    release_free_segments();
+    ptr = backend_.allocate(segment_bytes);
+  }
+  if (ptr == nullptr) throw_out_of_memory(nbytes, segment_bytes);
+  stats_.device_allocs += 1;
+  stats_.reserved_bytes += static_cast<int64_t>(segment_bytes);
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  return new Block{ptr, segment_bytes, stream, small};
+}
+
+void CachingAllocator::split(Block* block, size_t size) {
+  size_t remaining = block->size - size;
+  // A small remainder of a large block is not worth a separate block: it could serve only small
+  // requests, which the small pool serves anyway, and it would fragment the segment.
+  bool worth_it = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  if (!worth_it) return;
+  auto* rest =
+      new Block{static_cast<char*>(block->ptr) + size, remaining, block->stream, block->small};
+  rest->prev = block;
+  rest->next = block->next;
+  if (block->next != nullptr) block->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  pool_of(rest).insert(rest);
+}
+
+CachingAllocator::Block* CachingAllocator::merge_into_neighbours(Block* block) {
+  // Free neighbours are in a pool keyed by size: take them out before their size changes.
+  if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+    pool_of(prev).erase(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next != nullptr) block->next->prev = prev;
+    delete block;
+    block = prev;
+  }
+  if (Block* next = block->next; next != nullptr && !next->allocated) {
+    pool_of(next).erase(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next != nullptr) next->next->prev = block;
+    delete next;
+  }
+  return block;
+}
+
+void CachingAllocator::release_free_segments() {
+  for (Pool* pool : {&small_pool_, &large_pool_}) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block* block = *it;
+      // Free blocks are always merged, so a whole free segment is a block with no neighbours.
+      if (block->prev != nullptr || block->next != nullptr) {
+        ++it;
+        continue;
+      }
+      backend_.free(block->ptr, block->size);
+      stats_.reserved_bytes -= static_cast<int64_t>(block->size);
+      stats_.device_frees += 1;
+      it = pool->erase(it);
+      delete block;
+    }
+  }
+}
+
+void CachingAllocator::on_allocated(Block* block) {
+  block->allocated = true;
+  in_use_.emplace(block->ptr, block);
+  stats_.current_bytes += static_cast<int64_t>(block->size);
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
+  stats_.allocations += 1;
+  stats_.live_allocations += 1;
+}
+
+void CachingAllocator::throw_out_of_memory(size_t nbytes, size_t segment_bytes) const {
+  size_t free_bytes = 0, total_bytes = 0;
+  backend_.memory_info(&free_bytes, &total_bytes);
+  auto bytes = [](size_t n) { return format_bytes(static_cast<int64_t>(n)); };
+  std::string segment_note =
+      segment_bytes != nbytes ? fmt::format(" (as a segment of {})", bytes(segment_bytes)) : "";
+  throw OutOfMemoryError(fmt::format(
+      "CUDA out of memory: tried to allocate {}{} on {}, which has {} total and {} free; kiln "
+      "holds {} allocated by tensors and {} reserved in all (the rest of the used memory belongs "
+      "to other processes or to the CUDA context). Free tensors you no longer need, or use "
+      "smaller batches",
+      bytes(nbytes), segment_note, backend_.device_name(), bytes(total_bytes), bytes(free_bytes),
+      format_bytes(stats_.current_bytes), format_bytes(stats_.reserved_bytes)));
+}
+
+}  // namespace kiln::cuda

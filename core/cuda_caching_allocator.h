@@ -1,0 +1,119 @@
+// The pool logic of kiln's CUDA caching allocator, as PyTorch's: device memory is obtained in
+// segments (cudaMalloc), cut into blocks, and a freed block goes back to a pool instead of to the
+// driver, because cudaMalloc/cudaFree synchronise the device and cost tens of microseconds each.
+//
+// This file has no CUDA dependency on purpose: the class talks to the device only through a
+// SegmentBackend, so it is compiled in every build and unit-tested on the CPU with a fake backend
+// (tests/test_cuda_caching_allocator.cpp). core/cuda_runtime/device_memory.cpp plugs in
+// cudaMalloc/cudaFree.
+//
+// The rules (PyTorch's numbers):
+// - sizes round up to 512 bytes; a request of at most 1 MiB is "small", larger ones "large";
+// - small blocks come from 2 MiB segments; a large request under 10 MiB gets a 20 MiB segment (so
+//   several mid-size tensors share one cudaMalloc), a larger one a segment rounded up to 2 MiB;
+// - a block found in a pool is split when the remainder is worth keeping (>= 512 bytes in the small
+//   pool, > 1 MiB in the large pool), and a freed block merges with its free neighbours in the
+//   same segment, so a segment whose blocks are all free is one block again;
+// - a block is reused only by requests on the stream it was allocated on: work queued on that
+//   stream is ordered after the previous owner's, so no synchronisation is needed, while another
+//   stream could run ahead and overwrite memory a pending kernel still reads;
+// - when the backend is out of memory, every cached whole segment is freed and the request is
+//   retried once; if that fails too, OutOfMemoryError says what was asked and what is held.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "kiln/core/allocator.h"
+
+namespace kiln::cuda {
+
+// Where segments come from: cudaMalloc/cudaFree on one device, or a fake in tests.
+class SegmentBackend {
+ public:
+  virtual ~SegmentBackend() = default;
+  // nullptr when the memory is not there (the pool then frees its cache and retries); any other
+  // failure throws.
+  virtual void* allocate(size_t nbytes) = 0;
+  // Must not throw: it runs from tensor destructors when caching is off.
+  virtual void free(void* ptr, size_t nbytes) noexcept = 0;
+  // For the out-of-memory message: "cuda:0", and the device's free and total bytes now.
+  virtual std::string device_name() const = 0;
+  virtual void memory_info(size_t* free_bytes, size_t* total_bytes) const = 0;
+};
+
+// "512 bytes", "1.50 KiB", "2.00 GiB": sizes as a person reads them in an error message.
+std::string format_bytes(int64_t nbytes);
+
+class CachingAllocator {
+ public:
+  // An opaque stream identity (a cudaStream_t's address); blocks are reused within one stream only.
+  using StreamId = std::uintptr_t;
+
+  static constexpr size_t kMinBlockSize = 512;                // every size rounds up to this
+  static constexpr size_t kSmallSize = size_t{1} << 20;       // largest "small" request
+  static constexpr size_t kSmallSegment = size_t{2} << 20;    // segment size of the small pool
+  static constexpr size_t kMinLargeAlloc = size_t{10} << 20;  // below this, a large segment is...
+  static constexpr size_t kLargeSegment = size_t{20} << 20;   // ...this big
+  static constexpr size_t kRoundLarge = size_t{2} << 20;      // larger segments round to this
+
+  // caching = false: every allocate is a backend allocate of exactly the request, every free a
+  // backend free, so tools like compute-sanitizer see each tensor's true bounds.
+  // The backend must outlive the allocator.
+  explicit CachingAllocator(SegmentBackend& backend, bool caching = true);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // nullptr for 0 bytes; throws OutOfMemoryError when even an emptied cache cannot serve it.
+  void* allocate(size_t nbytes, StreamId stream);
+  // ptr must come from allocate (null is ignored).
+  void free(void* ptr);
+  // Returns every segment with no block in use to the backend; segments partly in use stay.
+  void empty_cache();
+
+  MemoryStats stats() const;
+  void reset_peak();
+  bool caching() const { return caching_; }
+
+  // The size a request is served with, and the segment a new block of that size comes from.
+  static size_t round_size(size_t nbytes);
+  static size_t segment_size(size_t rounded);
+
+ private:
+  struct Block {
+    void* ptr;
+    size_t size;
+    StreamId stream;
+    bool small;  // which pool it returns to
+    bool allocated = false;
+    Block* prev = nullptr;  // neighbours in the same segment, by address
+    Block* next = nullptr;
+  };
+  struct BlockOrder {  // by stream, then size, then address: lower_bound is the best fit
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BlockOrder>;
+
+  Pool& pool_of(const Block* block) { return block->small ? small_pool_ : large_pool_; }
+  Block* take_free_block(size_t size, StreamId stream, bool small);
+  Block* new_segment(size_t nbytes, size_t segment_bytes, StreamId stream, bool small);
+  void split(Block* block, size_t size);
+  Block* merge_into_neighbours(Block* block);
+  void release_free_segments();
+  void on_allocated(Block* block);
+  [[noreturn]] void throw_out_of_memory(size_t nbytes, size_t segment_bytes) const;
+
+  SegmentBackend& backend_;
+  const bool caching_;
+  mutable std::mutex mutex_;
+  Pool small_pool_, large_pool_;              // free blocks
+  std::unordered_map<void*, Block*> in_use_;  // blocks handed out, by address
+  MemoryStats stats_;
+};
+
+}  // namespace kiln::cuda

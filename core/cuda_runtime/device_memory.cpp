@@ -1,0 +1,139 @@
+// Device memory of a build with CUDA: the caching allocator (core/cuda_caching_allocator.h) on
+// cudaMalloc, one per device, and the torch-named functions that report on it.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kiln/core/cuda.h"
+#include "kiln/core/cuda_caching_allocator.h"
+#include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_runtime/internal.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+class CudaSegments final : public SegmentBackend {
+ public:
+  explicit CudaSegments(int device) : device_(device) {}
+
+  void* allocate(size_t nbytes) override {
+    DeviceGuard guard(device_);
+    void* ptr = nullptr;
+    cudaError_t status = cudaMalloc(&ptr, nbytes);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it, the pool retries or reports it
+      return nullptr;
+    }
+    KILN_CUDA_CHECK(status);
+    return ptr;
+  }
+
+  void free(void* ptr, size_t) noexcept override {
+    // cudaFree waits for the device first, so no kernel still queued on any stream can touch the
+    // memory afterwards. Errors are ignored: this may run in a destructor, and a sticky error
+    // shows at the next checked call.
+    int previous = device_;
+    cudaGetDevice(&previous);
+    if (previous != device_) cudaSetDevice(device_);
+    cudaFree(ptr);
+    if (previous != device_) cudaSetDevice(previous);
+  }
+
+  std::string device_name() const override {
+    std::string name = fmt::format("cuda:{}", device_);
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess)
+      name += fmt::format(" ({})", prop.name);
+    else
+      cudaGetLastError();
+    return name;
+  }
+
+  void memory_info(size_t* free_bytes, size_t* total_bytes) const override {
+    *free_bytes = 0;
+    *total_bytes = 0;
+    int previous = device_;
+    cudaGetDevice(&previous);
+    if (previous != device_) cudaSetDevice(device_);
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
+    if (previous != device_) cudaSetDevice(previous);
+  }
+
+ private:
+  int device_;
+};
+
+class CudaCachingAllocator final : public Allocator {
+ public:
+  CudaCachingAllocator(int device, bool caching)
+      : device_(device), segments_(device), pool_(segments_, caching) {}
+
+  // A block remembers the stream current at its allocation: the one the tensor's producer runs on.
+  void* allocate(size_t nbytes) override {
+    cudaStream_t stream = detail::thread_streams()[static_cast<size_t>(device_)];
+    return pool_.allocate(nbytes, reinterpret_cast<CachingAllocator::StreamId>(stream));
+  }
+  void deallocate(void* ptr, size_t) override { pool_.free(ptr); }
+  Device device() const override { return Device::cuda(device_); }
+  MemoryStats stats() const override { return pool_.stats(); }
+  void reset_peak() override { pool_.reset_peak(); }
+  void empty_cache() { pool_.empty_cache(); }
+
+ private:
+  int device_;
+  CudaSegments segments_;  // before pool_: built first, destroyed last
+  CachingAllocator pool_;
+};
+
+bool caching_enabled() {
+  const char* value = std::getenv("KILN_CUDA_CACHING_ALLOCATOR");
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
+std::vector<CudaCachingAllocator*>& device_allocators() {
+  // Never destroyed, as the CPU allocator: tensors held by static objects may be freed after
+  // exit-time destructors would have run, and the CUDA runtime may be gone by then anyway.
+  static auto* all = [] {
+    auto* allocators = new std::vector<CudaCachingAllocator*>;
+    bool caching = caching_enabled();
+    for (int i = 0; i < device_count(); ++i)
+      allocators->push_back(new CudaCachingAllocator(i, caching));
+    return allocators;
+  }();
+  return *all;
+}
+
+}  // namespace
+
+Allocator& allocator(int index) {
+  auto& allocators = device_allocators();
+  KILN_CHECK(index >= 0 && index < static_cast<int>(allocators.size()), DeviceError,
+             "cuda::allocator: no device cuda:{} ({} visible)", index, allocators.size());
+  return *allocators[static_cast<size_t>(index)];
+}
+
+void empty_cache() {
+  for (CudaCachingAllocator* allocator : device_allocators()) allocator->empty_cache();
+}
+
+int64_t memory_allocated(int device) {
+  return allocator(detail::resolve("cuda::memory_allocated", device)).stats().current_bytes;
+}
+int64_t memory_reserved(int device) {
+  return allocator(detail::resolve("cuda::memory_reserved", device)).stats().reserved_bytes;
+}
+int64_t max_memory_allocated(int device) {
+  return allocator(detail::resolve("cuda::max_memory_allocated", device)).stats().peak_bytes;
+}
+int64_t max_memory_reserved(int device) {
+  return allocator(detail::resolve("cuda::max_memory_reserved", device))
+      .stats()
+      .peak_reserved_bytes;
+}
+
+}  // namespace kiln::cuda
