@@ -7,6 +7,7 @@
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/kernels/cpu/elementwise.h"
+#include "kiln/kernels/cuda/elementwise.h"
 
 namespace kiln {
 
@@ -57,19 +58,21 @@ Tensor& inplace(const char* op, Tensor& self, std::initializer_list<const Tensor
   return self;
 }
 
-// The fast path the optimizers rely on: same dtype, CPU, no autograd, b broadcast to self.
+// The fast path the optimizers rely on: same dtype, one device, no autograd, b broadcast to self.
 bool direct_binary(Tensor& self, const Tensor& other, cpu::BinaryOp kind, double alpha) {
   if (!other.defined() || !self.defined()) return false;
   if (GradMode::is_enabled() && (self.requires_grad() || other.requires_grad())) return false;
-  if (self.dtype() != other.dtype() || !self.device().is_cpu() || !other.device().is_cpu())
-    return false;
+  if (self.dtype() != other.dtype() || self.device() != other.device()) return false;
   if (self.dtype() == DType::boolean) return false;
   if (kind == cpu::BinaryOp::div && !is_floating(self.dtype())) return false;
   Shape shape = broadcast_shapes("in-place op", self.shape(), other.shape());
   if (shape != self.shape()) return false;
   // An overlapping other (the same storage) could be read after it was written.
   if (other.storage() == self.storage() && !other.is_same(self)) return false;
-  cpu::binary(kind, self, other.detach().expand(shape), self, alpha);
+  if (self.device().is_cuda())
+    gpu::binary(kind, self, other.detach().expand(shape), self, alpha);
+  else
+    cpu::binary(kind, self, other.detach().expand(shape), self, alpha);
   self.storage()->bump_version();
   return true;
 }

@@ -1,11 +1,13 @@
-// conv2d and its two gradient ops: argument checks, the output geometry, the im2col + GEMM kernels
-// in kernels/cpu/conv2d.cpp, and conv2d's backward written with the gradient ops.
+// conv2d and its two gradient ops: argument checks, the output geometry, the kernels (im2col +
+// GEMM in kernels/cpu/conv2d.cpp, cuDNN in kernels/cuda/conv2d.cpp), and conv2d's backward written
+// with the gradient ops.
 #include "kiln/core/ops/conv.h"
 
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/core/ops/reduce.h"
 #include "kiln/kernels/cpu/conv2d.h"
+#include "kiln/kernels/cuda/conv2d.h"
 
 namespace kiln {
 
@@ -74,13 +76,15 @@ void check_not_recording(const char* op, std::initializer_list<const Tensor*> in
              op);
 }
 
-// Kernels compute in f32 or f64 on contiguous buffers; 16-bit floats go through f32.
-DType compute_dtype(DType dtype) {
+// Kernels take contiguous buffers. The CPU computes in f32 or f64, so 16-bit floats go through
+// f32 there; cuDNN takes them as they are and accumulates in f32.
+DType compute_dtype(DType dtype, Device device) {
+  if (device.is_cuda()) return dtype;
   return dtype == DType::f64 ? DType::f64 : DType::f32;
 }
 
 Tensor kernel_operand(const Tensor& t) {
-  return t.defined() ? t.detach().to(compute_dtype(t.dtype())).contiguous() : Tensor();
+  return t.defined() ? t.detach().to(compute_dtype(t.dtype(), t.device())).contiguous() : Tensor();
 }
 
 struct Conv2dBackward : Node {
@@ -114,9 +118,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                "conv2d: expected bias of shape [{}] to match weight {}, got {}", g.out_channels,
                describe(weight), describe(bias));
   }
-  require_cpu_kernel("conv2d", x.device());
-  Tensor out = empty(output_shape(g), compute_dtype(x.dtype()), x.device());
-  cpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
+  Tensor out = empty(output_shape(g), compute_dtype(x.dtype(), x.device()), x.device());
+  if (x.device().is_cuda())
+    gpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
+  else
+    cpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
   out = out.to(x.dtype());
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<Conv2dBackward>();
@@ -137,9 +143,12 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
       conv_geometry(op, input_shape, weight.shape(), {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
   check_not_recording(op, {&grad_output, &weight});
-  require_cpu_kernel(op, weight.device());
-  Tensor grad_x = empty(input_shape, compute_dtype(weight.dtype()), weight.device());
-  cpu::conv2d_backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
+  Tensor grad_x =
+      empty(input_shape, compute_dtype(weight.dtype(), weight.device()), weight.device());
+  if (weight.device().is_cuda())
+    gpu::conv2d_backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
+  else
+    cpu::conv2d_backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
   return grad_x.to(weight.dtype());
 }
 
@@ -152,9 +161,12 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
       conv_geometry(op, input.shape(), weight_shape, {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
   check_not_recording(op, {&grad_output, &input});
-  require_cpu_kernel(op, input.device());
-  Tensor grad_weight = empty(weight_shape, compute_dtype(input.dtype()), input.device());
-  cpu::conv2d_backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
+  Tensor grad_weight =
+      empty(weight_shape, compute_dtype(input.dtype(), input.device()), input.device());
+  if (input.device().is_cuda())
+    gpu::conv2d_backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
+  else
+    cpu::conv2d_backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
   return grad_weight.to(input.dtype());
 }
 

@@ -1,7 +1,10 @@
 // dropout: the keep mask comes from the Philox stream through uniform(), so a seed gives the same
 // mask on every device; the backward multiplies by the same scaled mask.
+#include "kiln/kernels/cuda/dropout.h"
+
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"
+#include "kiln/core/generator.h"
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/nn.h"
@@ -26,17 +29,25 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
              p);
   if (!training) return x;
   require_floating(op, x);
-  Tensor mask;
+  Tensor mask, out;
   if (p == 1.0) {
     // Every element dropped: the scale 1 / (1 - p) would be infinite, and no draw is needed.
     mask = zeros(x.shape(), x.dtype(), x.device());
+    out = mul(x.detach(), mask);
+  } else if (x.device().is_cuda()) {
+    // One fused pass drawing the same stream, from the same offset, as uniform() below.
+    Generator& gen = generator ? *generator : default_generator();
+    const uint64_t seed = gen.seed(), offset = gen.next_offset();
+    mask = empty(x.shape(), x.dtype(), x.device());
+    out = empty(x.shape(), x.dtype(), x.device());
+    gpu::dropout(x.detach().contiguous(), p, seed, offset, out, mask);
   } else {
     // f64 holds philox_uniform's float exactly, so `u >= p` compares the same numbers as the
     // rule "element i is kept iff philox_uniform(seed, offset, i) >= p".
     Tensor u = uniform(x.shape(), 0.0, 1.0, DType::f64, x.device(), generator);
     mask = mul(ge(u, p).to(x.dtype()), 1.0 / (1.0 - p));
+    out = mul(x.detach(), mask);
   }
-  Tensor out = mul(x.detach(), mask);
   if (should_record({&x})) {
     auto node = std::make_shared<DropoutBackward>();
     node->mask = SavedTensor(mask);

@@ -10,6 +10,7 @@
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/core/ops/reduce.h"
 #include "kiln/kernels/cpu/elementwise.h"
+#include "kiln/kernels/cuda/elementwise.h"
 
 namespace kiln {
 
@@ -38,21 +39,25 @@ Tensor binary_forward(const char* op, BinaryOp kind, const Tensor& a, const Tens
   require_defined(op, b, "second input");
   Device device = common_device(op, {&a, &b});
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
-  require_cpu_kernel(op, device);
   Tensor ca = a.detach().to(compute).expand(shape);
   Tensor cb = b.detach().to(compute).expand(shape);
   Tensor out = empty(shape, out_dtype, device);
-  cpu::binary(kind, ca, cb, out, alpha);
+  if (device.is_cuda())
+    gpu::binary(kind, ca, cb, out, alpha);
+  else
+    cpu::binary(kind, ca, cb, out, alpha);
   return out;
 }
 
 Tensor unary_forward(const char* op, UnaryOp kind, const Tensor& x, DType compute, DType out_dtype,
                      cpu::UnaryParams params = {}) {
   require_defined(op, x);
-  require_cpu_kernel(op, x.device());
   Tensor cx = x.detach().to(compute);
   Tensor out = empty(x.shape(), out_dtype, x.device());
-  cpu::unary(kind, cx, out, params);
+  if (x.device().is_cuda())
+    gpu::unary(kind, cx, out, params);
+  else
+    cpu::unary(kind, cx, out, params);
   return out;
 }
 
@@ -413,8 +418,10 @@ Tensor relu(const Tensor& x) {
   return unary_op("relu", UnaryOp::relu, x, false, Save::output,
                   [](const Tensor& g, const Tensor&, const Tensor& y) {
                     Tensor out = empty(y.shape(), y.dtype(), y.device());
-                    require_cpu_kernel("relu backward", y.device());
-                    cpu::relu_backward(g.to(y.dtype()), y, out);
+                    if (y.device().is_cuda())
+                      gpu::relu_backward(g.to(y.dtype()), y, out);
+                    else
+                      cpu::relu_backward(g.to(y.dtype()), y, out);
                     return out;
                   });
 }
@@ -563,11 +570,14 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
              "where: expected a bool condition, got {}; compare first (e.g. gt(x, 0))",
              describe(condition));
   Device device = common_device(op, {&condition, &a, &b});
-  require_cpu_kernel(op, device);
   Shape shape = broadcast_shapes(op, broadcast_shapes(op, condition.shape(), a.shape()), b.shape());
   Tensor out = empty(shape, t, device);
-  cpu::where(condition.detach().expand(shape), a.detach().to(t).expand(shape),
-             b.detach().to(t).expand(shape), out);
+  Tensor cc = condition.detach().expand(shape);
+  Tensor ca = a.detach().to(t).expand(shape), cb = b.detach().to(t).expand(shape);
+  if (device.is_cuda())
+    gpu::where(cc, ca, cb, out);
+  else
+    cpu::where(cc, ca, cb, out);
   if (should_record({&a, &b})) {
     auto node = std::make_shared<WhereBackward>();
     node->condition = SavedTensor(condition);

@@ -10,6 +10,7 @@
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/index.h"
 #include "kiln/kernels/cpu/index.h"
+#include "kiln/kernels/cuda/index.h"
 
 namespace kiln {
 
@@ -19,6 +20,14 @@ namespace {
 // `range` names what the index points into, for the error ("dim 1 of size 5").
 Tensor checked_index(const char* op, const Tensor& index, int64_t size, const std::string& range) {
   Tensor idx = index.detach().to(DType::i64).contiguous();
+  if (idx.device().is_cuda()) {
+    // A kernel cannot throw, so the indices are checked before any kernel uses them; only a
+    // failure copies the offending value back.
+    const int64_t bad = gpu::first_out_of_range(idx, size);
+    KILN_CHECK(bad < 0, IndexError, "{}: index {} is out of range for {} (valid range [0, {}))", op,
+               idx.reshape({-1}).select(0, bad).item<int64_t>(), range, size);
+    return idx;
+  }
   const int64_t* values = idx.data<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i) {
     KILN_CHECK(values[i] >= 0 && values[i] < size, IndexError,
@@ -80,12 +89,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   KILN_CHECK(index.dim() <= 1, ShapeError, "index_select: expected a 1-D index, got {}",
              describe(index));
   const int64_t d = wrap_dim(op, dim, x.dim());
-  require_cpu_kernel(op, device);
   Tensor idx = checked_index(op, index, x.size(d), dim_range(d, x.size(d)));
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, x.dtype(), device);
-  cpu::index_select(x.detach().contiguous(), d, idx, out);
+  if (device.is_cuda())
+    gpu::index_select(x.detach().contiguous(), d, idx, out);
+  else
+    cpu::index_select(x.detach().contiguous(), d, idx, out);
   if (should_record({&x})) {
     auto node = std::make_shared<IndexSelectBackward>();
     node->index = SavedTensor(index);
@@ -118,10 +129,12 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   require_at_least_1d(op, x, "an input");
   const int64_t d = wrap_dim(op, dim, x.dim());
   check_index_fits(op, index, x, "the input", d, false);
-  require_cpu_kernel(op, device);
   Tensor idx = checked_index(op, index, x.size(d), dim_range(d, x.size(d)));
   Tensor out = empty(index.shape(), x.dtype(), device);
-  cpu::gather(x.detach(), d, idx, out);
+  if (device.is_cuda())
+    gpu::gather(x.detach(), d, idx, out);
+  else
+    cpu::gather(x.detach(), d, idx, out);
   if (should_record({&x})) {
     auto node = std::make_shared<GatherBackward>();
     node->index = SavedTensor(index);
@@ -173,10 +186,12 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   const int64_t d = wrap_dim(op, dim, self.dim());
   check_index_fits(op, index, self, "self", d, false);
   check_index_fits(op, index, src, "src", d, true);
-  require_cpu_kernel(op, device);
   Tensor idx = checked_index(op, index, self.size(d), dim_range(d, self.size(d)));
   Tensor out = self.detach().clone();
-  cpu::scatter_add_(out, d, idx, src.detach());
+  if (device.is_cuda())
+    gpu::scatter_add_(out, d, idx, src.detach());
+  else
+    cpu::scatter_add_(out, d, idx, src.detach());
   if (should_record({&self, &src})) {
     auto node = std::make_shared<ScatterAddBackward>();
     node->index = SavedTensor(index);
@@ -220,10 +235,12 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
              "index_add: src {} must have shape {} (self {} with dim {} replaced by the {} "
              "indices)",
              describe(src), shape_str(expected), describe(self), d, index.numel());
-  require_cpu_kernel(op, device);
   Tensor idx = checked_index(op, index, self.size(d), dim_range(d, self.size(d)));
   Tensor out = self.detach().clone();
-  cpu::index_add_(out, d, idx, src.detach().contiguous());
+  if (device.is_cuda())
+    gpu::index_add_(out, d, idx, src.detach().contiguous());
+  else
+    cpu::index_add_(out, d, idx, src.detach().contiguous());
   if (should_record({&self, &src})) {
     auto node = std::make_shared<IndexAddBackward>();
     node->index = SavedTensor(index);
@@ -237,7 +254,6 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
   const char* op = "one_hot";
   require_defined(op, labels, "labels");
   require_index_dtype(op, labels, "labels");
-  require_cpu_kernel(op, labels.device());
   KILN_CHECK(num_classes >= -1, ValueError,
              "one_hot: num_classes must be -1 (infer) or non-negative, got {}", num_classes);
   Tensor flat = labels.detach().to(DType::i64).contiguous();
@@ -245,14 +261,18 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
     KILN_CHECK(flat.numel() > 0, ValueError,
                "one_hot: cannot infer num_classes from empty labels {}; pass num_classes",
                describe(labels));
-    const int64_t* values = flat.data<int64_t>();
+    Tensor host = flat.cpu();
+    const int64_t* values = host.data<int64_t>();
     num_classes = *std::max_element(values, values + flat.numel()) + 1;
   }
   checked_index(op, flat, num_classes, fmt::format("{} classes", num_classes));
   Shape out_shape = labels.shape();
   out_shape.push_back(num_classes);
   Tensor out = zeros(out_shape, DType::i64, labels.device());
-  cpu::one_hot(flat, out);
+  if (out.device().is_cuda())
+    gpu::one_hot(flat, out);
+  else
+    cpu::one_hot(flat, out);
   return out;
 }
 
@@ -289,13 +309,16 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
              "embedding: padding_idx {} is out of range for a weight of {} rows (expected -1 for "
              "none, or 0 to {})",
              padding_idx, rows, rows - 1);
-  require_cpu_kernel(op, device);
   Tensor idx = checked_index(op, indices, rows, fmt::format("a weight of {} rows", rows));
   Shape out_shape = indices.shape();
   out_shape.push_back(width);
   Tensor out = empty(out_shape, weight.dtype(), device);
-  cpu::index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}),
-                    out.view({idx.numel(), width}));
+  if (device.is_cuda())
+    gpu::index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}),
+                      out.view({idx.numel(), width}));
+  else
+    cpu::index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}),
+                      out.view({idx.numel(), width}));
   if (should_record({&weight})) {
     auto node = std::make_shared<EmbeddingBackward>();
     node->indices = SavedTensor(indices);

@@ -11,6 +11,7 @@
 #include "kiln/core/factories.h"
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/kernels/cpu/index.h"
+#include "kiln/kernels/cuda/index.h"
 
 namespace kiln {
 
@@ -35,7 +36,6 @@ DType check_list(const char* op, const std::vector<Tensor>& tensors) {
                describe(tensors[0]), i, describe(t));
     dtype = i == 0 ? t.dtype() : promote_types(dtype, t.dtype());
   }
-  require_cpu_kernel(op, tensors[0].device());
   return dtype;
 }
 
@@ -119,7 +119,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
 
   Tensor out = empty(out_shape, dtype, first.device());
-  cpu::cat(parts, d, out);
+  if (out.device().is_cuda())
+    gpu::cat(parts, d, out);
+  else
+    cpu::cat(parts, d, out);
   if (any_requires_grad(tensors)) record(out, node, tensors);
   return out;
 }
@@ -144,7 +147,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   Shape out_shape = shape;
   out_shape.insert(out_shape.begin() + d, static_cast<int64_t>(tensors.size()));
   Tensor out = empty(out_shape, dtype, tensors[0].device());
-  cpu::cat(parts, d, out);
+  if (out.device().is_cuda())
+    gpu::cat(parts, d, out);
+  else
+    cpu::cat(parts, d, out);
   if (any_requires_grad(tensors)) record(out, node, tensors);
   return out;
 }

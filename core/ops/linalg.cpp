@@ -1,5 +1,5 @@
-// Matrix product entry points: NumPy's promotion and broadcasting rules, the Eigen kernel call, and
-// each backward written with the same products.
+// Matrix product entry points: NumPy's promotion and broadcasting rules, the Eigen (CPU) or cuBLAS
+// (GPU) kernel call, and each backward written with the same products.
 #include "kiln/core/ops/linalg.h"
 
 #include "kiln/core/autograd/node.h"
@@ -7,6 +7,7 @@
 #include "kiln/core/ops/reduce.h"
 #include "kiln/kernels/cpu/copy.h"
 #include "kiln/kernels/cpu/matmul.h"
+#include "kiln/kernels/cuda/matmul.h"
 
 namespace kiln {
 
@@ -26,6 +27,15 @@ DType compute_dtype(DType dtype) {
 // of `dtype`; `addend` (broadcastable to the result) is added when defined.
 Tensor product(const char* op, const Tensor& a, const Tensor& b, Shape out_shape, DType dtype,
                const Tensor& addend = Tensor()) {
+  if (a.device().is_cuda()) {
+    // cuBLAS reads f16/bf16 as they are and accumulates in f32: no f32 copies of the operands.
+    Tensor ga = gpu::as_gemm_operand(a.detach());
+    Tensor gb = gpu::as_gemm_operand(b.detach());
+    Tensor out = empty(out_shape, dtype, a.device());
+    if (addend.defined()) out.copy_(addend.detach().expand(out_shape));
+    gpu::batched_matmul(ga, gb, out, addend.defined());
+    return out;
+  }
   require_cpu_kernel(op, a.device());
   const DType compute = compute_dtype(dtype);
   Tensor ca = cpu::as_gemm_operand(a.detach().to(compute));

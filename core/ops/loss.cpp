@@ -10,6 +10,7 @@
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/nn.h"
 #include "kiln/core/ops/reduce.h"
+#include "kiln/kernels/cuda/loss.h"
 
 namespace kiln {
 
@@ -31,7 +32,7 @@ NllArgs check_nll_args(const char* op, const Tensor& input, const Tensor& target
   require_defined(op, target, "target");
   require_floating(op, input);
   require_index_dtype(op, target, "target");
-  require_cpu_kernel(op, common_device(op, {&input, &target, &weight}));
+  const Device device = common_device(op, {&input, &target, &weight});
   KILN_CHECK(input.dim() >= 1, ShapeError,
              "{}: expected an input of shape [C], [N, C] or [N, C, d...], got {}", op,
              describe(input));
@@ -60,9 +61,11 @@ NllArgs check_nll_args(const char* op, const Tensor& input, const Tensor& target
   a.loss_shape = expected;
   a.target = target.detach().to(DType::i64).contiguous().reshape({batch, inner});
 
-  cpu::NllTargetScan scan = cpu::scan_nll_targets(a.target, a.weight, classes, ignore_index);
+  cpu::NllTargetScan scan = device.is_cuda()
+                                ? gpu::scan_nll_targets(a.target, a.weight, classes, ignore_index)
+                                : cpu::scan_nll_targets(a.target, a.weight, classes, ignore_index);
   if (scan.bad_position >= 0) {
-    const int64_t bad = a.target.data<int64_t>()[scan.bad_position];
+    const int64_t bad = a.target.cpu().data<int64_t>()[scan.bad_position];
     throw IndexError(fmt::format(
         "{}: target {} (at flat position {}) is out of range for {} classes; expected 0 to {} or "
         "ignore_index {}",
@@ -92,8 +95,12 @@ struct NllLossBackward : Node {
       per_target = per_target.reshape({1, 1}).expand(per_target_shape).contiguous();
     }
     Tensor grad_input = zeros(input_3d, dtype, g.device());
-    cpu::nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
-                           grad_input);
+    if (grad_input.device().is_cuda())
+      gpu::nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
+                             grad_input);
+    else
+      cpu::nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
+                             grad_input);
     return {grad_input.reshape(input_shape)};
   }
   void release_saved() override { target.reset(), weight.reset(); }
@@ -105,10 +112,15 @@ Tensor nll_loss_checked(const Tensor& log_probs, const NllArgs& a, int64_t ignor
   Tensor out;
   if (reduction == Reduction::none) {
     out = empty(a.loss_shape, log_probs.dtype(), log_probs.device());
-    cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index,
-                          out.reshape({a.input_3d[0], a.input_3d[2]}));
+    const Tensor losses = out.reshape({a.input_3d[0], a.input_3d[2]});
+    if (lp.device().is_cuda())
+      gpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, losses);
+    else
+      cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, losses);
   } else {
-    double total = cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor());
+    double total = lp.device().is_cuda()
+                       ? gpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor())
+                       : cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor());
     // As PyTorch: a mean over no (or zero-weight) targets is 0 / 0 = nan.
     double value = reduction == Reduction::mean ? total / a.total_weight : total;
     out = scalar_tensor(value, log_probs.dtype(), log_probs.device());

@@ -10,6 +10,7 @@
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/nn.h"
 #include "kiln/core/ops/reduce.h"
+#include "kiln/kernels/cuda/normalization.h"
 
 namespace kiln {
 
@@ -55,9 +56,12 @@ struct BatchNormBackward : NormBackward {
     Tensor grad_x = wants(0) ? empty(flat, compute, x.device()) : Tensor();
     Tensor sum_g = empty({channels}, compute, x.device());
     Tensor sum_g_x_hat = empty({channels}, compute, x.device());
-    require_cpu_kernel("batch_norm backward", x.device());
-    cpu::batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g,
-                             sum_g_x_hat);
+    if (x.device().is_cuda())
+      gpu::batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x,
+                               sum_g, sum_g_x_hat);
+    else
+      cpu::batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x,
+                               sum_g, sum_g_x_hat);
     return {wants(0) ? grad_x.view(x.shape()).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
             wants(2) ? sum_g.to(bias_dtype) : Tensor()};
@@ -129,7 +133,6 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
              "{}: inference (training = false) needs running_mean and running_var", op);
   KILN_CHECK(eps >= 0.0, ValueError, "{}: eps must be non-negative, got {}", op, eps);
   Device device = common_device(op, {&x, &running_mean, &running_var, &weight, &bias});
-  require_cpu_kernel(op, device);
 
   const int64_t count = channels > 0 ? x.numel() / channels : 0;  // values per channel
   KILN_CHECK(!training || count != 1, ValueError,
@@ -142,7 +145,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (training) {
     mean = empty({channels}, compute, device);
     Tensor var = empty({channels}, compute, device);
-    cpu::batch_norm_stats(cx, mean, var);
+    if (device.is_cuda())
+      gpu::batch_norm_stats(cx, mean, var);
+    else
+      cpu::batch_norm_stats(cx, mean, var);
     NoGradGuard no_grad;
     invstd = rsqrt(add(var, eps));
     // An empty batch carries no statistics, so the running ones stay as they were.
@@ -156,8 +162,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     invstd = rsqrt(add(kernel_operand(running_var, compute), eps));
   }
   Tensor out = empty(cx.shape(), compute, device);
-  cpu::batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
-                        kernel_operand(bias, compute), out);
+  if (device.is_cuda())
+    gpu::batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
+                          kernel_operand(bias, compute), out);
+  else
+    cpu::batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
+                          kernel_operand(bias, compute), out);
   Tensor result = out.view(x.shape()).to(x.dtype());
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<BatchNormBackward>();
@@ -187,7 +197,6 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   check_affine(op, bias, normalized_shape, "bias");
   KILN_CHECK(eps >= 0.0, ValueError, "{}: eps must be non-negative, got {}", op, eps);
   Device device = common_device(op, {&x, &weight, &bias});
-  require_cpu_kernel(op, device);
 
   const int64_t k = shape_numel(normalized_shape);
   const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().begin() + lead));
@@ -196,8 +205,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor out = empty({rows, k}, compute, device);
   Tensor mean = empty({rows}, compute, device);
   Tensor invstd = empty({rows}, compute, device);
-  cpu::layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out,
-                  mean, invstd);
+  if (device.is_cuda())
+    gpu::layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out,
+                    mean, invstd);
+  else
+    cpu::layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out,
+                    mean, invstd);
   Tensor result = out.view(x.shape()).to(x.dtype());
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<LayerNormBackward>();

@@ -7,6 +7,7 @@
 #include "kiln/core/factories.h"
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/kernels/cpu/pooling.h"
+#include "kiln/kernels/cuda/pooling.h"
 
 namespace kiln {
 
@@ -152,14 +153,16 @@ MaxPool2dResult max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair 
                                         Pair padding, Pair dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
   check_pool_input(op, x);
-  require_cpu_kernel(op, x.device());
   cpu::Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, dilation, ceil_mode);
   Tensor cx = kernel_operand(x);
   Shape out_shape = with_plane(cx.shape(), g.out_h, g.out_w);
   Tensor values = empty(out_shape, cx.dtype(), x.device());
   Tensor indices = empty(out_shape, DType::i64, x.device());
-  cpu::max_pool2d(cx, values, indices, g);
+  if (x.device().is_cuda())
+    gpu::max_pool2d(cx, values, indices, g);
+  else
+    cpu::max_pool2d(cx, values, indices, g);
   Shape result_shape = with_plane(x.shape(), g.out_h, g.out_w);
   MaxPool2dResult result{values.view(result_shape).to(x.dtype()), indices.view(result_shape)};
   if (should_record({&x})) {
@@ -186,7 +189,6 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
              describe(indices));
   check_input_shape(op, input_shape);
   common_device(op, {&grad_output, &indices});
-  require_cpu_kernel(op, grad_output.device());
   KILN_CHECK(grad_output.dim() == static_cast<int64_t>(input_shape.size()), ShapeError,
              "{}: expected grad_output with as many dims as input_shape {}, got {}", op,
              shape_str(input_shape), describe(grad_output));
@@ -196,7 +198,10 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
              shape_str(grad_output.shape()), describe(indices));
   Tensor g = kernel_operand(grad_output);
   Tensor grad_input = zeros(batched(input_shape), g.dtype(), grad_output.device());
-  cpu::max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
+  if (grad_output.device().is_cuda())
+    gpu::max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
+  else
+    cpu::max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
   return grad_input.view(input_shape).to(grad_output.dtype());
 }
 
@@ -204,12 +209,14 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
                   bool count_include_pad) {
   const char* op = "avg_pool2d";
   check_pool_input(op, x);
-  require_cpu_kernel(op, x.device());
   cpu::Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, {1, 1}, ceil_mode);
   Tensor cx = kernel_operand(x);
   Tensor out = empty(with_plane(cx.shape(), g.out_h, g.out_w), cx.dtype(), x.device());
-  cpu::avg_pool2d(cx, out, g, count_include_pad);
+  if (x.device().is_cuda())
+    gpu::avg_pool2d(cx, out, g, count_include_pad);
+  else
+    cpu::avg_pool2d(cx, out, g, count_include_pad);
   Tensor result = out.view(with_plane(x.shape(), g.out_h, g.out_w)).to(x.dtype());
   if (should_record({&x})) {
     auto node = std::make_shared<AvgPool2dBackward>();
@@ -230,27 +237,31 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape, 
   require_defined(op, grad_output, "grad_output");
   require_floating(op, grad_output, "grad_output");
   check_input_shape(op, input_shape);
-  require_cpu_kernel(op, grad_output.device());
   cpu::Pool2dGeometry g =
       pool_geometry(op, input_shape, kernel_size, stride, padding, {1, 1}, ceil_mode);
   check_grad_output(op, grad_output, input_shape, g.out_h, g.out_w);
   Tensor go = kernel_operand(grad_output);
   Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
-  cpu::avg_pool2d_backward(go, grad_input, g, count_include_pad);
+  if (grad_output.device().is_cuda())
+    gpu::avg_pool2d_backward(go, grad_input, g, count_include_pad);
+  else
+    cpu::avg_pool2d_backward(go, grad_input, g, count_include_pad);
   return grad_input.view(input_shape).to(grad_output.dtype());
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   const char* op = "adaptive_avg_pool2d";
   check_pool_input(op, x);
-  require_cpu_kernel(op, x.device());
   KILN_CHECK(output_size[0] >= 0 && output_size[1] >= 0, ValueError,
              "{}: output_size must be non-negative, got ({}, {})", op, output_size[0],
              output_size[1]);
   Tensor cx = kernel_operand(x);
   Tensor out =
       empty(with_plane(cx.shape(), output_size[0], output_size[1]), cx.dtype(), x.device());
-  cpu::adaptive_avg_pool2d(cx, out);
+  if (x.device().is_cuda())
+    gpu::adaptive_avg_pool2d(cx, out);
+  else
+    cpu::adaptive_avg_pool2d(cx, out);
   Tensor result = out.view(with_plane(x.shape(), output_size[0], output_size[1])).to(x.dtype());
   if (should_record({&x})) {
     auto node = std::make_shared<AdaptiveAvgPool2dBackward>();
@@ -265,14 +276,16 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& inpu
   require_defined(op, grad_output, "grad_output");
   require_floating(op, grad_output, "grad_output");
   check_input_shape(op, input_shape);
-  require_cpu_kernel(op, grad_output.device());
   KILN_CHECK(grad_output.dim() == static_cast<int64_t>(input_shape.size()), ShapeError,
              "{}: expected grad_output with as many dims as input_shape {}, got {}", op,
              shape_str(input_shape), describe(grad_output));
   check_grad_output(op, grad_output, input_shape, grad_output.size(-2), grad_output.size(-1));
   Tensor go = kernel_operand(grad_output);
   Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
-  cpu::adaptive_avg_pool2d_backward(go, grad_input);
+  if (grad_output.device().is_cuda())
+    gpu::adaptive_avg_pool2d_backward(go, grad_input);
+  else
+    cpu::adaptive_avg_pool2d_backward(go, grad_input);
   return grad_input.view(input_shape).to(grad_output.dtype());
 }
 

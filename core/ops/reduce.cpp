@@ -7,6 +7,7 @@
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/reduce_dims.h"
 #include "kiln/kernels/cpu/reduce.h"
+#include "kiln/kernels/cuda/reduce.h"
 
 namespace kiln {
 
@@ -50,7 +51,6 @@ struct SumBackward : Node {
 
 Tensor sum_or_mean(const char* op, const Tensor& x, const Dims& dims, bool keepdim, bool mean) {
   require_defined(op, x);
-  require_cpu_kernel(op, x.device());
   ReducedShape r = reduced_shape(op, x, dims, keepdim);
   DType out_dtype = x.dtype();
   if (mean) {
@@ -61,7 +61,11 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Dims& dims, bool keepd
     out_dtype = DType::i64;
   }
   Tensor out = empty(r.out_shape, out_dtype, x.device());
-  cpu::sum_rows(cpu::reduced_last_2d(x.detach(), r.reduced), out, mean);
+  // The GPU reduces the strided input where it lies; the CPU lays it out as rows first.
+  if (x.device().is_cuda())
+    gpu::sum_reduce(x.detach(), r.reduced, out, mean);
+  else
+    cpu::sum_rows(cpu::reduced_last_2d(x.detach(), r.reduced), out, mean);
   if (should_record({&x})) {
     auto node = std::make_shared<SumBackward>();
     node->input_shape = x.shape();

@@ -8,6 +8,7 @@
 #include "kiln/core/ops/reduce.h"
 #include "kiln/core/ops/reduce_dims.h"
 #include "kiln/kernels/cpu/reduce.h"
+#include "kiln/kernels/cuda/reduce_minmax.h"
 
 namespace kiln {
 
@@ -21,7 +22,6 @@ struct Extremes {
 Extremes reduce_extremes(const char* op, const Tensor& x, const Dims& dims, bool keepdim,
                          bool is_max, bool want_values, bool want_indices) {
   require_defined(op, x);
-  require_cpu_kernel(op, x.device());
   Extremes e;
   e.shape = reduced_shape(op, x, dims, keepdim);
   KILN_CHECK(e.shape.count > 0, ValueError,
@@ -30,7 +30,11 @@ Extremes reduce_extremes(const char* op, const Tensor& x, const Dims& dims, bool
              op, describe(x), dims.empty() ? std::string("all") : shape_str(dims));
   if (want_values) e.values = empty(e.shape.out_shape, x.dtype(), x.device());
   if (want_indices) e.indices = empty(e.shape.out_shape, DType::i64, x.device());
-  cpu::minmax_rows(cpu::reduced_last_2d(x.detach(), e.shape.reduced), is_max, e.values, e.indices);
+  if (x.device().is_cuda())
+    gpu::minmax_reduce(x.detach(), e.shape.reduced, is_max, e.values, e.indices);
+  else
+    cpu::minmax_rows(cpu::reduced_last_2d(x.detach(), e.shape.reduced), is_max, e.values,
+                     e.indices);
   return e;
 }
 

@@ -1,5 +1,6 @@
 // var, std_dev and norm: floating-point reductions whose forwards are written with sum and mean,
-// each with its own backward node (a closed form, cheaper than recording every step).
+// each with its own backward node (a closed form, cheaper than recording every step). Written
+// with ops only, they run on any device those ops run on.
 #include <algorithm>
 #include <cmath>
 
@@ -23,7 +24,6 @@ struct VarResult {
 VarResult var_forward(const char* op, const Tensor& x, const Dims& dims, int64_t correction,
                       bool keepdim) {
   require_defined(op, x);
-  require_cpu_kernel(op, x.device());
   require_floating(op, x);
   VarResult v;
   v.shape = reduced_shape(op, x, dims, keepdim);
@@ -132,7 +132,6 @@ Tensor std_dev(const Tensor& x, const Dims& dims, int64_t correction, bool keepd
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
   const char* op = "norm";
   require_defined(op, x);
-  require_cpu_kernel(op, x.device());
   require_floating(op, x);
   KILN_CHECK(p > 0, ValueError, "norm: expected p > 0 (or inf), got p = {}", p);
   ReducedShape r = reduced_shape(op, x, dims, keepdim);

@@ -4,6 +4,7 @@
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/core/ops/reduce.h"
+#include "kiln/kernels/cuda/scan.h"
 
 namespace kiln {
 
@@ -23,16 +24,18 @@ struct CumsumBackward : Node {
 
 Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse) {
   require_defined(op, x);
-  require_cpu_kernel(op, x.device());
   dim = wrap_dim(op, dim, x.dim());
   // Integer and bool running sums widen to i64, as in PyTorch.
   DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
   Tensor out = empty(x.shape(), out_dtype, x.device());
-  if (x.dim() == 0) {
-    cpu::cumsum(x.detach().reshape({1}), 0, reverse, out.view({1}));
-  } else {
-    cpu::cumsum(x.detach(), dim, reverse, out);
-  }
+  // A scalar scans as a one-element line.
+  const Tensor in = x.dim() == 0 ? x.detach().reshape({1}) : x.detach();
+  const Tensor dst = x.dim() == 0 ? out.view({1}) : out;
+  const int64_t line_dim = x.dim() == 0 ? 0 : dim;
+  if (x.device().is_cuda())
+    gpu::cumsum(in, line_dim, reverse, dst);
+  else
+    cpu::cumsum(in, line_dim, reverse, dst);
   if (should_record({&x})) {
     auto node = std::make_shared<CumsumBackward>();
     node->dim = dim;

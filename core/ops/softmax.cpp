@@ -8,6 +8,7 @@
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/nn.h"
 #include "kiln/core/ops/reduce.h"
+#include "kiln/kernels/cuda/softmax.h"
 
 namespace kiln {
 
@@ -22,6 +23,12 @@ struct SoftmaxBackward : Node {
   std::string name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor y = output.unpack(*this);
+    if (y.device().is_cuda()) {
+      // One fused kernel instead of the four ops below.
+      Tensor grad_x = empty(y.shape(), y.dtype(), y.device());
+      gpu::softmax_backward(y.contiguous(), g.to(y.dtype()).contiguous(), dim, log, grad_x);
+      return {grad_x};
+    }
     if (log) return {sub(g, mul(exp(y), sum(g, {dim}, true)))};
     return {mul(y, sub(g, sum(mul(g, y), {dim}, true)))};
   }
@@ -31,10 +38,12 @@ struct SoftmaxBackward : Node {
 Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool log) {
   require_defined(op, x);
   require_floating(op, x);
-  require_cpu_kernel(op, x.device());
   const int64_t d = wrap_dim(op, dim, x.dim());
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  cpu::softmax(x.detach().contiguous(), d, log, out);
+  if (x.device().is_cuda())
+    gpu::softmax(x.detach().contiguous(), d, log, out);
+  else
+    cpu::softmax(x.detach().contiguous(), d, log, out);
   if (should_record({&x})) {
     auto node = std::make_shared<SoftmaxBackward>();
     node->output = SavedTensor(out);

@@ -1,0 +1,28 @@
+// Process-wide switches of the GPU math libraries, as torch.backends: they trade exactness or
+// reproducibility for speed. Every build has them (a CPU-only build ignores them), so code and
+// tests set them without #if. Reads and writes are atomic; a change applies to later calls.
+#pragma once
+
+namespace kiln::backends {
+
+// f32 matmul/linear/bmm may use TF32 tensor cores (10-bit mantissa products). Default false, as
+// torch.backends.cuda.matmul.allow_tf32.
+bool cuda_matmul_allow_tf32();
+void set_cuda_matmul_allow_tf32(bool allow);
+
+// f32 conv2d may use TF32 tensor cores. Default false: PyTorch's cudnn.allow_tf32 defaults to
+// true, but kiln keeps f32 convolutions within f32 accuracy of the CPU unless asked.
+bool cudnn_allow_tf32();
+void set_cudnn_allow_tf32(bool allow);
+
+// conv2d picks its cuDNN algorithms by timing them (once per shape, then cached) instead of by
+// cuDNN's heuristics. Default false, as torch.backends.cudnn.benchmark.
+bool cudnn_benchmark();
+void set_cudnn_benchmark(bool on);
+
+// conv2d uses only algorithms that give bitwise-identical results run to run. Default false, as
+// torch.backends.cudnn.deterministic.
+bool cudnn_deterministic();
+void set_cudnn_deterministic(bool on);
+
+}  // namespace kiln::backends

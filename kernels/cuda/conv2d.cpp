@@ -1,0 +1,510 @@
+// conv2d on cuDNN's legacy convolution API. The three passes share one shape of code, spelled out
+// once through PassTraits: describe the problem, list the algorithms allowed to solve it (cached),
+// and run the first one whose workspace can be allocated.
+//
+// Math types: f16/bf16 use tensor cores with f32 accumulation (the convolution descriptor computes
+// in f32); f32 runs with CUDNN_FMA_MATH, which rules out TF32 tensor cores (CUDNN_DEFAULT_MATH
+// would allow them on Ampere and later), unless backends::cudnn_allow_tf32(); f64 computes in f64.
+#include "kiln/kernels/cuda/conv2d.h"
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "kiln/core/backends.h"
+#include "kiln/core/cuda.h"
+#include "kiln/core/cuda_check.h"
+#include "kiln/core/ops/dispatch.h"
+#include "kiln/kernels/cuda/handles.h"
+
+namespace kiln::gpu {
+
+namespace {
+
+class TensorDescriptor {
+ public:
+  TensorDescriptor() { KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_)); }
+  ~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
+  TensorDescriptor(const TensorDescriptor&) = delete;
+  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
+  operator cudnnTensorDescriptor_t() const { return desc_; }
+
+ private:
+  cudnnTensorDescriptor_t desc_ = nullptr;
+};
+
+class FilterDescriptor {
+ public:
+  FilterDescriptor() { KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc_)); }
+  ~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
+  FilterDescriptor(const FilterDescriptor&) = delete;
+  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
+  operator cudnnFilterDescriptor_t() const { return desc_; }
+
+ private:
+  cudnnFilterDescriptor_t desc_ = nullptr;
+};
+
+class ConvolutionDescriptor {
+ public:
+  ConvolutionDescriptor() { KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_)); }
+  ~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
+  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
+  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
+  operator cudnnConvolutionDescriptor_t() const { return desc_; }
+
+ private:
+  cudnnConvolutionDescriptor_t desc_ = nullptr;
+};
+
+cudnnDataType_t cudnn_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw DTypeError(
+          fmt::format("conv2d (cuda): expected f32, f64, f16 or bf16, got {}", dtype_name(dtype)));
+  }
+}
+
+// The math type the descriptor asks for when algorithms are listed.
+cudnnMathType_t requested_math(DType dtype) {
+  if (dtype == DType::f16 || dtype == DType::bf16) return CUDNN_TENSOR_OP_MATH;
+  if (dtype == DType::f32 && !backends::cudnn_allow_tf32()) return CUDNN_FMA_MATH;
+  return CUDNN_DEFAULT_MATH;
+}
+
+// The math type to run an algorithm that cuDNN reported with `reported`, or false when the
+// switches forbid it.
+bool allowed_math(DType dtype, cudnnMathType_t reported, cudnnMathType_t* run_with) {
+  // Conversion lets cuDNN round operands to f16: only f16 data has nothing to lose by it.
+  if (reported == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && dtype != DType::f16) return false;
+  if (dtype == DType::f32 && !backends::cudnn_allow_tf32()) {
+    if (reported == CUDNN_TENSOR_OP_MATH) return false;
+    *run_with = CUDNN_FMA_MATH;
+    return true;
+  }
+  *run_with = reported;
+  return true;
+}
+
+bool is_not_supported(cudnnStatus_t status) {
+  // cuDNN 9 numbers every "not supported" reason 3000-3999.
+  return status >= CUDNN_STATUS_NOT_SUPPORTED && status < CUDNN_STATUS_NOT_SUPPORTED + 1000;
+}
+
+int as_int(int64_t value) {
+  return static_cast<int>(value);  // ConvProblem checked the range
+}
+
+// One convolution as cuDNN sees it. x, w and y are conv2d's input, weight and output, whichever of
+// them the pass computes (the gradient passes write into x or w and read the gradient from y).
+struct ConvProblem {
+  ConvProblem(const char* op, DType dtype, int device, const cpu::Conv2dGeometry& geometry,
+              void* x_ptr, void* w_ptr, void* y_ptr)
+      : op(op), dtype(dtype), device(device), g(geometry), x(x_ptr), w(w_ptr), y(y_ptr) {
+    const int64_t limit = INT_MAX;
+    for (int64_t v : {g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w})
+      KILN_CHECK(v <= limit, NotImplementedError,
+                 "{}: cuDNN takes strides, paddings and dilations below 2^31, got {}", op, v);
+    const int64_t x_numel = g.batch * g.in_channels * g.in_h * g.in_w;
+    const int64_t w_numel = g.out_channels * (g.in_channels / g.groups) * g.kernel_h * g.kernel_w;
+    const int64_t y_numel = g.batch * g.out_channels * g.out_h * g.out_w;
+    KILN_CHECK(x_numel <= limit && w_numel <= limit && y_numel <= limit, NotImplementedError,
+               "{}: cuDNN's convolution takes tensors of fewer than 2^31 elements; got input [{}, "
+               "{}, {}, {}] and output [{}, {}, {}, {}] (split the batch)",
+               op, g.batch, g.in_channels, g.in_h, g.in_w, g.batch, g.out_channels, g.out_h,
+               g.out_w);
+    const cudnnDataType_t type = cudnn_type(dtype);
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc, CUDNN_TENSOR_NCHW, type, as_int(g.batch),
+                                                as_int(g.in_channels), as_int(g.in_h),
+                                                as_int(g.in_w)));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc, CUDNN_TENSOR_NCHW, type, as_int(g.batch),
+                                                as_int(g.out_channels), as_int(g.out_h),
+                                                as_int(g.out_w)));
+    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
+        w_desc, type, CUDNN_TENSOR_NCHW, as_int(g.out_channels), as_int(g.in_channels / g.groups),
+        as_int(g.kernel_h), as_int(g.kernel_w)));
+    KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        conv_desc, as_int(g.pad_h), as_int(g.pad_w), as_int(g.stride_h), as_int(g.stride_w),
+        as_int(g.dilation_h), as_int(g.dilation_w), CUDNN_CROSS_CORRELATION,
+        dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
+    KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc, as_int(g.groups)));
+    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc, requested_math(dtype)));
+    handle = cudnn_handle(device);
+  }
+
+  const char* op;
+  DType dtype;
+  int device;
+  cpu::Conv2dGeometry g;
+  void* x;
+  void* w;
+  void* y;
+  cudnnHandle_t handle = nullptr;
+  TensorDescriptor x_desc, y_desc;
+  FilterDescriptor w_desc;
+  ConvolutionDescriptor conv_desc;
+};
+
+enum class Pass { forward, backward_input, backward_weight };
+
+template <Pass P>
+struct PassTraits;
+
+template <>
+struct PassTraits<Pass::forward> {
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static cudnnStatus_t heuristics(const ConvProblem& p, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(p.handle, p.x_desc, p.w_desc, p.conv_desc,
+                                                  p.y_desc, n, got, perf);
+  }
+  static cudnnStatus_t find(const ConvProblem& p, int n, int* got, Perf* perf, void* workspace,
+                            size_t bytes) {
+    return cudnnFindConvolutionForwardAlgorithmEx(p.handle, p.x_desc, p.x, p.w_desc, p.w,
+                                                  p.conv_desc, p.y_desc, p.y, n, got, perf,
+                                                  workspace, bytes);
+  }
+  static cudnnStatus_t workspace_bytes(const ConvProblem& p, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(p.handle, p.x_desc, p.w_desc, p.conv_desc,
+                                                   p.y_desc, algo, bytes);
+  }
+  static cudnnStatus_t run(const ConvProblem& p, Algo algo, void* workspace, size_t bytes,
+                           const void* alpha, const void* beta) {
+    return cudnnConvolutionForward(p.handle, alpha, p.x_desc, p.x, p.w_desc, p.w, p.conv_desc, algo,
+                                   workspace, bytes, beta, p.y_desc, p.y);
+  }
+};
+
+template <>
+struct PassTraits<Pass::backward_input> {
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static cudnnStatus_t heuristics(const ConvProblem& p, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(p.handle, p.w_desc, p.y_desc, p.conv_desc,
+                                                       p.x_desc, n, got, perf);
+  }
+  static cudnnStatus_t find(const ConvProblem& p, int n, int* got, Perf* perf, void* workspace,
+                            size_t bytes) {
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(p.handle, p.w_desc, p.w, p.y_desc, p.y,
+                                                       p.conv_desc, p.x_desc, p.x, n, got, perf,
+                                                       workspace, bytes);
+  }
+  static cudnnStatus_t workspace_bytes(const ConvProblem& p, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(p.handle, p.w_desc, p.y_desc, p.conv_desc,
+                                                        p.x_desc, algo, bytes);
+  }
+  static cudnnStatus_t run(const ConvProblem& p, Algo algo, void* workspace, size_t bytes,
+                           const void* alpha, const void* beta) {
+    return cudnnConvolutionBackwardData(p.handle, alpha, p.w_desc, p.w, p.y_desc, p.y, p.conv_desc,
+                                        algo, workspace, bytes, beta, p.x_desc, p.x);
+  }
+};
+
+template <>
+struct PassTraits<Pass::backward_weight> {
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static cudnnStatus_t heuristics(const ConvProblem& p, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(p.handle, p.x_desc, p.y_desc, p.conv_desc,
+                                                         p.w_desc, n, got, perf);
+  }
+  static cudnnStatus_t find(const ConvProblem& p, int n, int* got, Perf* perf, void* workspace,
+                            size_t bytes) {
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(p.handle, p.x_desc, p.x, p.y_desc, p.y,
+                                                         p.conv_desc, p.w_desc, p.w, n, got, perf,
+                                                         workspace, bytes);
+  }
+  static cudnnStatus_t workspace_bytes(const ConvProblem& p, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(p.handle, p.x_desc, p.y_desc, p.conv_desc,
+                                                          p.w_desc, algo, bytes);
+  }
+  static cudnnStatus_t run(const ConvProblem& p, Algo algo, void* workspace, size_t bytes,
+                           const void* alpha, const void* beta) {
+    return cudnnConvolutionBackwardFilter(p.handle, alpha, p.x_desc, p.x, p.y_desc, p.y,
+                                          p.conv_desc, algo, workspace, bytes, beta, p.w_desc, p.w);
+  }
+};
+
+// An algorithm allowed for one problem, with the math type it runs in and the workspace it needs.
+struct Candidate {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace_bytes = 0;
+};
+
+// The candidates depend on the problem and on the switches, so all of them are in the key.
+using CacheKey = std::vector<int64_t>;
+
+CacheKey cache_key(Pass pass, const ConvProblem& p) {
+  const cpu::Conv2dGeometry& g = p.g;
+  return {static_cast<int64_t>(pass),
+          p.device,
+          static_cast<int64_t>(p.dtype),
+          g.batch,
+          g.in_channels,
+          g.in_h,
+          g.in_w,
+          g.out_channels,
+          g.kernel_h,
+          g.kernel_w,
+          g.stride_h,
+          g.stride_w,
+          g.pad_h,
+          g.pad_w,
+          g.dilation_h,
+          g.dilation_w,
+          g.groups,
+          backends::cudnn_allow_tf32(),
+          backends::cudnn_deterministic(),
+          backends::cudnn_benchmark()};
+}
+
+struct CandidateCache {
+  std::mutex mutex;
+  std::map<CacheKey, std::vector<Candidate>> entries;
+};
+
+CandidateCache& candidate_cache() {
+  static CandidateCache cache;
+  return cache;
+}
+
+Tensor workspace(int device, size_t bytes) {
+  return empty({static_cast<int64_t>(bytes)}, DType::u8, Device::cuda(device));
+}
+
+// Times every algorithm on the problem's own buffers (the output is overwritten, as the real run
+// will do). Find only times algorithms whose workspace fits the buffer it is given: it gets the
+// largest any algorithm asks for, or the next smaller size when that cannot be allocated.
+template <Pass P>
+std::vector<typename PassTraits<P>::Perf> measure(const ConvProblem& p) {
+  using Traits = PassTraits<P>;
+  std::vector<size_t> sizes{0};
+  for (int a = 0; a < Traits::kAlgoCount; ++a) {
+    size_t bytes = 0;
+    if (Traits::workspace_bytes(p, static_cast<typename Traits::Algo>(a), &bytes) ==
+        CUDNN_STATUS_SUCCESS)
+      sizes.push_back(bytes);
+  }
+  std::sort(sizes.begin(), sizes.end(), std::greater<size_t>());
+  Tensor buffer;
+  size_t buffer_bytes = 0;
+  for (size_t bytes : sizes) {
+    try {
+      buffer = workspace(p.device, bytes);
+      buffer_bytes = bytes;
+      break;
+    } catch (const OutOfMemoryError&) {
+    }
+  }
+  std::vector<typename Traits::Perf> perf(Traits::kAlgoCount);
+  int got = 0;
+  KILN_CUDNN_CHECK(Traits::find(p, Traits::kAlgoCount, &got, perf.data(),
+                                buffer_bytes > 0 ? buffer.data_ptr() : nullptr, buffer_bytes));
+  perf.resize(got);
+  return perf;
+}
+
+// cuDNN's ranked list (fastest first), or the measured one, reduced to what the switches allow,
+// each with the workspace its math type needs.
+template <Pass P>
+std::vector<Candidate> list_candidates(const ConvProblem& p) {
+  using Traits = PassTraits<P>;
+  std::vector<typename Traits::Perf> perf;
+  if (backends::cudnn_benchmark()) {
+    perf = measure<P>(p);
+  } else {
+    perf.resize(Traits::kAlgoCount);
+    int got = 0;
+    KILN_CUDNN_CHECK(Traits::heuristics(p, Traits::kAlgoCount, &got, perf.data()));
+    perf.resize(got);
+  }
+  const bool deterministic = backends::cudnn_deterministic();
+  std::vector<Candidate> candidates;
+  for (const auto& result : perf) {
+    if (result.status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic && result.determinism != CUDNN_DETERMINISTIC) continue;
+    Candidate c;
+    c.algo = static_cast<int>(result.algo);
+    if (!allowed_math(p.dtype, result.mathType, &c.math)) continue;
+    const bool seen = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& o) {
+      return o.algo == c.algo && o.math == c.math;
+    });
+    if (seen) continue;
+    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, c.math));
+    if (Traits::workspace_bytes(p, result.algo, &c.workspace_bytes) != CUDNN_STATUS_SUCCESS)
+      continue;
+    candidates.push_back(c);
+  }
+  return candidates;
+}
+
+template <Pass P>
+std::vector<Candidate> candidates_for(const ConvProblem& p) {
+  const CacheKey key = cache_key(P, p);
+  CandidateCache& cache = candidate_cache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.entries.find(key);
+    if (it != cache.entries.end()) return it->second;
+  }
+  // Listed outside the lock: a measured search takes a while, and two threads that race here
+  // store equivalent lists.
+  std::vector<Candidate> candidates = list_candidates<P>(p);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.entries.emplace(key, candidates);
+  return candidates;
+}
+
+std::string describe_problem(const ConvProblem& p) {
+  const cpu::Conv2dGeometry& g = p.g;
+  return fmt::format(
+      "input [{}, {}, {}, {}], weight [{}, {}, {}, {}], stride [{}, {}], padding [{}, {}], "
+      "dilation [{}, {}], groups {}, {} on cuda:{}",
+      g.batch, g.in_channels, g.in_h, g.in_w, g.out_channels, g.in_channels / g.groups, g.kernel_h,
+      g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups,
+      dtype_name(p.dtype), p.device);
+}
+
+// Runs the first candidate whose workspace can be allocated and that cuDNN accepts. An
+// out-of-memory error surfaces only when no candidate fits.
+template <Pass P>
+void run_pass(const ConvProblem& p) {
+  using Traits = PassTraits<P>;
+  const std::vector<Candidate> candidates = candidates_for<P>(p);
+  const double alpha_f64 = 1.0, beta_f64 = 0.0;
+  const float alpha_f32 = 1.0f, beta_f32 = 0.0f;
+  const bool f64 = p.dtype == DType::f64;  // cuDNN reads the scalars as double only for f64 data
+  const void* alpha = f64 ? static_cast<const void*>(&alpha_f64) : &alpha_f32;
+  const void* beta = f64 ? static_cast<const void*>(&beta_f64) : &beta_f32;
+  std::exception_ptr out_of_memory;
+  size_t failed_bytes = SIZE_MAX;  // the smallest workspace that could not be allocated
+  cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
+  for (const Candidate& c : candidates) {
+    if (c.workspace_bytes >= failed_bytes) continue;
+    Tensor buffer;
+    if (c.workspace_bytes > 0) {
+      try {
+        buffer = workspace(p.device, c.workspace_bytes);
+      } catch (const OutOfMemoryError&) {
+        out_of_memory = std::current_exception();
+        failed_bytes = c.workspace_bytes;
+        continue;
+      }
+    }
+    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv_desc, c.math));
+    const cudnnStatus_t status = Traits::run(p, static_cast<typename Traits::Algo>(c.algo),
+                                             c.workspace_bytes > 0 ? buffer.data_ptr() : nullptr,
+                                             c.workspace_bytes, alpha, beta);
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    if (!is_not_supported(status))
+      throw Error(fmt::format("{}: cuDNN error {} running algorithm {} for {}", p.op,
+                              cudnnGetErrorString(status), c.algo, describe_problem(p)));
+    last = status;
+  }
+  if (out_of_memory) std::rethrow_exception(out_of_memory);
+  throw NotImplementedError(fmt::format(
+      "{}: cuDNN has no usable algorithm for {} (deterministic = {}, tf32 = {}; {} candidates{}{})",
+      p.op, describe_problem(p), backends::cudnn_deterministic(), backends::cudnn_allow_tf32(),
+      candidates.size(), last == CUDNN_STATUS_SUCCESS ? "" : ", last status ",
+      last == CUDNN_STATUS_SUCCESS ? "" : cudnnGetErrorString(last)));
+}
+
+void require_operands(const char* op, std::initializer_list<const Tensor*> tensors,
+                      const Tensor& out) {
+  const DType dtype = out.dtype();
+  cudnn_type(dtype);
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    KILN_CHECK(t->dtype() == dtype && t->device() == out.device() && t->is_contiguous(), ValueError,
+               "{}: expected contiguous {} tensors on {}, got {}", op, dtype_name(dtype),
+               out.device().str(), describe(*t));
+  }
+}
+
+void zero(const Tensor& t) {
+  KILN_CUDA_CHECK(
+      cudaMemsetAsync(t.data_ptr(), 0, t.numel() * dtype_size(t.dtype()), gpu::stream()));
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                    const cpu::Conv2dGeometry& g) {
+  require_operands("conv2d_forward", {&x, &weight, &bias, &out}, out);
+  if (out.numel() == 0) return;
+  const int device = out.device().index;
+  const cuda::DeviceGuard guard(device);
+  if (x.numel() == 0 || weight.numel() == 0) {
+    zero(out);  // no input channel: the sum over them is empty
+  } else {
+    const ConvProblem p("conv2d_forward", out.dtype(), device, g, x.data_ptr(), weight.data_ptr(),
+                        out.data_ptr());
+    run_pass<Pass::forward>(p);
+  }
+  if (bias.defined()) {
+    TensorDescriptor bias_desc, out_desc;
+    const cudnnDataType_t type = cudnn_type(out.dtype());
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc, CUDNN_TENSOR_NCHW, type, 1,
+                                                as_int(g.out_channels), 1, 1));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(out_desc, CUDNN_TENSOR_NCHW, type, as_int(g.batch),
+                                                as_int(g.out_channels), as_int(g.out_h),
+                                                as_int(g.out_w)));
+    const double one_f64 = 1.0;
+    const float one_f32 = 1.0f;
+    const void* one = out.dtype() == DType::f64 ? static_cast<const void*>(&one_f64) : &one_f32;
+    KILN_CUDNN_CHECK(cudnnAddTensor(cudnn_handle(device), one, bias_desc, bias.data_ptr(), one,
+                                    out_desc, out.data_ptr()));
+  }
+}
+
+void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
+                           const cpu::Conv2dGeometry& g) {
+  require_operands("conv2d_backward_input", {&grad_out, &weight, &grad_x}, grad_x);
+  if (grad_x.numel() == 0) return;
+  const int device = grad_x.device().index;
+  const cuda::DeviceGuard guard(device);
+  if (grad_out.numel() == 0 || weight.numel() == 0) {
+    zero(grad_x);
+    return;
+  }
+  const ConvProblem p("conv2d_backward_input", grad_x.dtype(), device, g, grad_x.data_ptr(),
+                      weight.data_ptr(), grad_out.data_ptr());
+  run_pass<Pass::backward_input>(p);
+}
+
+void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
+                            const cpu::Conv2dGeometry& g) {
+  require_operands("conv2d_backward_weight", {&grad_out, &x, &grad_weight}, grad_weight);
+  if (grad_weight.numel() == 0) return;
+  const int device = grad_weight.device().index;
+  const cuda::DeviceGuard guard(device);
+  if (grad_out.numel() == 0 || x.numel() == 0) {
+    zero(grad_weight);
+    return;
+  }
+  const ConvProblem p("conv2d_backward_weight", grad_weight.dtype(), device, g, x.data_ptr(),
+                      grad_weight.data_ptr(), grad_out.data_ptr());
+  run_pass<Pass::backward_weight>(p);
+}
+
+}  // namespace kiln::gpu

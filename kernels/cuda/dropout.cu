@@ -1,0 +1,69 @@
+#include <string>
+#include <type_traits>
+
+#include "kiln/core/cuda_check.h"
+#include "kiln/core/philox.h"
+#include "kiln/kernels/cuda/dropout.h"
+
+namespace kiln::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// A scalar of the op's dtype as the CPU's wrap_scalar makes it: the 16-bit floats via float.
+template <class T>
+__host__ __device__ T from_double(double v) {
+  if constexpr (is_reduced_float_v<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+// One Philox block gives the words of four consecutive elements, so each thread takes four.
+// `u >= p` in double is the CPU's comparison: there u comes from uniform(..., f64), which holds
+// philox_uniform's float exactly.
+template <class T>
+__global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ out, T* __restrict__ mask,
+                               int64_t n, double p, T scale, uint64_t seed, uint64_t offset) {
+  using A = acc_type_t<T>;
+  const int64_t blocks = (n + 3) / 4;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks;
+       b += step) {
+    const PhiloxCounter words = philox_block(seed, offset, static_cast<uint64_t>(b));
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = 4 * b + k;
+      if (i >= n) break;
+      const bool keep = static_cast<double>(uint32_to_uniform_float(words.x[k])) >= p;
+      const T m = keep ? scale : T(0.0f);
+      mask[i] = m;
+      out[i] = T(static_cast<A>(x[i]) * static_cast<A>(m));
+    }
+  }
+}
+
+}  // namespace
+
+void dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Tensor& out,
+             const Tensor& mask) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const int64_t blocks = (n + 3) / 4;
+  int64_t grid = (blocks + kThreads - 1) / kThreads;
+  if (grid > (1 << 20)) grid = 1 << 20;
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
+      dropout_kernel<T><<<static_cast<unsigned>(grid), kThreads, 0, stream()>>>(
+          x.data<T>(), out.data<T>(), mask.data<T>(), n, p, from_double<T>(1.0 / (1.0 - p)), seed,
+          offset);
+      KILN_CUDA_CHECK_LAUNCH();
+    } else {
+      throw DTypeError(std::string("dropout: expected a floating dtype, got ") +
+                       dtype_name(x.dtype()));
+    }
+  });
+}
+
+}  // namespace kiln::gpu

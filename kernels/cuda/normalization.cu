@@ -1,0 +1,253 @@
+#include "kiln/core/cuda_check.h"
+#include "kiln/kernels/cuda/normalization.h"
+
+namespace kiln::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+// The per-channel kernels run one block per channel, so with few channels a wide block is what
+// keeps the memory system busy (block_sum handles up to 1024 threads).
+constexpr int kChannelThreads = 512;
+
+template <class T>
+const T* optional_data(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+template <class T>
+T* optional_out(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+// Grid-stride kernels need no more blocks than this to fill any current GPU.
+unsigned grid_for(int64_t work, int per_block) {
+  int64_t blocks = (work + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > (1 << 20) ? (1 << 20) : blocks));
+}
+
+__device__ double warp_sum(double v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The block's total of one double per thread, returned to every thread. `shared` holds 33
+// doubles; successive calls may reuse it (warp 0 reads the partials before the last barrier).
+__device__ double block_sum(double v, double* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = warp_sum(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = blockDim.x / kWarp;
+    v = warp_sum(lane < warps ? shared[lane] : 0.0);
+    if (lane == 0) shared[kWarp] = v;
+  }
+  __syncthreads();
+  return shared[kWarp];
+}
+
+// A block walks one channel of [N, C, S] as a grid of width x rows threads: consecutive threads
+// read consecutive spatial positions when S is wide, and different images when S is narrow.
+struct ChannelWalk {
+  int width;  // power of two dividing blockDim.x
+  int rows;   // blockDim.x / width
+};
+
+ChannelWalk channel_walk(int64_t s) {
+  int width = 1;
+  while (width < kChannelThreads && width < s) width *= 2;
+  return {width, kChannelThreads / width};
+}
+
+template <class T>
+__global__ void batch_norm_stats_kernel(const T* __restrict__ x, T* __restrict__ mean,
+                                        T* __restrict__ var, int64_t n, int64_t channels, int64_t s,
+                                        ChannelWalk walk) {
+  __shared__ double shared[kWarp + 1];
+  const int64_t c = blockIdx.x;
+  const int tx = threadIdx.x % walk.width, ty = threadIdx.x / walk.width;
+  const int64_t count = n * s;
+  // Two passes, as the CPU: squared deviations from the mean do not cancel the way
+  // E[x^2] - E[x]^2 does when the mean is large next to the spread.
+  double total = 0.0;
+  for (int64_t i = ty; i < n; i += walk.rows) {
+    const T* row = x + (i * channels + c) * s;
+    for (int64_t j = tx; j < s; j += walk.width) total += static_cast<double>(row[j]);
+  }
+  total = block_sum(total, shared);
+  const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
+  double squares = 0.0;
+  for (int64_t i = ty; i < n; i += walk.rows) {
+    const T* row = x + (i * channels + c) * s;
+    for (int64_t j = tx; j < s; j += walk.width) {
+      const double d = static_cast<double>(row[j]) - mu;
+      squares += d * d;
+    }
+  }
+  squares = block_sum(squares, shared);
+  if (threadIdx.x == 0) {
+    mean[c] = static_cast<T>(mu);
+    var[c] = static_cast<T>(count > 0 ? squares / static_cast<double>(count) : 0.0);
+  }
+}
+
+template <class T>
+__global__ void batch_norm_apply_kernel(const T* __restrict__ x, const T* __restrict__ mean,
+                                        const T* __restrict__ invstd, const T* __restrict__ weight,
+                                        const T* __restrict__ bias, T* __restrict__ out,
+                                        int64_t total, int64_t channels, int64_t s) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    const int64_t c = (i / s) % channels;
+    // The CPU's folding: y = x * scale + shift.
+    const T scale = invstd[c] * (weight ? weight[c] : T(1));
+    const T shift = (bias ? bias[c] : T(0)) - mean[c] * scale;
+    out[i] = x[i] * scale + shift;
+  }
+}
+
+// One block per channel: the two sums over N and S, then (when grad_x is wanted) each element's
+// gradient from them. Everything per element runs in double, as the statistics.
+template <class T>
+__global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ grad,
+                                           const T* __restrict__ mean, const T* __restrict__ invstd,
+                                           const T* __restrict__ weight, bool training,
+                                           T* __restrict__ grad_x, T* __restrict__ sum_g,
+                                           T* __restrict__ sum_g_xhat, int64_t n, int64_t channels,
+                                           int64_t s, ChannelWalk walk) {
+  __shared__ double shared[kWarp + 1];
+  const int64_t c = blockIdx.x;
+  const int tx = threadIdx.x % walk.width, ty = threadIdx.x / walk.width;
+  const double mu = static_cast<double>(mean[c]), rstd = static_cast<double>(invstd[c]);
+  const double count = static_cast<double>(n * s);
+  const bool need_sums = training || sum_g || sum_g_xhat;
+  double sg = 0.0, sgx = 0.0;
+  if (need_sums) {
+    for (int64_t i = ty; i < n; i += walk.rows) {
+      const int64_t base = (i * channels + c) * s;
+      for (int64_t j = tx; j < s; j += walk.width) {
+        const double g = static_cast<double>(grad[base + j]);
+        sg += g;
+        sgx += g * ((static_cast<double>(x[base + j]) - mu) * rstd);
+      }
+    }
+    sg = block_sum(sg, shared);
+    sgx = block_sum(sgx, shared);
+    if (threadIdx.x == 0) {
+      if (sum_g) sum_g[c] = static_cast<T>(sg);
+      if (sum_g_xhat) sum_g_xhat[c] = static_cast<T>(sgx);
+    }
+  }
+  if (!grad_x) return;
+  const double scale = rstd * (weight ? static_cast<double>(weight[c]) : 1.0);
+  for (int64_t i = ty; i < n; i += walk.rows) {
+    const int64_t base = (i * channels + c) * s;
+    for (int64_t j = tx; j < s; j += walk.width) {
+      const double g = static_cast<double>(grad[base + j]);
+      double dx;
+      if (training) {
+        // The batch mean and variance depend on every x, so each gradient loses its projection
+        // on 1 and on x_hat.
+        const double x_hat = (static_cast<double>(x[base + j]) - mu) * rstd;
+        dx = scale / count * (count * g - sg - x_hat * sgx);
+      } else {
+        dx = g * scale;
+      }
+      grad_x[base + j] = static_cast<T>(dx);
+    }
+  }
+}
+
+// One warp per row; a row's sums are reduced with shuffles, so no block barrier is needed.
+template <class T>
+__global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ weight,
+                                  const T* __restrict__ bias, double eps, T* __restrict__ out,
+                                  T* __restrict__ mean, T* __restrict__ invstd, int64_t rows,
+                                  int64_t k) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = blockDim.x / kWarp;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * warps;
+  for (int64_t row = blockIdx.x * warps + threadIdx.x / kWarp; row < rows; row += step) {
+    const T* src = x + row * k;
+    double total = 0.0;
+    for (int64_t j = lane; j < k; j += kWarp) total += static_cast<double>(src[j]);
+    total = warp_sum(total);
+    const double mu = k > 0 ? total / static_cast<double>(k) : 0.0;
+    double squares = 0.0;
+    for (int64_t j = lane; j < k; j += kWarp) {
+      const double d = static_cast<double>(src[j]) - mu;
+      squares += d * d;
+    }
+    squares = warp_sum(squares);
+    const double var = k > 0 ? squares / static_cast<double>(k) : 0.0;
+    const double rstd = 1.0 / sqrt(var + eps);
+    if (lane == 0) {
+      mean[row] = static_cast<T>(mu);
+      invstd[row] = static_cast<T>(rstd);
+    }
+    T* dst = out + row * k;
+    for (int64_t j = lane; j < k; j += kWarp) {
+      const T y = static_cast<T>((static_cast<double>(src[j]) - mu) * rstd);
+      dst[j] = y * (weight ? weight[j] : T(1)) + (bias ? bias[j] : T(0));
+    }
+  }
+}
+
+}  // namespace
+
+void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
+  if (channels == 0) return;
+  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    batch_norm_stats_kernel<T><<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
+        x.data<T>(), mean.data<T>(), var.data<T>(), n, channels, s, channel_walk(s));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                      const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  const int64_t total = x.numel();
+  if (total == 0) return;
+  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    batch_norm_apply_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream()>>>(
+        x.data<T>(), mean.data<T>(), invstd.data<T>(), optional_data<T>(weight),
+        optional_data<T>(bias), out.data<T>(), total, x.size(1), x.size(2));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& weight, bool training,
+                         const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat) {
+  const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
+  if (channels == 0) return;
+  visit_f32_f64("batch_norm_backward", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    batch_norm_backward_kernel<T>
+        <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
+            x.data<T>(), grad.data<T>(), mean.data<T>(), invstd.data<T>(), optional_data<T>(weight),
+            training, optional_out<T>(grad_x), optional_out<T>(sum_g), optional_out<T>(sum_g_xhat),
+            n, channels, s, channel_walk(s));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                const Tensor& out, const Tensor& mean, const Tensor& invstd) {
+  const int64_t rows = x.size(0), k = x.size(1);
+  if (rows == 0) return;
+  visit_f32_f64("layer_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layer_norm_kernel<T><<<grid_for(rows, kThreads / kWarp), kThreads, 0, stream()>>>(
+        x.data<T>(), optional_data<T>(weight), optional_data<T>(bias), eps, out.data<T>(),
+        mean.data<T>(), invstd.data<T>(), rows, k);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace kiln::gpu

@@ -1,0 +1,273 @@
+#include <cmath>
+
+#include "kiln/core/cuda_check.h"
+#include "kiln/kernels/cuda/pooling.h"
+
+namespace kiln::gpu {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t work) {
+  int64_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > (1 << 20) ? (1 << 20) : blocks));
+}
+
+#define KILN_GRID_STRIDE(i, n)                                                           \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__host__ __device__ inline int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+__host__ __device__ inline int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+__device__ inline int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+// The CPU's AvgSpan (kernels/cpu/pooling.cpp): the window clipped to the input, and its length
+// clipped only to the padded input.
+struct AvgSpan {
+  int64_t begin, end, padded_length;
+};
+
+__device__ inline AvgSpan avg_span(int64_t o, int64_t stride, int64_t pad, int64_t kernel,
+                                   int64_t in) {
+  const int64_t begin = o * stride - pad;
+  const int64_t end = min64(begin + kernel, in + pad);
+  return {max64(begin, 0), min64(end, in), end - begin};
+}
+
+__device__ inline int64_t avg_divisor(const AvgSpan& h, const AvgSpan& w, bool count_include_pad) {
+  if (count_include_pad) return h.padded_length * w.padded_length;
+  return (h.end - h.begin) * (w.end - w.begin);
+}
+
+__device__ inline int64_t adaptive_begin(int64_t o, int64_t out, int64_t in) {
+  return (o * in) / out;
+}
+__device__ inline int64_t adaptive_end(int64_t o, int64_t out, int64_t in) {
+  return ((o + 1) * in + out - 1) / out;
+}
+
+template <class T>
+__global__ void max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out,
+                                  int64_t* __restrict__ indices, int64_t total,
+                                  cpu::Pool2dGeometry g) {
+  const int64_t in_plane = g.in_h * g.in_w;
+  KILN_GRID_STRIDE(i, total) {
+    const int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, p = i / (g.out_w * g.out_h);
+    const T* src = x + p * in_plane;
+    // The CPU's window walk, so ties and NaNs pick the same element: the first of equal maxima,
+    // the last NaN.
+    int64_t h0 = oh * g.stride_h - g.pad_h;
+    const int64_t h1 = min64(h0 + (g.kernel_h - 1) * g.dilation_h + 1, g.in_h);
+    while (h0 < 0) h0 += g.dilation_h;
+    int64_t w0 = ow * g.stride_w - g.pad_w;
+    const int64_t w1 = min64(w0 + (g.kernel_w - 1) * g.dilation_w + 1, g.in_w);
+    while (w0 < 0) w0 += g.dilation_w;
+    int64_t best_index = h0 * g.in_w + w0;
+    T best = static_cast<T>(-INFINITY);
+    for (int64_t ih = h0; ih < h1; ih += g.dilation_h) {
+      for (int64_t iw = w0; iw < w1; iw += g.dilation_w) {
+        const T v = src[ih * g.in_w + iw];
+        if (v > best || isnan(v)) {
+          best = v;
+          best_index = ih * g.in_w + iw;
+        }
+      }
+    }
+    out[i] = best;
+    indices[i] = best_index;
+  }
+}
+
+template <class T>
+__global__ void max_pool2d_backward_kernel(const T* __restrict__ grad_output,
+                                           const int64_t* __restrict__ indices,
+                                           T* __restrict__ grad_input, int64_t total,
+                                           int64_t out_plane, int64_t in_plane) {
+  KILN_GRID_STRIDE(i, total) {
+    const int64_t index = indices[i];
+    // Indices outside the plane come from windows that held no input; they pass nothing back.
+    if (index >= 0 && index < in_plane)
+      atomicAdd(grad_input + (i / out_plane) * in_plane + index, grad_output[i]);
+  }
+}
+
+template <class T>
+__global__ void avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t total,
+                                  cpu::Pool2dGeometry g, bool count_include_pad) {
+  const int64_t in_plane = g.in_h * g.in_w;
+  KILN_GRID_STRIDE(i, total) {
+    const int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, p = i / (g.out_w * g.out_h);
+    const AvgSpan h = avg_span(oh, g.stride_h, g.pad_h, g.kernel_h, g.in_h);
+    const AvgSpan w = avg_span(ow, g.stride_w, g.pad_w, g.kernel_w, g.in_w);
+    if (h.begin >= h.end || w.begin >= w.end) {
+      out[i] = T(0);
+      continue;
+    }
+    const T* src = x + p * in_plane;
+    double sum = 0.0;
+    for (int64_t ih = h.begin; ih < h.end; ++ih)
+      for (int64_t iw = w.begin; iw < w.end; ++iw)
+        sum += static_cast<double>(src[ih * g.in_w + iw]);
+    out[i] = static_cast<T>(sum / static_cast<double>(avg_divisor(h, w, count_include_pad)));
+  }
+}
+
+// One thread per input element gathers the shares of the windows that cover it, in the order
+// the CPU scatters them (output rows, then columns), so the sums round the same way.
+template <class T>
+__global__ void avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
+                                           T* __restrict__ grad_input, int64_t total,
+                                           cpu::Pool2dGeometry g, bool count_include_pad) {
+  const int64_t out_plane = g.out_h * g.out_w;
+  KILN_GRID_STRIDE(i, total) {
+    const int64_t iw = i % g.in_w, ih = (i / g.in_w) % g.in_h, p = i / (g.in_w * g.in_h);
+    // Window o starts at o * stride - pad and spans kernel: a superset of the windows holding
+    // (ih, iw); each candidate is tested against its clipped span.
+    const int64_t oh_lo = max64(floor_div(ih + g.pad_h - g.kernel_h, g.stride_h), 0);
+    const int64_t oh_hi = min64((ih + g.pad_h) / g.stride_h, g.out_h - 1);
+    const int64_t ow_lo = max64(floor_div(iw + g.pad_w - g.kernel_w, g.stride_w), 0);
+    const int64_t ow_hi = min64((iw + g.pad_w) / g.stride_w, g.out_w - 1);
+    const T* go = grad_output + p * out_plane;
+    T acc = grad_input[i];
+    for (int64_t oh = oh_lo; oh <= oh_hi; ++oh) {
+      const AvgSpan h = avg_span(oh, g.stride_h, g.pad_h, g.kernel_h, g.in_h);
+      if (ih < h.begin || ih >= h.end) continue;
+      for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+        const AvgSpan w = avg_span(ow, g.stride_w, g.pad_w, g.kernel_w, g.in_w);
+        if (iw < w.begin || iw >= w.end) continue;
+        acc += go[oh * g.out_w + ow] / static_cast<T>(avg_divisor(h, w, count_include_pad));
+      }
+    }
+    grad_input[i] = acc;
+  }
+}
+
+template <class T>
+__global__ void adaptive_avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out,
+                                           int64_t total, int64_t in_h, int64_t in_w, int64_t out_h,
+                                           int64_t out_w) {
+  KILN_GRID_STRIDE(i, total) {
+    const int64_t ow = i % out_w, oh = (i / out_w) % out_h, p = i / (out_w * out_h);
+    const int64_t h0 = adaptive_begin(oh, out_h, in_h), h1 = adaptive_end(oh, out_h, in_h);
+    const int64_t w0 = adaptive_begin(ow, out_w, in_w), w1 = adaptive_end(ow, out_w, in_w);
+    const T* src = x + p * in_h * in_w;
+    double sum = 0.0;
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) sum += static_cast<double>(src[ih * in_w + iw]);
+    out[i] = static_cast<T>(sum / static_cast<double>((h1 - h0) * (w1 - w0)));
+  }
+}
+
+// Cell o covers [floor(o * in / out), ceil((o + 1) * in / out)), so the cells covering input i
+// lie in [floor(i * out / in), ceil((i + 1) * out / in)); each is tested exactly.
+template <class T>
+__global__ void adaptive_avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
+                                                    T* __restrict__ grad_input, int64_t total,
+                                                    int64_t in_h, int64_t in_w, int64_t out_h,
+                                                    int64_t out_w) {
+  KILN_GRID_STRIDE(i, total) {
+    const int64_t iw = i % in_w, ih = (i / in_w) % in_h, p = i / (in_w * in_h);
+    const int64_t oh_lo = (ih * out_h) / in_h;
+    const int64_t oh_hi = min64(((ih + 1) * out_h + in_h - 1) / in_h, out_h);
+    const int64_t ow_lo = (iw * out_w) / in_w;
+    const int64_t ow_hi = min64(((iw + 1) * out_w + in_w - 1) / in_w, out_w);
+    const T* go = grad_output + p * out_h * out_w;
+    T acc = grad_input[i];
+    for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+      const int64_t h0 = adaptive_begin(oh, out_h, in_h), h1 = adaptive_end(oh, out_h, in_h);
+      if (ih < h0 || ih >= h1) continue;
+      for (int64_t ow = ow_lo; ow < ow_hi; ++ow) {
+        const int64_t w0 = adaptive_begin(ow, out_w, in_w), w1 = adaptive_end(ow, out_w, in_w);
+        if (iw < w0 || iw >= w1) continue;
+        acc += go[oh * out_w + ow] / static_cast<T>((h1 - h0) * (w1 - w0));
+      }
+    }
+    grad_input[i] = acc;
+  }
+}
+
+#undef KILN_GRID_STRIDE
+
+}  // namespace
+
+void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices,
+                const cpu::Pool2dGeometry& g) {
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  visit_f32_f64("max_pool2d", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
+        x.data<T>(), out.data<T>(), indices.data<int64_t>(), total, g);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
+                         const Tensor& grad_input) {
+  const int64_t total = grad_output.numel();
+  if (total == 0) return;
+  visit_f32_f64("max_pool2d_backward", grad_output.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_backward_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
+        grad_output.data<T>(), indices.data<int64_t>(), grad_input.data<T>(), total,
+        grad_output.size(2) * grad_output.size(3), grad_input.size(2) * grad_input.size(3));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void avg_pool2d(const Tensor& x, const Tensor& out, const cpu::Pool2dGeometry& g,
+                bool count_include_pad) {
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  visit_f32_f64("avg_pool2d", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(x.data<T>(), out.data<T>(),
+                                                                     total, g, count_include_pad);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_input,
+                         const cpu::Pool2dGeometry& g, bool count_include_pad) {
+  const int64_t total = grad_input.numel();
+  if (total == 0 || grad_output.numel() == 0) return;
+  visit_f32_f64("avg_pool2d_backward", grad_output.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_backward_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
+        grad_output.data<T>(), grad_input.data<T>(), total, g, count_include_pad);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void adaptive_avg_pool2d(const Tensor& x, const Tensor& out) {
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  visit_f32_f64("adaptive_avg_pool2d", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    adaptive_avg_pool2d_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
+        x.data<T>(), out.data<T>(), total, x.size(2), x.size(3), out.size(2), out.size(3));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_input) {
+  const int64_t total = grad_input.numel();
+  if (total == 0 || grad_output.numel() == 0) return;
+  visit_f32_f64("adaptive_avg_pool2d_backward", grad_output.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    adaptive_avg_pool2d_backward_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
+        grad_output.data<T>(), grad_input.data<T>(), total, grad_input.size(2), grad_input.size(3),
+        grad_output.size(2), grad_output.size(3));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace kiln::gpu

@@ -1,0 +1,105 @@
+#include <math_constants.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/kernels/cuda/reduce.h"
+#include "kiln/kernels/cuda/reduce_util.cuh"
+
+namespace kiln::gpu {
+
+namespace red {
+
+int sm_count() {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};
+  int device = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices) device = 0;
+  // A race here only repeats the query: every thread stores the same value.
+  if (cached[device] == 0) {
+    int count = 0;
+    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    cached[device] = count;
+  }
+  return cached[device];
+}
+
+}  // namespace red
+
+namespace {
+
+template <class T, class Acc>
+struct SumOp {
+  using acc_t = Acc;
+  __device__ Acc identity() const { return Acc(0); }
+  __device__ Acc load(T v, int64_t) const { return red::cvt<Acc>(v); }
+  __device__ Acc combine(Acc a, Acc b) const { return a + b; }
+  __device__ Acc shfl_down(Acc a, int offset) const { return red::shfl_down(a, offset); }
+};
+
+template <class Acc, class O>
+struct SumFinish {
+  O* out;
+  int64_t count;
+  bool mean;
+  __device__ void operator()(int64_t o, Acc acc) const {
+    if (mean) {
+      // As the CPU: the mean is taken in double, and the mean of nothing is nan.
+      out[o] =
+          red::cvt<O>(count ? static_cast<double>(acc) / static_cast<double>(count) : CUDART_NAN);
+    } else {
+      out[o] = red::cvt<O>(acc);
+    }
+  }
+};
+
+template <class T>
+using sum_acc_t =
+    std::conditional_t<std::is_same_v<T, double>, double,
+                       std::conditional_t<std::is_floating_point_v<acc_type_t<T>>, float, int64_t>>;
+
+}  // namespace
+
+Tensor reduced_last_2d(const Tensor& x, const std::vector<bool>& reduced) {
+  std::vector<int64_t> order;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!reduced[d]) order.push_back(d), outer *= x.shape()[d];
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (reduced[d]) order.push_back(d), inner *= x.shape()[d];
+  return x.permute(order).contiguous().view({outer, inner});
+}
+
+void sum_reduce(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out, bool mean) {
+  const char* op = mean ? "mean" : "sum";
+  const red::Plan plan = red::make_plan(x, reduced, op);
+  if (out.numel() != plan.outputs || !out.is_contiguous())
+    throw ShapeError(std::string(op) + ": the GPU kernel needs a contiguous output of " +
+                     std::to_string(plan.outputs) + " elements");
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using D = red::device_t<T>;
+    using Acc = sum_acc_t<T>;
+    const D* in = static_cast<const D*>(x.data_ptr());
+    const SumOp<D, Acc> sum_op{};
+    auto run = [&](auto* o) {
+      using O = std::remove_pointer_t<decltype(o)>;
+      red::reduce(in, plan, sum_op, SumFinish<Acc, O>{o, plan.count, mean}, x.device());
+    };
+    if (out.dtype() == x.dtype()) {
+      run(static_cast<D*>(out.data_ptr()));
+    } else if (out.dtype() == DType::i64 && !is_floating(x.dtype())) {
+      run(static_cast<int64_t*>(out.data_ptr()));
+    } else {
+      throw DTypeError(std::string(op) + ": the GPU kernel writes " + dtype_name(x.dtype()) +
+                       " (or i64 for integers), not " + dtype_name(out.dtype()));
+    }
+  });
+}
+
+void sum_rows(const Tensor& x2d, const Tensor& out, bool mean) {
+  sum_reduce(x2d, {false, true}, out, mean);
+}
+
+}  // namespace kiln::gpu

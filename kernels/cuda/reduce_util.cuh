@@ -1,0 +1,345 @@
+// The reduction machinery shared by reduce.cu and reduce_minmax.cu (nvcc only): device types for
+// kiln's element types, conversions, warp/block combines, and a planner plus two kernels that
+// reduce any set of dims of a strided tensor without copying it.
+//
+// An Op describes a reduction: acc_t (a trivially constructible accumulator), identity(),
+// load(value, j) (j: the element's row-major index within the reduced dims, for argmax), combine
+// (associative and commutative, so any tree order gives the same answer up to rounding) and
+// shfl_down. A Finish writes one output element from its accumulator.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kiln/core/cuda_check.h"
+#include "kiln/core/tensor.h"
+#include "kiln/kernels/cuda/gpu.h"
+
+namespace kiln::gpu::red {
+
+// ---- element types ----
+
+template <class T>
+struct DeviceType {
+  using type = T;
+};
+template <>
+struct DeviceType<Half> {
+  using type = __half;
+};
+template <>
+struct DeviceType<BFloat16> {
+  using type = __nv_bfloat16;
+};
+template <class T>
+using device_t = typename DeviceType<T>::type;
+
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+// Converts between device element types; the 16-bit floats go through float with round to
+// nearest even, as kiln's CPU conversions do.
+template <class To, class From>
+__device__ __forceinline__ To cvt(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<From, __half>) {
+    return cvt<To>(__half2float(v));
+  } else if constexpr (std::is_same_v<From, __nv_bfloat16>) {
+    return cvt<To>(__bfloat162float(v));
+  } else if constexpr (std::is_same_v<To, __half>) {
+    return __float2half_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <class A>
+__device__ __forceinline__ bool is_nan(A v) {
+  if constexpr (std::is_floating_point_v<A>)
+    return isnan(v);
+  else
+    return false;
+}
+
+// __shfl_down_sync has no overload for bool or 8-bit integers: they travel as int.
+template <class T>
+__device__ __forceinline__ T shfl_down(T v, int offset) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
+    return static_cast<T>(__shfl_down_sync(0xffffffffu, static_cast<int>(v), offset));
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return static_cast<int64_t>(__shfl_down_sync(0xffffffffu, static_cast<long long>(v), offset));
+  } else {
+    return __shfl_down_sync(0xffffffffu, v, offset);
+  }
+}
+
+// ---- geometry ----
+
+// Enough for any tensor kiln makes in practice once size-1 dims are dropped and neighbours that
+// are contiguous with each other merged; plan() throws beyond it.
+constexpr int kMaxDims = 10;
+
+// Sizes and strides of a list of dims, indexed row-major.
+struct DimList {
+  int n = 0;
+  int64_t size[kMaxDims];
+  int64_t stride[kMaxDims];
+};
+
+// The element offset of row-major index i within the dims of d.
+__device__ __forceinline__ int64_t offset_of(const DimList& d, int64_t i) {
+  if (d.n == 0) return 0;
+  if (d.n == 1) return i * d.stride[0];
+  int64_t off = 0;
+  for (int k = d.n - 1; k > 0; --k) {
+    const int64_t q = i / d.size[k];
+    off += (i - q * d.size[k]) * d.stride[k];
+    i = q;
+  }
+  return off + i * d.stride[0];
+}
+
+// The input seen as [outputs (kept dims, row-major as the output is laid out), R (reduced dims,
+// row-major in their logical order, which is the order of reduced_last_2d's columns)].
+struct Plan {
+  DimList kept, reduced;
+  int64_t outputs = 1, count = 1;
+};
+
+inline void push_dim(DimList& list, int64_t size, int64_t stride, const char* op) {
+  if (list.n > 0 && list.stride[list.n - 1] == size * stride) {
+    list.size[list.n - 1] *= size;
+    list.stride[list.n - 1] = stride;
+    return;
+  }
+  if (list.n == kMaxDims)
+    throw NotImplementedError(std::string(op) + ": more than " + std::to_string(kMaxDims) +
+                              " non-mergeable dims on the GPU; make the input contiguous first");
+  list.size[list.n] = size;
+  list.stride[list.n] = stride;
+  ++list.n;
+}
+
+inline Plan make_plan(const Tensor& x, const std::vector<bool>& reduced, const char* op) {
+  Plan p;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const int64_t size = x.shape()[d];
+    if (reduced[d])
+      p.count *= size;
+    else
+      p.outputs *= size;
+    if (size == 1) continue;
+    push_dim(reduced[d] ? p.reduced : p.kept, size, x.strides()[d], op);
+  }
+  return p;
+}
+
+// ---- device-wide constants ----
+
+int sm_count();  // multiprocessors of the current device (cached per device)
+
+// ---- combines ----
+
+// Combines v across the blockDim.x threads of each row (threadIdx.y) of the block; the result is
+// valid in threadIdx.x == 0. blockDim.x is a multiple of 32, so each row is whole warps; every
+// thread of the block must call it (it synchronises).
+template <class Op>
+__device__ typename Op::acc_t row_combine(typename Op::acc_t v, const Op& op,
+                                          typename Op::acc_t* smem) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = op.combine(v, op.shfl_down(v, offset));
+  if (blockDim.x <= 32) return v;
+  const int warps = blockDim.x / 32, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) smem[threadIdx.y * warps + warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? smem[threadIdx.y * warps + lane] : op.identity();
+    for (int offset = 16; offset > 0; offset >>= 1) v = op.combine(v, op.shfl_down(v, offset));
+  }
+  __syncthreads();
+  return v;
+}
+
+// ---- sources: where the row kernel's elements come from ----
+
+// The elements of a strided input, loaded through the op.
+template <class T, class Op>
+struct StridedSource {
+  const T* x;
+  DimList kept, reduced;
+  __device__ int64_t base(int64_t o) const { return offset_of(kept, o); }
+  __device__ typename Op::acc_t at(const Op& op, int64_t base, int64_t j) const {
+    return op.load(x[base + offset_of(reduced, j)], j);
+  }
+};
+
+// Accumulators a first pass left as a contiguous [outputs, splits] matrix.
+template <class Op>
+struct PartialSource {
+  const typename Op::acc_t* p;
+  int64_t splits;
+  __device__ int64_t base(int64_t o) const { return o * splits; }
+  __device__ typename Op::acc_t at(const Op&, int64_t base, int64_t j) const { return p[base + j]; }
+};
+
+// ---- kernels ----
+
+// blockDim.x threads per output row, blockDim.y rows per block; blockIdx.y takes the columns
+// [blockIdx.y * chunk, +chunk) of each row. With `partial` set, each (row, split) leaves its
+// accumulator at partial[row * gridDim.y + split] instead of finishing.
+template <class Op, class Src, class Finish>
+__global__ void row_kernel(Src src, int64_t outputs, int64_t count, int64_t chunk, Op op,
+                           Finish finish, typename Op::acc_t* partial) {
+  using Acc = typename Op::acc_t;
+  __shared__ Acc smem[32];
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t end = begin + chunk < count ? begin + chunk : count;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  // The loop bound is the same for the whole block, so every thread reaches row_combine.
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < outputs;
+       first += step) {
+    const int64_t o = first + threadIdx.y;
+    Acc acc = op.identity();
+    if (o < outputs) {
+      const int64_t base = src.base(o);
+      for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
+        acc = op.combine(acc, src.at(op, base, j));
+    }
+    acc = row_combine(acc, op, smem);
+    if (threadIdx.x == 0 && o < outputs) {
+      if (partial)
+        partial[o * gridDim.y + blockIdx.y] = acc;
+      else
+        finish(o, acc);
+    }
+  }
+}
+
+// For a contiguous innermost kept dim: 32 neighbouring outputs per block along x (coalesced
+// reads), blockDim.y threads walking the reduced elements, combined through shared memory in a
+// fixed order. blockIdx.y splits the reduced elements as in row_kernel.
+template <class Op, class T, class Finish>
+__global__ void column_kernel(StridedSource<T, Op> src, int64_t outputs, int64_t count,
+                              int64_t chunk, Op op, Finish finish, typename Op::acc_t* partial) {
+  using Acc = typename Op::acc_t;
+  extern __shared__ __align__(16) unsigned char column_smem[];
+  Acc* smem = reinterpret_cast<Acc*>(column_smem);
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t end = begin + chunk < count ? begin + chunk : count;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x; first < outputs;
+       first += step) {
+    const int64_t o = first + threadIdx.x;
+    Acc acc = op.identity();
+    if (o < outputs) {
+      const int64_t base = src.base(o);
+      for (int64_t j = begin + threadIdx.y; j < end; j += blockDim.y)
+        acc = op.combine(acc, src.at(op, base, j));
+    }
+    smem[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < outputs) {
+      for (unsigned r = 1; r < blockDim.y; ++r)
+        acc = op.combine(acc, smem[r * blockDim.x + threadIdx.x]);
+      if (partial)
+        partial[o * gridDim.y + blockIdx.y] = acc;
+      else
+        finish(o, acc);
+    }
+    __syncthreads();
+  }
+}
+
+// ---- launching ----
+
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Threads per output row: about 4 elements per thread at least, 32 to 512.
+inline int row_threads(int64_t count) {
+  int t = 32;
+  while (t < 512 && static_cast<int64_t>(t) * 4 < count) t *= 2;
+  return t;
+}
+
+// How many blocks keep the device busy, and the most a row is split into.
+constexpr int64_t kBlocksPerSm = 4;
+constexpr int64_t kMaxSplits = 1024;
+constexpr int64_t kMaxGridX = int64_t(1) << 20;
+
+// Splits of the reduced elements: enough blocks to fill the device when there are few outputs,
+// at least min_chunk elements per split.
+inline int64_t choose_splits(int64_t blocks_x, int64_t count, int64_t min_chunk) {
+  const int64_t target = kBlocksPerSm * sm_count();
+  if (blocks_x >= target / 2 || count < 2 * min_chunk) return 1;
+  int64_t splits = std::min(ceil_div(target, blocks_x), count / min_chunk);
+  return std::max<int64_t>(1, std::min(splits, kMaxSplits));
+}
+
+// Reduces x over the dims marked in `reduced`: finish(o, acc) is called once per output o (the
+// row-major index over the kept dims). Outputs with no reduced elements get op.identity().
+template <class Op, class T, class Finish>
+void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, Device device) {
+  using Acc = typename Op::acc_t;
+  const int64_t outputs = plan.outputs, count = plan.count;
+  if (outputs == 0) return;
+  StridedSource<T, Op> src{x, plan.kept, plan.reduced};
+  const bool reduced_inner_contiguous =
+      plan.reduced.n == 0 || plan.reduced.stride[plan.reduced.n - 1] == 1;
+  const bool kept_inner_contiguous = plan.kept.n > 0 && plan.kept.stride[plan.kept.n - 1] == 1;
+  const bool column = !reduced_inner_contiguous && kept_inner_contiguous;
+
+  int64_t splits = 1, chunk = count;
+  Tensor workspace;
+  Acc* partial = nullptr;
+  auto make_partials = [&](int64_t blocks_x, int64_t min_chunk) {
+    splits = choose_splits(blocks_x, count, min_chunk);
+    chunk = ceil_div(std::max<int64_t>(count, 1), splits);
+    splits = ceil_div(std::max<int64_t>(count, 1), chunk);  // no empty trailing split
+    if (splits > 1) {
+      workspace = empty({outputs * splits * static_cast<int64_t>(sizeof(Acc))}, DType::u8, device);
+      partial = static_cast<Acc*>(workspace.data_ptr());
+    }
+  };
+
+  if (column) {
+    const dim3 block(32, 8);
+    const int64_t blocks_x = std::min(ceil_div(outputs, 32), kMaxGridX);
+    make_partials(blocks_x, 8 * 16);
+    const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(splits));
+    column_kernel<<<grid, block, block.x * block.y * sizeof(Acc), stream()>>>(
+        src, outputs, count, chunk, op, finish, partial);
+    KILN_CUDA_CHECK_LAUNCH();
+  } else {
+    const int tx = row_threads(count);
+    const int ty = std::max(1, 256 / tx);
+    const int64_t blocks_x = std::min(ceil_div(outputs, ty), kMaxGridX);
+    make_partials(blocks_x, static_cast<int64_t>(tx) * 16);
+    const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(splits));
+    row_kernel<<<grid, dim3(tx, ty), 0, stream()>>>(src, outputs, count, chunk, op, finish,
+                                                    partial);
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+  if (splits == 1) return;
+  // Second pass over the [outputs, splits] accumulators: a plain row reduction.
+  const int tx = row_threads(splits);
+  const int ty = std::max(1, 256 / tx);
+  const int64_t blocks_x = std::min(ceil_div(outputs, ty), kMaxGridX);
+  row_kernel<<<dim3(static_cast<unsigned>(blocks_x), 1), dim3(tx, ty), 0, stream()>>>(
+      PartialSource<Op>{partial, splits}, outputs, splits, splits, op, finish,
+      static_cast<Acc*>(nullptr));
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace kiln::gpu::red

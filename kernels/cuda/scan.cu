@@ -1,0 +1,153 @@
+#include "kiln/kernels/cuda/reduce_util.cuh"
+#include "kiln/kernels/cuda/scan.h"
+
+namespace kiln::gpu {
+
+namespace {
+
+// The lines along the scanned dim: the other dims, with x's and out's strides.
+struct Lines {
+  int n = 0;
+  int64_t size[red::kMaxDims];
+  int64_t x_stride[red::kMaxDims];
+  int64_t out_stride[red::kMaxDims];
+};
+
+struct LineOffsets {
+  int64_t x, out;
+};
+
+__device__ __forceinline__ LineOffsets line_offsets(const Lines& l, int64_t i) {
+  LineOffsets o{0, 0};
+  for (int k = l.n - 1; k >= 0; --k) {
+    const int64_t q = i / l.size[k], r = i - q * l.size[k];
+    o.x += r * l.x_stride[k];
+    o.out += r * l.out_stride[k];
+    i = q;
+  }
+  return o;
+}
+
+template <class T>
+__device__ __forceinline__ T shfl_up(T v, int offset) {
+  if constexpr (std::is_same_v<T, int64_t>)
+    return static_cast<int64_t>(__shfl_up_sync(0xffffffffu, static_cast<long long>(v), offset));
+  else
+    return __shfl_up_sync(0xffffffffu, v, offset);
+}
+
+template <class T>
+__device__ __forceinline__ T shfl_last(T v) {
+  if constexpr (std::is_same_v<T, int64_t>)
+    return static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(v), 31));
+  else
+    return __shfl_sync(0xffffffffu, v, 31);
+}
+
+// A warp per line, 32 elements per step: an inclusive warp scan plus the carry of the steps
+// before. For lines that are contiguous in x. blockDim is (32, warps per block).
+template <class D, class Acc, class O>
+__global__ void cumsum_warp_kernel(const D* x, O* out, Lines lines, int64_t count, int64_t n,
+                                   int64_t x_step, int64_t out_step, bool reverse) {
+  const int lane = threadIdx.x;
+  // Uniform per warp: a warp either has a line or skips the loop body entirely.
+  for (int64_t line = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; line < count;
+       line += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const LineOffsets base = line_offsets(lines, line);
+    Acc carry = 0;
+    for (int64_t first = 0; first < n; first += 32) {
+      const int64_t i = first + lane;
+      const int64_t j = reverse ? n - 1 - i : i;
+      Acc v = i < n ? red::cvt<Acc>(x[base.x + j * x_step]) : Acc(0);
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const Acc up = shfl_up(v, offset);
+        if (lane >= offset) v += up;
+      }
+      v += carry;
+      if (i < n) out[base.out + j * out_step] = red::cvt<O>(v);
+      carry = shfl_last(v);
+    }
+  }
+}
+
+// A thread per line, walking it in order: for lines strided in x, where neighbouring lines are
+// what lies next to each other in memory.
+template <class D, class Acc, class O>
+__global__ void cumsum_thread_kernel(const D* x, O* out, Lines lines, int64_t count, int64_t n,
+                                     int64_t x_step, int64_t out_step, bool reverse) {
+  for (int64_t line = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; line < count;
+       line += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const LineOffsets base = line_offsets(lines, line);
+    Acc acc = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = reverse ? n - 1 - i : i;
+      acc += red::cvt<Acc>(x[base.x + j * x_step]);
+      out[base.out + j * out_step] = red::cvt<O>(acc);
+    }
+  }
+}
+
+constexpr int64_t kMaxBlocks = int64_t(1) << 20;
+
+}  // namespace
+
+void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
+  if (x.numel() == 0) return;
+  if (out.shape() != x.shape())
+    throw ShapeError("cumsum: the GPU kernel needs an output of the input's shape");
+  const int64_t n = x.shape()[dim];
+  const int64_t x_step = x.strides()[dim], out_step = out.strides()[dim];
+  Lines lines;
+  int64_t count = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == dim || x.shape()[d] == 1) continue;
+    count *= x.shape()[d];
+    const int64_t size = x.shape()[d], xs = x.strides()[d], os = out.strides()[d];
+    if (lines.n > 0 && lines.x_stride[lines.n - 1] == size * xs &&
+        lines.out_stride[lines.n - 1] == size * os) {
+      lines.size[lines.n - 1] *= size;
+      lines.x_stride[lines.n - 1] = xs;
+      lines.out_stride[lines.n - 1] = os;
+      continue;
+    }
+    if (lines.n == red::kMaxDims)
+      throw NotImplementedError(
+          "cumsum: too many non-mergeable dims for the GPU kernel; make the "
+          "input contiguous first");
+    lines.size[lines.n] = size;
+    lines.x_stride[lines.n] = xs;
+    lines.out_stride[lines.n] = os;
+    ++lines.n;
+  }
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using D = red::device_t<T>;
+    using Acc = std::conditional_t<std::is_floating_point_v<acc_type_t<T>>, double, int64_t>;
+    const D* in = static_cast<const D*>(x.data_ptr());
+    auto run = [&](auto* o) {
+      using O = std::remove_pointer_t<decltype(o)>;
+      if (x_step == 1 && n > 32) {
+        const dim3 block(32, 8);
+        const unsigned grid = static_cast<unsigned>(std::min(red::ceil_div(count, 8), kMaxBlocks));
+        cumsum_warp_kernel<D, Acc, O>
+            <<<grid, block, 0, stream()>>>(in, o, lines, count, n, x_step, out_step, reverse);
+      } else {
+        const unsigned grid =
+            static_cast<unsigned>(std::min(red::ceil_div(count, 256), kMaxBlocks));
+        cumsum_thread_kernel<D, Acc, O>
+            <<<grid, 256, 0, stream()>>>(in, o, lines, count, n, x_step, out_step, reverse);
+      }
+      KILN_CUDA_CHECK_LAUNCH();
+    };
+    if (out.dtype() == x.dtype()) {
+      run(static_cast<D*>(out.data_ptr()));
+    } else if (out.dtype() == DType::i64 && !is_floating(x.dtype())) {
+      run(static_cast<int64_t*>(out.data_ptr()));
+    } else {
+      throw DTypeError(std::string("cumsum: the GPU kernel writes ") + dtype_name(x.dtype()) +
+                       " (or i64 for integers), not " + dtype_name(out.dtype()));
+    }
+  });
+}
+
+}  // namespace kiln::gpu

@@ -1,0 +1,284 @@
+// GPU checks of conv2d and its gradient ops (cuDNN) against the CPU (im2col + GEMM) on the same
+// inputs, over a table of geometries. The executable exits 77 (ctest's skip code) when no GPU is
+// visible.
+//
+// Tolerances (|gpu - cpu| <= atol + rtol |cpu|, inputs in [-1, 1)): f64 1e-12 and f32 1e-5 (TF32
+// off, the default); bf16 1.6e-2; f16 5e-3, looser than one f16 rounding step because cuDNN's
+// f16 algorithms (Winograd, FFT) may round transformed operands to f16 before the f32 sums.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gradcheck.h"
+#include "kiln/core/backends.h"
+#include "kiln/core/ops/conv.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using kiln::testing::random_f64;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+struct Tolerance {
+  double rtol, atol;
+};
+
+Tolerance tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return {1e-12, 1e-12};
+    case DType::f32:
+      return {1e-5, 1e-5};
+    case DType::f16:
+      return {5e-3, 5e-3};
+    default:
+      return {1.6e-2, 1.6e-2};
+  }
+}
+
+void check_close(const Tensor& got, const Tensor& want, Tolerance tol) {
+  REQUIRE(got.defined());
+  REQUIRE(want.defined());
+  REQUIRE(got.shape() == want.shape());
+  const Tensor g = got.cpu().to(DType::f64).contiguous();
+  const Tensor w = want.cpu().to(DType::f64).contiguous();
+  const double* pg = g.data<double>();
+  const double* pw = w.data<double>();
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    if (!(std::abs(pg[i] - pw[i]) <= tol.atol + tol.rtol * std::abs(pw[i]))) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  INFO(bad << " of " << g.numel() << " elements off; first at " << first << ": gpu "
+           << (first >= 0 ? pg[first] : 0.0) << " vs cpu " << (first >= 0 ? pw[first] : 0.0));
+  CHECK(bad == 0);
+}
+
+Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
+  return random_f64(shape, seed).to(dtype);
+}
+
+struct Geometry {
+  Shape x, w;
+  Pair stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
+std::string describe_geometry(const Geometry& g) {
+  return "x " + shape_str(g.x) + " w " + shape_str(g.w) + " stride [" +
+         std::to_string(g.stride[0]) + ", " + std::to_string(g.stride[1]) + "] padding [" +
+         std::to_string(g.padding[0]) + ", " + std::to_string(g.padding[1]) + "] dilation [" +
+         std::to_string(g.dilation[0]) + ", " + std::to_string(g.dilation[1]) + "] groups " +
+         std::to_string(g.groups);
+}
+
+// Stride 1 and 2, padding 0 and 1 (and uneven), dilation 2, groups 2 and depthwise, 1x1, 3x3,
+// 5x5 and non-square kernels, non-square images.
+const std::vector<Geometry> kGeometries{
+    {{2, 3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+    {{2, 3, 9, 7}, {5, 3, 3, 3}, {2, 2}, {0, 0}, {1, 1}, 1},
+    {{1, 4, 10, 10}, {6, 4, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
+    {{2, 4, 9, 9}, {3, 4, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1},
+    {{2, 2, 11, 9}, {3, 2, 5, 5}, {1, 1}, {2, 2}, {1, 1}, 1},
+    {{2, 4, 12, 10}, {4, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},
+    {{1, 3, 13, 11}, {2, 3, 3, 3}, {2, 1}, {1, 2}, {2, 2}, 1},
+    {{2, 6, 7, 7}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6},
+    {{2, 3, 6, 9}, {4, 3, 3, 2}, {1, 2}, {0, 1}, {1, 1}, 1},
+    {{3, 8, 16, 16}, {16, 4, 3, 3}, {2, 2}, {1, 1}, {2, 2}, 2},
+};
+
+// The GPU results of one geometry: conv2d with bias, and both gradient ops for a fixed grad_out.
+struct Results {
+  Tensor out, grad_x, grad_w;
+};
+
+Results run(const Geometry& g, DType dtype, Device device) {
+  const Tensor x = random(g.x, 1, dtype).to(device), w = random(g.w, 2, dtype).to(device);
+  const Tensor b = random({g.w[0]}, 3, dtype).to(device);
+  Results r;
+  r.out = conv2d(x, w, b, g.stride, g.padding, g.dilation, g.groups);
+  const Tensor grad_out = random(r.out.shape(), 4, dtype).to(device);
+  r.grad_x = conv2d_backward_input(grad_out, w, g.x, g.stride, g.padding, g.dilation, g.groups);
+  r.grad_w = conv2d_backward_weight(grad_out, x, g.w, g.stride, g.padding, g.dilation, g.groups);
+  return r;
+}
+
+void check_against_cpu(DType dtype) {
+  for (const Geometry& g : kGeometries) {
+    INFO(dtype_name(dtype) << " " << describe_geometry(g));
+    const Results want = run(g, dtype, Device::cpu()), got = run(g, dtype, kGpu);
+    check_close(got.out, want.out, tolerance(dtype));
+    check_close(got.grad_x, want.grad_x, tolerance(dtype));
+    check_close(got.grad_w, want.grad_w, tolerance(dtype));
+  }
+}
+
+bool identical(const Results& a, const Results& b) {
+  return equal(a.out.cpu(), b.out.cpu()) && equal(a.grad_x.cpu(), b.grad_x.cpu()) &&
+         equal(a.grad_w.cpu(), b.grad_w.cpu());
+}
+
+// Restores every switch whatever the test does.
+struct BackendsGuard {
+  bool benchmark = backends::cudnn_benchmark();
+  bool deterministic = backends::cudnn_deterministic();
+  bool tf32 = backends::cudnn_allow_tf32();
+  ~BackendsGuard() {
+    backends::set_cudnn_benchmark(benchmark);
+    backends::set_cudnn_deterministic(deterministic);
+    backends::set_cudnn_allow_tf32(tf32);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cuda conv2d: the cuDNN switches are off by default") {
+  CHECK_FALSE(backends::cudnn_benchmark());
+  CHECK_FALSE(backends::cudnn_deterministic());
+  CHECK_FALSE(backends::cudnn_allow_tf32());
+}
+
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f32") {
+  check_against_cpu(DType::f32);
+}
+
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f64") {
+  check_against_cpu(DType::f64);
+}
+
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f16") {
+  check_against_cpu(DType::f16);
+}
+
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in bf16") {
+  check_against_cpu(DType::bf16);
+}
+
+TEST_CASE("cuda conv2d: backward through autograd matches the CPU, bias included") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Geometry& g = kGeometries[5];  // groups 2, padding 1
+    INFO(dtype_name(dtype) << " " << describe_geometry(g));
+    const Tensor x = random(g.x, 5, dtype), w = random(g.w, 6, dtype);
+    const Tensor b = random({g.w[0]}, 7, dtype);
+    Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_();
+    Tensor bc = b.clone().requires_grad_();
+    Tensor xg = x.to(kGpu).requires_grad_(), wg = w.to(kGpu).requires_grad_();
+    Tensor bg = b.to(kGpu).requires_grad_();
+    const Tensor out_cpu = conv2d(xc, wc, bc, g.stride, g.padding, g.dilation, g.groups);
+    const Tensor out_gpu = conv2d(xg, wg, bg, g.stride, g.padding, g.dilation, g.groups);
+    check_close(out_gpu, out_cpu, tolerance(dtype));
+    const Tensor r = random(out_cpu.shape(), 8, dtype);
+    out_cpu.backward(r);
+    out_gpu.backward(r.to(kGpu));
+    check_close(xg.grad(), xc.grad(), tolerance(dtype));
+    check_close(wg.grad(), wc.grad(), tolerance(dtype));
+    check_close(bg.grad(), bc.grad(), tolerance(dtype));
+  }
+}
+
+TEST_CASE("cuda conv2d: non-contiguous inputs are made contiguous first") {
+  const Tensor x = random({2, 3, 8, 8}, 9, DType::f32), w = random({4, 3, 3, 3}, 10, DType::f32);
+  const Tensor x_cpu = x.transpose(2, 3), x_gpu = x.to(kGpu).transpose(2, 3);
+  check_close(conv2d(x_gpu, w.to(kGpu), Tensor(), {1, 1}, {1, 1}),
+              conv2d(x_cpu, w, Tensor(), {1, 1}, {1, 1}), tolerance(DType::f32));
+}
+
+TEST_CASE("cuda conv2d: benchmark mode gives the heuristics' results") {
+  BackendsGuard guard;
+  for (DType dtype : {DType::f32, DType::f64, DType::f16}) {
+    for (const Geometry& g : kGeometries) {
+      INFO(dtype_name(dtype) << " " << describe_geometry(g));
+      backends::set_cudnn_benchmark(false);
+      const Results heuristic = run(g, dtype, kGpu);
+      backends::set_cudnn_benchmark(true);
+      const Results measured = run(g, dtype, kGpu);
+      const Results again = run(g, dtype, kGpu);  // from the cache this time
+      // Different algorithms sum in different orders: close, not identical.
+      check_close(measured.out, heuristic.out, tolerance(dtype));
+      check_close(measured.grad_x, heuristic.grad_x, tolerance(dtype));
+      check_close(measured.grad_w, heuristic.grad_w, tolerance(dtype));
+      check_close(again.out, heuristic.out, tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("cuda conv2d: deterministic mode repeats bit for bit") {
+  BackendsGuard guard;
+  backends::set_cudnn_deterministic(true);
+  for (bool benchmark : {false, true}) {
+    backends::set_cudnn_benchmark(benchmark);
+    for (DType dtype : {DType::f32, DType::f16}) {
+      for (const Geometry& g : kGeometries) {
+        INFO("benchmark " << benchmark << " " << dtype_name(dtype) << " " << describe_geometry(g));
+        const Results first = run(g, dtype, kGpu), second = run(g, dtype, kGpu);
+        CHECK(identical(first, second));
+        check_close(first.out, run(g, dtype, Device::cpu()).out, tolerance(dtype));
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda conv2d: TF32 on stays within TF32 accuracy") {
+  BackendsGuard guard;
+  backends::set_cudnn_allow_tf32(true);
+  const Geometry& g = kGeometries.back();
+  const Results got = run(g, DType::f32, kGpu), want = run(g, DType::f64, Device::cpu());
+  // TF32 keeps 10 mantissa bits of each operand, so a sum of k terms of size <= 1 may be off by
+  // k * 2^-10: k = 36 (forward), 72 (input gradient) and 147 (weight gradient) here.
+  check_close(got.out, want.out, {0.0, 36.0 / 1024});
+  check_close(got.grad_x, want.grad_x, {0.0, 72.0 / 1024});
+  check_close(got.grad_w, want.grad_w, {0.0, 147.0 / 1024});
+}
+
+TEST_CASE("cuda conv2d: zero-size batch, channels and outputs") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dtype));
+    const Tolerance tol = tolerance(dtype);
+    // Empty batch: empty output and input gradient, a zero weight gradient.
+    const Geometry empty_batch{{0, 3, 6, 6}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1};
+    const Results want = run(empty_batch, dtype, Device::cpu());
+    const Results got = run(empty_batch, dtype, kGpu);
+    check_close(got.out, want.out, tol);
+    check_close(got.grad_x, want.grad_x, tol);
+    check_close(got.grad_w, want.grad_w, tol);
+    // No input channels: the output is the bias alone.
+    const Geometry no_channels{{2, 0, 5, 5}, {3, 0, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1};
+    const Results want_nc = run(no_channels, dtype, Device::cpu());
+    const Results got_nc = run(no_channels, dtype, kGpu);
+    check_close(got_nc.out, want_nc.out, tol);
+    check_close(got_nc.grad_x, want_nc.grad_x, tol);
+    check_close(got_nc.grad_w, want_nc.grad_w, tol);
+    // No output channels: empty output, a zero input gradient.
+    const Geometry no_outputs{{2, 3, 5, 5}, {0, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1};
+    const Results want_no = run(no_outputs, dtype, Device::cpu());
+    const Results got_no = run(no_outputs, dtype, kGpu);
+    check_close(got_no.out, want_no.out, tol);
+    check_close(got_no.grad_x, want_no.grad_x, tol);
+    check_close(got_no.grad_w, want_no.grad_w, tol);
+  }
+}
+
+TEST_CASE("cuda conv2d: gradcheck on the GPU in f64") {
+  // gradcheck perturbs its leaves on the CPU; the function moves them to the GPU and back, so the
+  // analytic gradients come from the GPU backward (through differentiable copies).
+  for (const Geometry& g : {kGeometries[5], kGeometries[6]}) {
+    INFO(describe_geometry(g));
+    CHECK_GRADCHECK(
+        [&](const std::vector<Tensor>& v) {
+          return conv2d(v[0].to(kGpu), v[1].to(kGpu), v[2].to(kGpu), g.stride, g.padding,
+                        g.dilation, g.groups)
+              .cpu();
+        },
+        {random_f64(g.x, 11), random_f64(g.w, 12), random_f64({g.w[0]}, 13)});
+  }
+}
+
+TEST_CASE("cuda conv2d: operands on different devices are a DeviceError") {
+  const Tensor x = random({1, 2, 5, 5}, 14, DType::f32), w = random({3, 2, 3, 3}, 15, DType::f32);
+  CHECK_THROWS_AS(conv2d(x.to(kGpu), w), DeviceError);
+  CHECK_THROWS_AS(conv2d(x.to(kGpu), w.to(kGpu), random({3}, 16, DType::f32)), DeviceError);
+}

@@ -1,0 +1,271 @@
+// GPU parity of the joining and indexing ops (cat, stack, index_select, gather, scatter_add,
+// index_add, one_hot, embedding): values and gradients on CUDA against the CPU on the same
+// inputs, every dtype the CPU takes, the same IndexError for a bad index, and gradchecks
+// through the GPU.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+
+#include "gradcheck.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using kiln::testing::random_f64;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return 1e-12;
+    case DType::f16:
+      return 1e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    case DType::f32:
+      return 1e-5;
+    default:
+      return 0.0;  // integers and bool: exact
+  }
+}
+
+void check_close(const Tensor& gpu, const Tensor& cpu, double rtol) {
+  REQUIRE(gpu.defined());
+  REQUIRE(cpu.defined());
+  CHECK(gpu.device().is_cuda());
+  REQUIRE(gpu.shape() == cpu.shape());
+  CHECK(gpu.dtype() == cpu.dtype());
+  std::vector<double> a = gpu.cpu().tolist(), b = cpu.tolist();
+  int bad = 0;
+  std::string first;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(std::abs(a[i] - b[i]) <= rtol * (1.0 + std::abs(b[i])))) {
+      if (bad++ == 0)
+        first = "element " + std::to_string(i) + ": gpu " + std::to_string(a[i]) + " vs cpu " +
+                std::to_string(b[i]);
+    }
+  }
+  INFO(bad << " mismatches; first " << first);
+  CHECK(bad == 0);
+}
+
+void check_same(const Tensor& gpu, const Tensor& cpu) {
+  check_close(gpu, cpu, tolerance(cpu.dtype()));
+}
+
+// Colliding indices add in an order that varies on the GPU, so a 16-bit sum of a few terms may
+// round a few ulps away from the CPU's (which adds in index order).
+void check_sum(const Tensor& gpu, const Tensor& cpu) {
+  const DType dtype = cpu.dtype();
+  const bool narrow = dtype == DType::f16 || dtype == DType::bf16;
+  check_close(gpu, cpu, (narrow ? 4.0 : 1.0) * tolerance(dtype));
+}
+
+Tensor leaf(const Tensor& t, Device device) {
+  Tensor out = t.detach().to(device).detach();
+  out.requires_grad_();
+  return out;
+}
+
+// Random values of any dtype: small integers for the integral ones, {0, 1} for bool.
+Tensor values(const Shape& shape, DType dtype, uint64_t seed) {
+  if (dtype == DType::boolean) return random_f64(shape, seed, 0.0, 2.0).to(DType::i64).to(dtype);
+  if (!is_floating(dtype)) return random_f64(shape, seed, 0.0, 50.0).to(DType::i64).to(dtype);
+  return random_f64(shape, seed).to(dtype);
+}
+
+Tensor indices(const Shape& shape, int64_t size, uint64_t seed) {
+  return random_f64(shape, seed, 0.0, static_cast<double>(size)).to(DType::i64);
+}
+
+const DType kAllDTypesList[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                DType::i32, DType::i64, DType::u8,  DType::boolean};
+const DType kFloatDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+}  // namespace
+
+TEST_CASE("cuda index: cat every dtype along each dim, with an empty part") {
+  for (DType dtype : kAllDTypesList) {
+    INFO(dtype_name(dtype));
+    Tensor a = values({2, 3, 4}, dtype, 1), b = values({2, 5, 4}, dtype, 2);
+    Tensor e = values({2, 0, 4}, dtype, 3);
+    check_same(cat({a.to(kGpu), e.to(kGpu), b.to(kGpu)}, 1), cat({a, e, b}, 1));
+    check_same(cat({a.to(kGpu), a.to(kGpu)}, 0), cat({a, a}, 0));
+    check_same(cat({a.to(kGpu), a.to(kGpu)}, -1), cat({a, a}, -1));
+    check_same(stack({a.to(kGpu), a.to(kGpu), a.to(kGpu)}, 1), stack({a, a, a}, 1));
+  }
+}
+
+TEST_CASE("cuda index: cat of mixed dtypes, non-contiguous parts and legacy empties") {
+  Tensor a = values({3, 4}, DType::i32, 4), b = values({3, 2}, DType::f32, 5);
+  Tensor t = values({4, 3}, DType::f32, 6).t();  // [3, 4], non-contiguous
+  check_same(cat({a.to(kGpu), b.to(kGpu), t.to(kGpu)}, 1), cat({a, b, t}, 1));
+  Tensor legacy = zeros({0}, DType::f32);
+  check_same(cat({b.to(kGpu), legacy.to(kGpu), b.to(kGpu)}, 0), cat({b, legacy, b}, 0));
+}
+
+TEST_CASE("cuda index: cat and stack backward") {
+  Tensor a = random_f64({2, 3}, 7), b = random_f64({2, 4}, 8);
+  Tensor a_cpu = leaf(a, Device::cpu()), b_cpu = leaf(b, Device::cpu());
+  Tensor a_gpu = leaf(a, kGpu), b_gpu = leaf(b, kGpu);
+  Tensor g = random_f64({2, 7}, 9);
+  cat({a_cpu, b_cpu}, 1).backward(g);
+  cat({a_gpu, b_gpu}, 1).backward(g.to(kGpu));
+  check_same(a_gpu.grad(), a_cpu.grad());
+  check_same(b_gpu.grad(), b_cpu.grad());
+  CHECK_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        return stack({in[0].to(kGpu), in[1].to(kGpu)}, 0).cpu();
+      },
+      {random_f64({2, 3}, 10), random_f64({2, 3}, 11)});
+}
+
+TEST_CASE("cuda index: index_select every dtype and dim, i32 and repeated indices") {
+  for (DType dtype : kAllDTypesList) {
+    INFO(dtype_name(dtype));
+    Tensor x = values({4, 5, 6}, dtype, 12);
+    for (int64_t dim : {0, 1, 2}) {
+      Tensor idx = indices({7}, x.size(dim), 13 + static_cast<uint64_t>(dim));
+      check_same(index_select(x.to(kGpu), dim, idx.to(kGpu)), index_select(x, dim, idx));
+    }
+    Tensor idx32 = indices({3}, 5, 16).to(DType::i32);
+    check_same(index_select(x.to(kGpu), 1, idx32.to(kGpu)), index_select(x, 1, idx32));
+    Tensor none = zeros({0}, DType::i64);
+    check_same(index_select(x.to(kGpu), 0, none.to(kGpu)), index_select(x, 0, none));
+  }
+}
+
+TEST_CASE("cuda index: index_select backward adds repeated rows") {
+  for (DType dtype : kFloatDTypes) {
+    INFO(dtype_name(dtype));
+    Tensor x = values({5, 4}, dtype, 17);
+    Tensor idx = tensor<int64_t>({0, 3, 3, 1, 0, 3});
+    Tensor x_cpu = leaf(x, Device::cpu()), x_gpu = leaf(x, kGpu);
+    Tensor g = values({6, 4}, dtype, 18);
+    index_select(x_cpu, 0, idx).backward(g);
+    index_select(x_gpu, 0, idx.to(kGpu)).backward(g.to(kGpu));
+    check_sum(x_gpu.grad(), x_cpu.grad());
+  }
+}
+
+TEST_CASE("cuda index: gather every dtype from a non-contiguous input, and its backward") {
+  for (DType dtype : kAllDTypesList) {
+    INFO(dtype_name(dtype));
+    Tensor x = values({6, 5}, dtype, 19).t();  // [5, 6], non-contiguous
+    Tensor idx0 = indices({3, 4}, 5, 20), idx1 = indices({5, 8}, 6, 21);
+    check_same(gather(x.to(kGpu), 0, idx0.to(kGpu)), gather(x, 0, idx0));
+    check_same(gather(x.to(kGpu), 1, idx1.to(kGpu)), gather(x, 1, idx1));
+  }
+  Tensor x = random_f64({4, 5}, 22);
+  Tensor idx = indices({4, 7}, 5, 23);
+  Tensor x_cpu = leaf(x, Device::cpu()), x_gpu = leaf(x, kGpu);
+  Tensor g = random_f64({4, 7}, 24);
+  gather(x_cpu, 1, idx).backward(g);
+  gather(x_gpu, 1, idx.to(kGpu)).backward(g.to(kGpu));
+  check_same(x_gpu.grad(), x_cpu.grad());
+}
+
+TEST_CASE("cuda index: scatter_add every dtype with colliding indices") {
+  for (DType dtype : kAllDTypesList) {
+    INFO(dtype_name(dtype));
+    Tensor self = values({4, 6}, dtype, 25);
+    Tensor src = values({5, 6}, dtype, 26).t();  // [6, 5], non-contiguous
+    Tensor idx = indices({6, 3}, 4, 27);         // smaller than src in dim 1
+    check_sum(scatter_add(self.to(kGpu), 0, idx.to(kGpu), src.to(kGpu)),
+              scatter_add(self, 0, idx, src));
+    Tensor idx1 = indices({4, 5}, 6, 28);
+    Tensor src1 = values({4, 5}, dtype, 29);
+    check_sum(scatter_add(self.to(kGpu), 1, idx1.to(kGpu), src1.to(kGpu)),
+              scatter_add(self, 1, idx1, src1));
+  }
+}
+
+TEST_CASE("cuda index: index_add every dtype with repeated indices") {
+  for (DType dtype : kAllDTypesList) {
+    INFO(dtype_name(dtype));
+    Tensor self = values({3, 5, 4}, dtype, 30);
+    Tensor idx = tensor<int64_t>({4, 0, 4, 4, 2, 0, 1});
+    Tensor src = values({3, 7, 4}, dtype, 31);
+    check_sum(index_add(self.to(kGpu), 1, idx.to(kGpu), src.to(kGpu)),
+              index_add(self, 1, idx, src));
+    Tensor idx0 = tensor<int64_t>({2, 2, 0});
+    Tensor src0 = values({3, 5, 4}, dtype, 32);
+    check_sum(index_add(self.to(kGpu), 0, idx0.to(kGpu), src0.to(kGpu)),
+              index_add(self, 0, idx0, src0));
+  }
+}
+
+TEST_CASE("cuda index: scatter_add and index_add backward") {
+  Tensor self = random_f64({4, 3}, 33), src = random_f64({5, 3}, 34);
+  Tensor idx = indices({5, 3}, 4, 35);
+  Tensor s_cpu = leaf(self, Device::cpu()), s_gpu = leaf(self, kGpu);
+  Tensor r_cpu = leaf(src, Device::cpu()), r_gpu = leaf(src, kGpu);
+  Tensor g = random_f64({4, 3}, 36);
+  scatter_add(s_cpu, 0, idx, r_cpu).backward(g);
+  scatter_add(s_gpu, 0, idx.to(kGpu), r_gpu).backward(g.to(kGpu));
+  check_same(s_gpu.grad(), s_cpu.grad());
+  check_same(r_gpu.grad(), r_cpu.grad());
+}
+
+TEST_CASE("cuda index: one_hot with given and inferred classes") {
+  Tensor labels = indices({3, 4}, 6, 37);
+  check_same(one_hot(labels.to(kGpu), 6), one_hot(labels, 6));
+  check_same(one_hot(labels.to(kGpu)), one_hot(labels));
+  check_same(one_hot(labels.to(DType::i32).to(kGpu), 9), one_hot(labels.to(DType::i32), 9));
+}
+
+TEST_CASE("cuda index: embedding forward and backward with padding_idx") {
+  for (DType dtype : kFloatDTypes) {
+    INFO(dtype_name(dtype));
+    Tensor weight = values({10, 4}, dtype, 38);
+    Tensor idx = tensor<int64_t>({{1, 3, 3, 0}, {9, 1, 1, 3}});
+    for (int64_t padding_idx : {int64_t{-1}, int64_t{3}}) {
+      INFO("padding_idx " << padding_idx);
+      Tensor w_cpu = leaf(weight, Device::cpu()), w_gpu = leaf(weight, kGpu);
+      Tensor y_cpu = embedding(w_cpu, idx, padding_idx);
+      Tensor y_gpu = embedding(w_gpu, idx.to(kGpu), padding_idx);
+      check_same(y_gpu, y_cpu);
+      Tensor g = values(y_cpu.shape(), dtype, 39);
+      y_cpu.backward(g);
+      y_gpu.backward(g.to(kGpu));
+      check_sum(w_gpu.grad(), w_cpu.grad());
+    }
+  }
+}
+
+TEST_CASE("cuda index: an out-of-range index raises the cpu's IndexError") {
+  Tensor x = random_f64({4, 5}, 40).to(kGpu);
+  Tensor bad = tensor<int64_t>({1, 7, -1}).to(kGpu);
+  CHECK_THROWS_AS(index_select(x, 1, bad), IndexError);
+  CHECK_THROWS_WITH(index_select(x, 1, bad),
+                    Catch::Contains("index_select: index 7 is out of range for dim 1 of size 5"));
+  CHECK_THROWS_AS(gather(x, 0, tensor<int64_t>({{0, 4}}).to(kGpu)), IndexError);
+  CHECK_THROWS_WITH(embedding(x, tensor<int64_t>({2, -1}).to(kGpu)),
+                    Catch::Contains("embedding: index -1 is out of range"));
+  CHECK_THROWS_AS(scatter_add(x, 1, tensor<int64_t>({{5}}).to(kGpu), x), IndexError);
+  CHECK_THROWS_AS(one_hot(tensor<int64_t>({0, 3}).to(kGpu), 3), IndexError);
+}
+
+TEST_CASE("cuda index: gradcheck in f64 through the GPU") {
+  Tensor idx = indices({3, 4}, 5, 41);
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>& in) { return gather(in[0].to(kGpu), 1, idx.to(kGpu)).cpu(); },
+      {random_f64({3, 5}, 42)});
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>& in) {
+        return index_select(in[0].to(kGpu), 0, tensor<int64_t>({2, 0, 2}).to(kGpu)).cpu();
+      },
+      {random_f64({3, 4}, 43)});
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>& in) {
+        return scatter_add(in[0].to(kGpu), 1, idx.to(kGpu), in[1].to(kGpu)).cpu();
+      },
+      {random_f64({3, 5}, 44), random_f64({3, 4}, 45)});
+  CHECK_GRADCHECK(
+      [&](const std::vector<Tensor>& in) {
+        return embedding(in[0].to(kGpu), tensor<int64_t>({{1, 0}, {1, 2}}).to(kGpu), 0).cpu();
+      },
+      {random_f64({3, 2}, 46)});
+}
