@@ -101,11 +101,12 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
   model.eval();
   data::DataLoader loader(
       std::shared_ptr<const data::Dataset>(&dataset, [](const data::Dataset*) {}), transform,
-      {.batch_size = 500, .num_workers = 1});
+      {.batch_size = 500, .num_workers = 1, .pin_memory = device.is_cuda()});
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   for (data::Batch& batch : loader) {
-    Tensor x = batch[0].to(device), y = batch[1].to(device);
+    // Pinned batches (on a GPU) copy without making the host wait for the GPU.
+    Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
     Tensor logits = model.forward(x);
     loss_sum += cross_entropy(logits, y, Tensor(), -100, Reduction::sum).item<double>();
     correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
@@ -173,7 +174,8 @@ int main(int argc, char** argv) {
                              .shuffle = true,
                              .seed = r.seed,
                              .drop_last = false,
-                             .num_workers = r.workers});
+                             .num_workers = r.workers,
+                             .pin_memory = device.is_cuda()});
 
     auto model =
         nn::make_resnet(r.model, {split.classes, split.channels, !r.large_input_stem, false});
@@ -238,6 +240,7 @@ int main(int argc, char** argv) {
 
     EpochStats test;
     const int64_t first_epoch = state.position.epoch;
+    int64_t trained_here = 0;  // batches this process ran, for --interrupt-after
     for (int64_t epoch = state.position.epoch; epoch < r.epochs; ++epoch) {
       model->train();
       loader.set_epoch(epoch);
@@ -251,7 +254,7 @@ int main(int argc, char** argv) {
           ++step;
           continue;
         }
-        Tensor x = batch[0].to(device), y = batch[1].to(device);
+        Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
         Tensor logits = model->forward(x);
         Tensor loss = criterion(logits, y);
         optimizer->zero_grad();
@@ -268,7 +271,8 @@ int main(int argc, char** argv) {
         seen += x.size(0);
         bar.update(step, loss_sum / static_cast<double>(seen),
                    static_cast<double>(correct) / static_cast<double>(seen), seen);
-        if (interrupted) {
+        ++trained_here;
+        if (interrupted || trained_here == r.interrupt_after) {
           bar.finish();
           save();
           std::printf("interrupted at epoch %lld, batch %lld: checkpoint saved to %s\n",

@@ -33,6 +33,7 @@ struct Recipe {
   std::string checkpoint_dir;
   std::string resume;       // a checkpoint path, or "last" for <checkpoint-dir>/last.safetensors
   int64_t max_batches = 0;  // per epoch, 0: all (for smoke tests and quick looks)
+  int64_t interrupt_after = 0;  // batches, 0: never (a deterministic Ctrl-C, for tests)
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
@@ -79,6 +80,9 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
                  "where last.safetensors, model.safetensors, metrics.csv and curves.png go");
   app.add_option("--max-batches", r.max_batches,
                  "train at most this many batches per epoch (0: all)")
+      ->capture_default_str();
+  app.add_option("--interrupt-after", r.interrupt_after,
+                 "act as if Ctrl-C came after this many batches of this run (0: never; for tests)")
       ->capture_default_str();
   app.add_option("--resume", r.resume,
                  "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");

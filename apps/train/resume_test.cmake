@@ -1,5 +1,6 @@
 # cmake -P script: the checkpoint round trip in separate processes. Run A trains 2 epochs of 3
-# batches straight; run B trains 1 epoch, exits, and a fresh process resumes it for the second.
+# batches straight; run B trains 1 epoch, exits, and a fresh process resumes it for the second;
+# run C is interrupted in the middle of epoch 1 (as by Ctrl-C, after 2 batches) and resumed.
 # The saved models must be byte-identical: weights, BatchNorm statistics and counters, with the
 # optimizer's momentum, the data order and the random state all carried by the checkpoint.
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -15,8 +16,17 @@ endfunction()
 train(straight --epochs 2)
 train(resumed --epochs 1)
 train(resumed --epochs 2 --resume last)
-execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/straight/model.safetensors
-                        ${WORK_DIR}/resumed/model.safetensors RESULT_VARIABLE different)
-if(different)
-  message(FATAL_ERROR "resumed training differs from training straight through")
+execute_process(COMMAND ${TRAIN} ${common} --checkpoint-dir ${WORK_DIR}/interrupted --epochs 2
+                        --interrupt-after 2
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 130 OR NOT out MATCHES "interrupted at epoch 1, batch 2")
+  message(FATAL_ERROR "kiln-train --interrupt-after 2 should stop with 130 mid-epoch, got ${rc}:\n${out}\n${err}")
 endif()
+train(interrupted --epochs 2 --resume last)
+foreach(dir resumed interrupted)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK_DIR}/straight/model.safetensors
+                          ${WORK_DIR}/${dir}/model.safetensors RESULT_VARIABLE different)
+  if(different)
+    message(FATAL_ERROR "training resumed in ${dir}/ differs from training straight through")
+  endif()
+endforeach()
