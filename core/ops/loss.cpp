@@ -1,5 +1,6 @@
 // Losses: nll_loss with its own forward and backward kernels, cross_entropy composed from
-// log_softmax and nll_loss (so its gradient comes from theirs), and mse_loss from elementwise ops.
+// log_softmax and nll_loss on the CPU (so its gradient comes from theirs) and fused on the GPU,
+// and mse_loss from elementwise ops.
 #include "kiln/kernels/cpu/loss.h"
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/nn.h"
 #include "kiln/core/ops/reduce.h"
+#include "kiln/kernels/cuda/cross_entropy.h"
 #include "kiln/kernels/cuda/loss.h"
 
 namespace kiln {
@@ -147,6 +149,66 @@ void check_reduction(const char* op, Reduction reduction) {
       static_cast<int>(reduction));
 }
 
+// The fused GPU cross_entropy's gradient: one kernel recomputes softmax from the saved logits
+// and per-row logsumexp.
+struct CrossEntropyBackward : Node {
+  SavedTensor logits, target, weight, lse;  // logits as [N, C, S]; lse [N * S]
+  Shape input_shape;
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+  double total_weight = 0.0, label_smoothing = 0.0;
+  std::string name() const override { return "CrossEntropyBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const Tensor x = logits.unpack(*this), w = weight.unpack(*this), l = lse.unpack(*this);
+    const Tensor per_row = g.to(l.dtype()).contiguous();
+    Tensor weight_sum;
+    if (w.defined() && label_smoothing != 0.0) weight_sum = sum(w.to(l.dtype()));
+    Tensor grad = empty(x.shape(), x.dtype(), x.device());
+    gpu::cross_entropy_backward(per_row, reduction == Reduction::none, x, target.unpack(*this), w,
+                                weight_sum, l, ignore_index, label_smoothing,
+                                reduction == Reduction::mean ? total_weight : 1.0, grad);
+    return {grad.reshape(input_shape)};
+  }
+  void release_saved() override { logits.reset(), target.reset(), weight.reset(), lse.reset(); }
+};
+
+// cross_entropy on a GPU: one kernel for the per-row losses and logsumexp. Under mean and sum
+// the per-row losses are kept in f64 and summed by kiln's (deterministic) sum on the device.
+Tensor cross_entropy_fused(const Tensor& logits, const NllArgs& a, int64_t ignore_index,
+                           Reduction reduction, double label_smoothing) {
+  const Tensor x = logits.detach().contiguous().reshape(a.input_3d);
+  const int64_t rows = a.input_3d[0] * a.input_3d[2];
+  const DType acc = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor lse = empty({rows}, acc, logits.device());
+  Tensor out;
+  if (reduction == Reduction::none) {
+    out = empty(a.loss_shape, logits.dtype(), logits.device());
+    gpu::cross_entropy_forward(x, a.target, a.weight, ignore_index, label_smoothing, lse,
+                               out.reshape({rows}));
+  } else {
+    const Tensor losses = empty({rows}, DType::f64, logits.device());
+    gpu::cross_entropy_forward(x, a.target, a.weight, ignore_index, label_smoothing, lse, losses);
+    Tensor total = sum(losses);
+    // As PyTorch: a mean over no (or zero-weight) targets is 0 / 0 = nan.
+    if (reduction == Reduction::mean) total = div(total, a.total_weight);
+    out = total.to(logits.dtype());
+  }
+  if (should_record({&logits})) {
+    auto node = std::make_shared<CrossEntropyBackward>();
+    node->logits = SavedTensor(x);
+    node->target = SavedTensor(a.target);
+    if (a.weight.defined()) node->weight = SavedTensor(a.weight);
+    node->lse = SavedTensor(lse);
+    node->input_shape = logits.shape();
+    node->ignore_index = ignore_index;
+    node->reduction = reduction;
+    node->total_weight = a.total_weight;
+    node->label_smoothing = label_smoothing;
+    record(out, node, {&logits});
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
@@ -163,6 +225,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
              "{}: label_smoothing must be in [0, 1], got {}", op, label_smoothing);
   NllArgs a = check_nll_args(op, logits, target, weight, ignore_index);
+  if (logits.device().is_cuda())
+    return cross_entropy_fused(logits, a, ignore_index, reduction, label_smoothing);
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
   Tensor log_probs = log_softmax(logits, class_dim);
   Tensor nll = nll_loss_checked(log_probs, a, ignore_index, reduction);

@@ -1,0 +1,231 @@
+// The fused GPU cross_entropy (kernels/cuda/cross_entropy.cu) against the CPU's composed
+// log_softmax + nll_loss: forward and backward per dtype, label smoothing, ignore_index, class
+// weights, every reduction, short and long rows, extra dims, empty batches, and a gradcheck.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gradcheck.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using kiln::testing::random_f64;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+const Reduction kReductions[] = {Reduction::none, Reduction::mean, Reduction::sum};
+constexpr int64_t kIgnore = -100;
+
+double tol_for(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return 1e-12;
+    case DType::f16:
+      return 1e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    default:
+      return 1e-5;
+  }
+}
+
+// Against the CPU in the same dtype the CPU rounds log-probabilities (and, in 16-bit floats, each
+// op of the backward) to the dtype while the fused kernels keep f32: allow a few units more.
+double same_dtype_tol(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16 ? 4 * tol_for(dtype) : 10 * tol_for(dtype);
+}
+
+// got (GPU) against want (CPU, possibly of another dtype): same shape, each element within
+// tol (|want| + max |want|), NaN where want is NaN.
+void check_close(const Tensor& got, const Tensor& want, double tol) {
+  REQUIRE(got.defined());
+  REQUIRE(want.defined());
+  CHECK(got.device() == kGpu);
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<double> g = got.cpu().tolist(), w = want.tolist();
+  double scale = 0.0;
+  for (double v : w)
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  int64_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const bool ok = std::isnan(w[i])   ? std::isnan(g[i])
+                    : std::isinf(w[i]) ? g[i] == w[i]
+                                       : std::abs(g[i] - w[i]) <= tol * (std::abs(w[i]) + scale);
+    if (!ok && bad++ == 0)
+      first = "element " + std::to_string(i) + ": gpu " + std::to_string(g[i]) + " vs cpu " +
+              std::to_string(w[i]);
+  }
+  INFO(bad << " mismatches of " << g.size() << "; first " << first);
+  CHECK(bad == 0);
+}
+
+// Class targets in [0, classes) with every `ignore_every`-th one (from the second) ignored.
+Tensor targets(const Shape& shape, int64_t classes, int64_t ignore_every, uint64_t seed) {
+  Generator gen(seed);
+  Tensor t = randint(0, classes, shape, DType::i64, Device::cpu(), &gen);
+  std::vector<double> v = t.tolist();
+  std::vector<int64_t> values(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    values[i] = ignore_every > 0 && i % ignore_every == 1 ? kIgnore : static_cast<int64_t>(v[i]);
+  return tensor(values).reshape(shape);
+}
+
+struct Case {
+  Shape shape;  // the logits'
+  DType dtype;
+  double smoothing;
+  bool weighted;
+  Reduction reduction;
+};
+
+// Runs the case on the GPU and twice on the CPU: in the same dtype (the composed path, within
+// same_dtype_tol) and in f64 on the same (rounded) values (within about the dtype's rounding).
+void check_case(const Case& c, uint64_t seed) {
+  INFO(dtype_name(c.dtype) << " shape " << shape_str(c.shape) << " smoothing " << c.smoothing
+                           << " weighted " << c.weighted << " reduction "
+                           << static_cast<int>(c.reduction));
+  const bool unbatched = c.shape.size() == 1;
+  const int64_t classes = c.shape[unbatched ? 0 : 1];
+  Shape target_shape = c.shape;
+  target_shape.erase(target_shape.begin() + (unbatched ? 0 : 1));
+  const Tensor logits = random_f64(c.shape, seed, -4.0, 4.0).to(c.dtype);
+  const Tensor target = targets(target_shape, classes, 3, seed + 1);
+  const Tensor weight =
+      c.weighted ? random_f64({classes}, seed + 2, 0.5, 2.0).to(c.dtype) : Tensor();
+
+  auto run = [&](DType dtype, Device device, Tensor& grad) {
+    Tensor x = logits.to(dtype).to(device);
+    x.requires_grad_();
+    Tensor y = cross_entropy(x, target.to(device),
+                             weight.defined() ? weight.to(dtype).to(device) : Tensor(), kIgnore,
+                             c.reduction, c.smoothing);
+    const Tensor gy = random_f64(y.shape(), seed + 3, 0.5, 1.5).to(c.dtype).to(dtype);
+    y.backward(gy.to(device));
+    grad = x.grad();
+    return y;
+  };
+  Tensor grad_gpu, grad_cpu, grad_ref;
+  const Tensor y_gpu = run(c.dtype, kGpu, grad_gpu);
+  const Tensor y_cpu = run(c.dtype, Device::cpu(), grad_cpu);
+  const Tensor y_ref = run(DType::f64, Device::cpu(), grad_ref);
+  REQUIRE(y_gpu.dtype() == c.dtype);
+  REQUIRE(grad_gpu.defined());
+  REQUIRE(grad_gpu.dtype() == c.dtype);
+  const double tol = same_dtype_tol(c.dtype);
+  check_close(y_gpu, y_cpu, tol);
+  check_close(grad_gpu, grad_cpu, tol);
+  // The fused kernels round once, at the end: within about one unit of the dtype of f64.
+  const double ref_tol = c.dtype == DType::f64 ? 1e-12 : c.dtype == DType::f32 ? 1e-5 : tol;
+  check_close(y_gpu, y_ref, ref_tol);
+  check_close(grad_gpu, grad_ref, ref_tol);
+}
+
+}  // namespace
+
+TEST_CASE("cuda cross_entropy: fused forward and backward match the CPU, C = 10") {
+  uint64_t seed = 100;
+  for (DType dtype : kFloatTypes)
+    for (double smoothing : {0.0, 0.1})
+      for (bool weighted : {false, true})
+        for (Reduction reduction : kReductions)
+          check_case({{37, 10}, dtype, smoothing, weighted, reduction}, seed += 10);
+}
+
+TEST_CASE("cuda cross_entropy: fused forward and backward match the CPU, C = 5000") {
+  uint64_t seed = 200;
+  for (DType dtype : kFloatTypes)
+    for (double smoothing : {0.0, 0.1})
+      for (bool weighted : {false, true})
+        for (Reduction reduction : kReductions)
+          check_case({{9, 5000}, dtype, smoothing, weighted, reduction}, seed += 10);
+}
+
+TEST_CASE("cuda cross_entropy: rows across block sizes, many rows") {
+  uint64_t seed = 300;
+  for (int64_t classes : {1, 31, 33, 129, 1025, 50000})
+    for (Reduction reduction : kReductions)
+      check_case({{classes == 50000 ? 3 : 700, classes}, DType::f32, 0.1, true, reduction},
+                 seed += 10);
+  check_case({{70000, 3}, DType::f32, 0.1, false, Reduction::mean}, seed += 10);
+}
+
+TEST_CASE("cuda cross_entropy: extra dims and unbatched logits") {
+  uint64_t seed = 400;
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16})
+    for (Reduction reduction : kReductions) {
+      check_case({{3, 7, 4, 2}, dtype, 0.1, true, reduction}, seed += 10);
+      check_case({{11}, dtype, 0.2, false, reduction}, seed += 10);
+    }
+}
+
+TEST_CASE("cuda cross_entropy: label smoothing 1, the whole target spread over the classes") {
+  uint64_t seed = 500;
+  for (bool weighted : {false, true})
+    for (Reduction reduction : kReductions)
+      check_case({{8, 6}, DType::f64, 1.0, weighted, reduction}, seed += 10);
+}
+
+TEST_CASE("cuda cross_entropy: an empty batch") {
+  for (DType dtype : kFloatTypes)
+    for (Reduction reduction : kReductions) {
+      INFO(dtype_name(dtype) << " reduction " << static_cast<int>(reduction));
+      Tensor x = zeros({0, 10}, dtype, kGpu);
+      x.requires_grad_();
+      Tensor t = zeros({0}, DType::i64, kGpu);
+      Tensor y = cross_entropy(x, t, Tensor(), kIgnore, reduction, 0.1);
+      Tensor want = cross_entropy(zeros({0, 10}, dtype), zeros({0}, DType::i64), Tensor(), kIgnore,
+                                  reduction, 0.1);
+      REQUIRE(y.shape() == want.shape());
+      if (reduction == Reduction::mean) CHECK(std::isnan(y.item<double>()));  // 0 / 0, as PyTorch
+      if (reduction == Reduction::sum) CHECK(y.item<double>() == 0.0);
+      sum(y).backward();
+      REQUIRE(x.grad().defined());
+      CHECK(x.grad().shape() == Shape{0, 10});
+    }
+}
+
+TEST_CASE("cuda cross_entropy: every target ignored gives nan under mean and zero gradients") {
+  Tensor logits = random_f64({4, 3}, 600).to(DType::f32);
+  Tensor target = tensor(std::vector<int64_t>{kIgnore, kIgnore, kIgnore, kIgnore});
+  Tensor x = logits.to(kGpu);
+  x.requires_grad_();
+  Tensor y = cross_entropy(x, target.to(kGpu), Tensor(), kIgnore, Reduction::mean, 0.1);
+  CHECK(std::isnan(y.item<double>()));
+  CHECK(std::isnan(
+      cross_entropy(logits, target, Tensor(), kIgnore, Reduction::mean, 0.1).item<double>()));
+  y.backward();
+  check_close(x.grad(), zeros({4, 3}, DType::f32), 0.0);
+}
+
+TEST_CASE("cuda cross_entropy: the GPU records the fused backward node") {
+  Tensor x = random_f64({4, 5}, 700).to(kGpu);
+  x.requires_grad_();
+  Tensor y = cross_entropy(x, tensor(std::vector<int64_t>{0, 1, 2, 3}).to(kGpu));
+  REQUIRE(y.grad_fn());
+  CHECK(y.grad_fn()->name() == "CrossEntropyBackward");
+}
+
+TEST_CASE("cuda cross_entropy: f64 gradcheck of the fused GPU path") {
+  Tensor logits = random_f64({6, 5}, 800, -2.0, 2.0);
+  Tensor target = targets({6}, 5, 4, 801);
+  Tensor weight = random_f64({5}, 802, 0.5, 2.0);
+  Tensor tg = target.to(kGpu), wg = weight.to(kGpu);
+  for (double smoothing : {0.0, 0.1})
+    for (bool weighted : {false, true})
+      for (Reduction reduction : kReductions) {
+        INFO("smoothing " << smoothing << " weighted " << weighted << " reduction "
+                          << static_cast<int>(reduction));
+        CHECK_GRADCHECK(
+            [&](const std::vector<Tensor>& in) {
+              return cross_entropy(in[0].to(kGpu), tg, weighted ? wg : Tensor(), kIgnore, reduction,
+                                   smoothing)
+                  .cpu();
+            },
+            {logits});
+      }
+}
