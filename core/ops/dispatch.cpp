@@ -22,13 +22,6 @@ Device common_device(const char* op, std::initializer_list<const Tensor*> tensor
   return first ? first->device() : Device::cpu();
 }
 
-void require_cpu_kernel(const char* op, Device device) {
-  KILN_CHECK(device.is_cpu(), NotImplementedError,
-             "{}: no kernel for {} tensors yet (CUDA kernels arrive with the CUDA backend); move "
-             "the inputs to cpu",
-             op, device.str());
-}
-
 void require_floating(const char* op, const Tensor& t, const char* argument) {
   KILN_CHECK(is_floating(t.dtype()), DTypeError, "{}: expected a floating-point {}, got {}", op,
              argument, describe(t));

@@ -10,8 +10,6 @@ namespace kiln {
 
 // Throws DeviceError naming `op` unless every defined tensor is on one device; returns it.
 Device common_device(const char* op, std::initializer_list<const Tensor*> tensors);
-// Throws NotImplementedError for devices the op has no kernel for yet (CUDA, until its issue).
-void require_cpu_kernel(const char* op, Device device);
 // Throws DTypeError unless the tensor is floating point.
 void require_floating(const char* op, const Tensor& t, const char* argument = "input");
 // Both defined, on one device, of one floating dtype (matmul, linear, conv2d operands).

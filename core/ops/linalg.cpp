@@ -25,7 +25,7 @@ DType compute_dtype(DType dtype) {
 
 // a [..., n, k] times b [..., k, m] with equal batch dims, as a new contiguous [..., n, m] tensor
 // of `dtype`; `addend` (broadcastable to the result) is added when defined.
-Tensor product(const char* op, const Tensor& a, const Tensor& b, Shape out_shape, DType dtype,
+Tensor product(const Tensor& a, const Tensor& b, Shape out_shape, DType dtype,
                const Tensor& addend = Tensor()) {
   if (a.device().is_cuda()) {
     // cuBLAS reads f16/bf16 as they are and accumulates in f32: no f32 copies of the operands.
@@ -36,7 +36,6 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b, Shape out_shape
     gpu::batched_matmul(ga, gb, out, addend.defined());
     return out;
   }
-  require_cpu_kernel(op, a.device());
   const DType compute = compute_dtype(dtype);
   Tensor ca = cpu::as_gemm_operand(a.detach().to(compute));
   Tensor cb = cpu::as_gemm_operand(b.detach().to(compute));
@@ -90,12 +89,12 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
   Tensor out;
   if (b2.dim() == 2 && a2.dim() > 2) {
     // A stack times one matrix is one taller product: Eigen gets a single large GEMM.
-    out = product(op, as_rows(a2), b2, {shape_numel(batch) * n, m}, a.dtype());
+    out = product(as_rows(a2), b2, {shape_numel(batch) * n, m}, a.dtype());
   } else {
     Shape a_shape = batch, b_shape = batch;
     a_shape.insert(a_shape.end(), {n, k});
     b_shape.insert(b_shape.end(), {k, m});
-    out = product(op, a2.expand(a_shape), b2.expand(b_shape), out_shape, a.dtype());
+    out = product(a2.expand(a_shape), b2.expand(b_shape), out_shape, a.dtype());
   }
   Shape result_shape = batch;
   if (a.dim() > 1) result_shape.push_back(n);
@@ -174,8 +173,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                describe(weight), describe(bias));
   }
   const Tensor rows = as_rows(x.detach());
-  Tensor out =
-      product("linear", rows, weight.detach().t(), {rows.size(0), out_features}, x.dtype(), bias);
+  Tensor out = product(rows, weight.detach().t(), {rows.size(0), out_features}, x.dtype(), bias);
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(out_features);
   out = out.view(out_shape);

@@ -9,8 +9,10 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::dtype_tolerance;
 using kiln::testing::random_f64;
 
 namespace {
@@ -20,23 +22,11 @@ const DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 const Reduction kReductions[] = {Reduction::none, Reduction::mean, Reduction::sum};
 constexpr int64_t kIgnore = -100;
 
-double tol_for(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return 1e-12;
-    case DType::f16:
-      return 1e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    default:
-      return 1e-5;
-  }
-}
-
 // Against the CPU in the same dtype the CPU rounds log-probabilities (and, in 16-bit floats, each
 // op of the backward) to the dtype while the fused kernels keep f32: allow a few units more.
 double same_dtype_tol(DType dtype) {
-  return dtype == DType::f16 || dtype == DType::bf16 ? 4 * tol_for(dtype) : 10 * tol_for(dtype);
+  return dtype == DType::f16 || dtype == DType::bf16 ? 4 * dtype_tolerance(dtype)
+                                                     : 10 * dtype_tolerance(dtype);
 }
 
 // got (GPU) against want (CPU, possibly of another dtype): same shape, each element within

@@ -11,8 +11,10 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::dtype_tolerance;
 using testing::random_f64;
 
 namespace {
@@ -24,26 +26,13 @@ constexpr DType kIntTypes[] = {DType::i32, DType::i64, DType::u8};
 // The issue's relative tolerances. Applied as |gpu - cpu| <= tol * (1 + |cpu|): the absolute part
 // covers results that cancel to near zero (gelu_tanh at large negative x), where both sides round
 // O(1) intermediates. Integer and bool results must match exactly.
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return 1e-5;
-    case DType::f64:
-      return 1e-12;
-    case DType::f16:
-      return 1e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    default:
-      return 0.0;
-  }
-}
 
 // Backward formulas chain several ops, each rounding to the 16-bit dtype on its own; one that lands
 // a half-ulp apart (CUDA's and glibc's float math differ in the last bit) carries on, so gradients
 // in f16/bf16 get four times the forward tolerance.
 double grad_tolerance(DType dtype) {
-  return (dtype == DType::f16 || dtype == DType::bf16) ? 4 * tolerance(dtype) : tolerance(dtype);
+  return (dtype == DType::f16 || dtype == DType::bf16) ? 4 * dtype_tolerance(dtype)
+                                                       : dtype_tolerance(dtype);
 }
 
 // gpu (a cuda tensor) against cpu, element by element; NaN matches NaN, equal infinities match.
@@ -93,10 +82,19 @@ std::vector<Layout> unary_layouts() {
       {"contiguous (vectorised, odd tail)", {37, 53}, kSame},
       {"transposed", {53, 37}, [](const Tensor& t) { return t.t(); }},
       {"sliced with step", {37, 106}, [](const Tensor& t) { return t.slice(1, 0, 106, 2); }},
-      {"permuted 4-d", {3, 4, 5, 6}, [](const Tensor& t) { return t.permute({2, 0, 3, 1}); }},
-      {"offset 1 (misaligned, no vector path)", {2049},
+      {"permuted 4-d",
+       {3, 4, 5, 6},
+       [](const Tensor& t) {
+         return t.permute({2, 0, 3, 1});
+       }},
+      {"offset 1 (misaligned, no vector path)",
+       {2049},
        [](const Tensor& t) { return t.slice(0, 1, 2049); }},
-      {"expanded", {37, 1}, [](const Tensor& t) { return t.expand({37, 53}); }},
+      {"expanded",
+       {37, 1},
+       [](const Tensor& t) {
+         return t.expand({37, 53});
+       }},
       {"zero-size", {0, 5}, kSame},
       {"0-dim", {}, kSame},
   };
@@ -153,7 +151,7 @@ void check_unary(const UnaryCase& c, const Layout& layout, DType dtype, uint64_t
   Tensor base = random_tensor(layout.base, dtype, seed, c.low, c.high);
   Tensor on_cpu = c.f(layout.view(base));
   Tensor on_gpu = c.f(layout.view(base.to(kCuda)));
-  check_matches(on_gpu, on_cpu, tolerance(dtype));
+  check_matches(on_gpu, on_cpu, dtype_tolerance(dtype));
 }
 
 struct BinaryCase {
@@ -200,8 +198,12 @@ std::vector<BinaryLayout> binary_layouts() {
       {"both expanded",
        {37, 1},
        {1, 53},
-       [](const Tensor& t) { return t.expand({37, 53}); },
-       [](const Tensor& t) { return t.expand({37, 53}); }},
+       [](const Tensor& t) {
+         return t.expand({37, 53});
+       },
+       [](const Tensor& t) {
+         return t.expand({37, 53});
+       }},
       {"0-dim and matrix", {}, {37, 53}, kSame, kSame},
       {"zero-size", {0, 53}, {53}, kSame, kSame},
   };
@@ -304,7 +306,7 @@ TEST_CASE("cuda elementwise: integer unary ops match the cpu exactly") {
         Tensor base = random_integers(layout.base, dtype, seed++, low, 7);
         Tensor on_cpu = c.f(layout.view(base));
         Tensor on_gpu = c.f(layout.view(base.to(kCuda)));
-        check_matches(on_gpu, on_cpu, tolerance(on_cpu.dtype()));
+        check_matches(on_gpu, on_cpu, dtype_tolerance(on_cpu.dtype()));
       }
 }
 
@@ -339,7 +341,7 @@ TEST_CASE("cuda elementwise: NaN and infinities propagate as on the cpu") {
     Tensor x = tensor<double>({nan, -inf, inf, -1.0, -0.0, 0.0, 0.5, 2.5, nan}).to(dtype);
     Tensor y = tensor<double>({1.0, nan, -inf, inf, 0.0, -0.0, nan, 3.0, nan}).to(dtype);
     Tensor xg = x.to(kCuda), yg = y.to(kCuda);
-    const double tol = tolerance(dtype);
+    const double tol = dtype_tolerance(dtype);
     check_matches(relu(xg), relu(x), tol);
     check_matches(clamp(xg, -0.5, 0.7), clamp(x, -0.5, 0.7), tol);
     check_matches(sign(xg), sign(x), tol);
@@ -366,7 +368,7 @@ TEST_CASE("cuda elementwise: floating binary ops match the cpu in every dtype an
       for (const BinaryLayout& layout : binary_layouts()) {
         Tensor a = random_tensor(layout.base_a, dtype, seed++, c.low_a, c.high_a);
         Tensor b = random_tensor(layout.base_b, dtype, seed++, c.low_b, c.high_b);
-        check_binary(c, layout, a, b, tolerance(dtype));
+        check_binary(c, layout, a, b, dtype_tolerance(dtype));
       }
 }
 
@@ -376,10 +378,10 @@ TEST_CASE("cuda elementwise: mixed dtypes promote as on the cpu") {
   Tensor c = random_integers({37, 1}, DType::i32, 452, -5, 5);
   Tensor d = random_tensor({37, 53}, DType::f64, 453, -2.0, 2.0);
   Tensor ag = a.to(kCuda), bg = b.to(kCuda), cg = c.to(kCuda), dg = d.to(kCuda);
-  check_matches(add(ag, bg), add(a, b), tolerance(DType::f32));  // f16 + bf16 meet at f32
-  check_matches(mul(ag, cg), mul(a, c), tolerance(DType::f16));
-  check_matches(sub(cg, dg), sub(c, d), tolerance(DType::f64));
-  check_matches(div(cg, cg.t().t()), div(c, c), tolerance(DType::f32));
+  check_matches(add(ag, bg), add(a, b), dtype_tolerance(DType::f32));  // f16 + bf16 meet at f32
+  check_matches(mul(ag, cg), mul(a, c), dtype_tolerance(DType::f16));
+  check_matches(sub(cg, dg), sub(c, d), dtype_tolerance(DType::f64));
+  check_matches(div(cg, cg.t().t()), div(c, c), dtype_tolerance(DType::f32));
   check_matches(lt(ag, dg), lt(a, d), 0.0);
 }
 
@@ -428,7 +430,8 @@ TEST_CASE("cuda elementwise: integer and bool arithmetic match the cpu exactly")
         Tensor a = random_integers(layout.base_a, dtype, seed++, low, 10);
         // Exponents and divisors in [1, 4): pow stays small, div has no zero.
         Tensor b = random_integers(layout.base_b, dtype, seed++, 1, 4);
-        check_binary(c, layout, a, b, tolerance(c.name.rfind("div", 0) == 0 ? DType::f32 : dtype));
+        check_binary(c, layout, a, b,
+                     dtype_tolerance(c.name.rfind("div", 0) == 0 ? DType::f32 : dtype));
       }
   std::vector<BinaryCase> bool_cases = {
       {"add (or)", [](const Tensor& a, const Tensor& b) { return add(a, b); }},
@@ -451,7 +454,9 @@ TEST_CASE("cuda elementwise: where matches the cpu in every dtype, with broadcas
   for (DType dtype : dtypes) {
     INFO(dtype_name(dtype));
     auto values = [&](const Shape& s) { return random_integers(s, dtype, seed++, 0, 100); };
-    auto condition = [&](const Shape& s) { return random_integers(s, DType::boolean, seed++, 0, 2); };
+    auto condition = [&](const Shape& s) {
+      return random_integers(s, DType::boolean, seed++, 0, 2);
+    };
     // same shapes (vectorised path), broadcast condition, broadcast values, strided, zero-size
     Tensor c1 = condition({37, 53}), a1 = values({37, 53}), b1 = values({37, 53});
     check_matches(where(c1.to(kCuda), a1.to(kCuda), b1.to(kCuda)), where(c1, a1, b1), 0.0);
@@ -472,7 +477,7 @@ TEST_CASE("cuda elementwise: where matches the cpu in every dtype, with broadcas
 TEST_CASE("cuda elementwise: masked_fill and in-place ops on cuda match the cpu") {
   for (DType dtype : kFloatTypes) {
     INFO(dtype_name(dtype));
-    const double tol = tolerance(dtype);
+    const double tol = dtype_tolerance(dtype);
     Tensor x = random_tensor({37, 53}, dtype, 800, -2.0, 2.0);
     Tensor y = random_tensor({53}, dtype, 801, -2.0, 2.0);
     Tensor mask = gt(random_f64({37, 1}, 802), 0.0);
@@ -497,7 +502,7 @@ TEST_CASE("cuda elementwise: large tensors take the vector path with an odd tail
   std::vector<DType> dtypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::u8};
   for (DType dtype : dtypes) {
     INFO(dtype_name(dtype));
-    const double tol = tolerance(dtype);
+    const double tol = dtype_tolerance(dtype);
     Tensor a = random_integers({n}, DType::i64, 900, 0, 200).to(dtype);
     Tensor b = random_integers({n}, DType::i64, 901, 0, 50).to(dtype);
     Tensor ag = a.to(kCuda), bg = b.to(kCuda);
@@ -512,8 +517,8 @@ TEST_CASE("cuda elementwise: large tensors take the vector path with an odd tail
       check_matches(sigmoid(x.to(kCuda)), sigmoid(x), tol);
     }
     // Misaligned (offset 1) over the same size: the scalar contiguous kernel.
-    check_matches(add(ag.slice(0, 1, n), bg.slice(0, 0, n - 1)), add(a.slice(0, 1, n), b.slice(0, 0, n - 1)),
-                  tol);
+    check_matches(add(ag.slice(0, 1, n), bg.slice(0, 0, n - 1)),
+                  add(a.slice(0, 1, n), b.slice(0, 0, n - 1)), tol);
   }
 }
 
@@ -566,8 +571,8 @@ TEST_CASE("cuda elementwise: where backward matches the cpu") {
     Tensor ag = a.to(kCuda).requires_grad_(), bg = b.to(kCuda).requires_grad_();
     where(c, ac, bc).backward(w);
     where(c.to(kCuda), ag, bg).backward(w.to(kCuda));
-    check_matches(ag.grad(), ac.grad(), tolerance(dtype));
-    check_matches(bg.grad(), bc.grad(), tolerance(dtype));
+    check_matches(ag.grad(), ac.grad(), dtype_tolerance(dtype));
+    check_matches(bg.grad(), bc.grad(), dtype_tolerance(dtype));
   }
 }
 

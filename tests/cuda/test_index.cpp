@@ -8,28 +8,15 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::dtype_tolerance;
 using kiln::testing::random_f64;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
-
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return 1e-12;
-    case DType::f16:
-      return 1e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    case DType::f32:
-      return 1e-5;
-    default:
-      return 0.0;  // integers and bool: exact
-  }
-}
 
 void check_close(const Tensor& gpu, const Tensor& cpu, double rtol) {
   REQUIRE(gpu.defined());
@@ -52,7 +39,7 @@ void check_close(const Tensor& gpu, const Tensor& cpu, double rtol) {
 }
 
 void check_same(const Tensor& gpu, const Tensor& cpu) {
-  check_close(gpu, cpu, tolerance(cpu.dtype()));
+  check_close(gpu, cpu, dtype_tolerance(cpu.dtype()));
 }
 
 // Colliding indices add in an order that varies on the GPU, so a 16-bit sum of a few terms may
@@ -60,7 +47,7 @@ void check_same(const Tensor& gpu, const Tensor& cpu) {
 void check_sum(const Tensor& gpu, const Tensor& cpu) {
   const DType dtype = cpu.dtype();
   const bool narrow = dtype == DType::f16 || dtype == DType::bf16;
-  check_close(gpu, cpu, (narrow ? 4.0 : 1.0) * tolerance(dtype));
+  check_close(gpu, cpu, (narrow ? 4.0 : 1.0) * dtype_tolerance(dtype));
 }
 
 Tensor leaf(const Tensor& t, Device device) {

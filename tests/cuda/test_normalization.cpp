@@ -7,8 +7,10 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::dtype_tolerance;
 using kiln::testing::random_f64;
 
 namespace {
@@ -17,18 +19,6 @@ const Device kGpu = Device::cuda(0);
 
 // Relative tolerance per dtype; batch norm's backward subtracts two sums of M terms, so its f32
 // gradients are compared against the scale of the largest value, with this same factor.
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return 1e-12;
-    case DType::f16:
-      return 1e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    default:
-      return 1e-5;
-  }
-}
 
 // Every element of `gpu` (brought back) within atol + rtol * |cpu| of `cpu`, where atol is rtol
 // times the largest |cpu| (values that cancel to near zero keep their absolute error).
@@ -87,7 +77,7 @@ BatchNormCase batch_norm_case(const Shape& shape, DType dtype, uint64_t seed, bo
 void check_batch_norm(const BatchNormCase& c, bool training,
                       const std::function<Tensor(const Tensor&)>& layout = nullptr) {
   const DType dtype = c.x.dtype();
-  const double tol = tolerance(dtype);
+  const double tol = dtype_tolerance(dtype);
   Tensor x_cpu = leaf(c.x, Device::cpu()), x_gpu = leaf(c.x, kGpu);
   Tensor w_cpu, w_gpu, b_cpu, b_gpu;
   if (c.weight.defined()) {
@@ -184,7 +174,7 @@ namespace {
 void check_layer_norm(const Tensor& x0, const Shape& normalized_shape, bool affine,
                       const std::function<Tensor(const Tensor&)>& layout = nullptr) {
   const DType dtype = x0.dtype();
-  const double tol = tolerance(dtype);
+  const double tol = dtype_tolerance(dtype);
   Tensor x_cpu = leaf(x0, Device::cpu()), x_gpu = leaf(x0, kGpu);
   Tensor w_cpu, w_gpu, b_cpu, b_gpu;
   if (affine) {

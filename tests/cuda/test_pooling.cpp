@@ -8,27 +8,16 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::dtype_tolerance;
 using kiln::testing::random_f64;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
 const DType kTrainingDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
-
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return 1e-12;
-    case DType::f16:
-      return 1e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    default:
-      return 1e-5;
-  }
-}
 
 void check_close(const Tensor& gpu, const Tensor& cpu, double rtol) {
   REQUIRE(gpu.defined());
@@ -61,7 +50,7 @@ Tensor leaf(const Tensor& t, Device device) {
 // same random gradient and compares the input gradients.
 void check_op(const Tensor& x, const std::function<Tensor(const Tensor&)>& op,
               const std::function<Tensor(const Tensor&)>& layout = nullptr) {
-  const double tol = tolerance(x.dtype());
+  const double tol = dtype_tolerance(x.dtype());
   Tensor x_cpu = leaf(x, Device::cpu()), x_gpu = leaf(x, kGpu);
   Tensor y_cpu = op(layout ? layout(x_cpu) : x_cpu);
   Tensor y_gpu = op(layout ? layout(x_gpu) : x_gpu);
@@ -116,7 +105,7 @@ TEST_CASE("cuda pooling: max_pool2d picks the cpu's index among ties and NaNs") 
     Tensor g = random_f64(cpu.values.shape(), 3).to(dtype);
     Shape input_shape = xd.shape();
     check_close(max_pool2d_backward(g.to(kGpu), gpu.indices, input_shape),
-                max_pool2d_backward(g, cpu.indices, input_shape), tolerance(dtype));
+                max_pool2d_backward(g, cpu.indices, input_shape), dtype_tolerance(dtype));
   }
 }
 

@@ -12,8 +12,10 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::dtype_tolerance;
 using kiln::testing::random_f64;
 
 namespace {
@@ -21,19 +23,6 @@ namespace {
 const Device kGpu = Device::cuda(0);
 
 const DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
-
-double tol_for(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return 1e-12;
-    case DType::f16:
-      return 1e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    default:
-      return 1e-5;
-  }
-}
 
 Tensor rnd(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {
   return random_f64(shape, seed, low, high).to(dtype);
@@ -108,7 +97,7 @@ TEST_CASE("cuda reduce: sum and mean match the CPU per dtype, dims and keepdim")
     for (const Dims& dims : kDimSets) {
       for (bool keepdim : {false, true}) {
         INFO(dtype_name(dtype) << " dims " << shape_str(dims) << " keepdim " << keepdim);
-        const double tol = tol_for(dtype);
+        const double tol = dtype_tolerance(dtype);
         const double count = static_cast<double>(reduced_count(x, dims));
         check_parity(sum(x.to(kGpu), dims, keepdim), sum(x, dims, keepdim), tol, tol * count);
         check_parity(mean(x.to(kGpu), dims, keepdim), mean(x, dims, keepdim), tol, tol);
@@ -123,7 +112,7 @@ TEST_CASE("cuda reduce: positive sums agree to the dtype's relative tolerance") 
     Tensor x = rnd({7, 300, 9}, dtype, 2, 0.5, 1.5);
     for (const Dims& dims : std::vector<Dims>{{}, {1}, {0, 2}, {2}}) {
       INFO(dtype_name(dtype) << " dims " << shape_str(dims));
-      check_parity(sum(x.to(kGpu), dims), sum(x, dims), tol_for(dtype));
+      check_parity(sum(x.to(kGpu), dims), sum(x, dims), dtype_tolerance(dtype));
     }
   }
 }
@@ -145,7 +134,7 @@ TEST_CASE("cuda reduce: strided views (transposed, sliced, expanded) of GPU tens
   for (DType dtype : {DType::f32, DType::f64}) {
     Tensor base = rnd({6, 8, 10}, dtype, 5);
     Tensor gbase = base.to(kGpu);
-    const double tol = tol_for(dtype);
+    const double tol = dtype_tolerance(dtype);
     struct View {
       std::function<Tensor(const Tensor&)> make;
       const char* name;
@@ -205,7 +194,7 @@ TEST_CASE("cuda reduce: zero-size inputs and scalars") {
 
 TEST_CASE("cuda reduce: long rows split over blocks, and many short rows") {
   for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
-    const double tol = tol_for(dtype);
+    const double tol = dtype_tolerance(dtype);
     INFO(dtype_name(dtype));
     Tensor wide = rnd({2, 1 << 20}, dtype, 6, 0.0, 1.0);  // split row path
     check_parity(sum(wide.to(kGpu), {-1}), sum(wide, {-1}), tol);
@@ -228,7 +217,7 @@ TEST_CASE("cuda reduce: sum and mean backward match the CPU") {
   for (DType dtype : kFloatTypes) {
     for (const Dims& dims : std::vector<Dims>{{}, {1}, {0, 2}, {-1}}) {
       INFO(dtype_name(dtype) << " dims " << shape_str(dims));
-      const double tol = tol_for(dtype);
+      const double tol = dtype_tolerance(dtype);
       Tensor x = rnd({4, 5, 6}, dtype, 10);
       check_forward_backward([&](const Tensor& t) { return sum(t, dims, true); }, x, tol,
                              tol * static_cast<double>(reduced_count(x, dims)), 11);
@@ -239,7 +228,7 @@ TEST_CASE("cuda reduce: sum and mean backward match the CPU") {
 
 TEST_CASE("cuda reduce: var, std_dev and norm match the CPU, forward and backward") {
   for (DType dtype : {DType::f32, DType::f64}) {
-    const double tol = tol_for(dtype) * 10;  // several composed kernels, each rounding
+    const double tol = dtype_tolerance(dtype) * 10;  // several composed kernels, each rounding
     for (const Dims& dims : std::vector<Dims>{{}, {1}, {0, 2}}) {
       INFO(dtype_name(dtype) << " dims " << shape_str(dims));
       Tensor x = rnd({4, 5, 6}, dtype, 13);
@@ -320,14 +309,15 @@ TEST_CASE("cuda reduce: NaN is both the max and the min, at its first position")
     check_parity(amax(xg, {0}), amax(x, {0}), 0.0);
     CHECK(std::isnan(max(xg).item<double>()));
     // Sums propagate NaN as well.
-    check_parity(sum(xg, {1}), sum(x, {1}), tol_for(dtype), tol_for(dtype) * 50 * 10);
+    check_parity(sum(xg, {1}), sum(x, {1}), dtype_tolerance(dtype),
+                 dtype_tolerance(dtype) * 50 * 10);
   }
 }
 
 TEST_CASE("cuda reduce: max, min and amax backward match the CPU") {
   for (DType dtype : kFloatTypes) {
     INFO(dtype_name(dtype));
-    const double tol = tol_for(dtype);
+    const double tol = dtype_tolerance(dtype);
     Tensor x = randint(0, 5, {4, 6, 3}, DType::i64).to(dtype);  // ties share amax's gradient
     check_forward_backward([](const Tensor& t) { return max(t, 1).values; }, x, tol, tol, 17);
     check_forward_backward([](const Tensor& t) { return min(t, -1, true).values; }, x, tol, tol,
@@ -339,7 +329,7 @@ TEST_CASE("cuda reduce: max, min and amax backward match the CPU") {
 
 TEST_CASE("cuda reduce: cumsum matches the CPU per dtype and dim, forward and backward") {
   for (DType dtype : kFloatTypes) {
-    const double tol = tol_for(dtype);
+    const double tol = dtype_tolerance(dtype);
     for (const Shape& shape : std::vector<Shape>{{5, 7, 3}, {3, 1000}, {1000, 3}, {1, 1, 70}}) {
       for (int64_t dim : {0, 1, -1}) {
         INFO(dtype_name(dtype) << " shape " << shape_str(shape) << " dim " << dim);

@@ -9,8 +9,10 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::dtype_tolerance;
 using kiln::testing::random_f64;
 
 namespace {
@@ -19,24 +21,11 @@ const Device kGpu = Device::cuda(0);
 
 const DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
-double tol_for(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return 1e-12;
-    case DType::f16:
-      return 1e-3;
-    case DType::bf16:
-      return 1.6e-2;
-    default:
-      return 1e-5;
-  }
-}
-
 // Composed results (several kernels, each rounding to the dtype) and the backward of softmax
 // (fused in f32 on the GPU, a chain of 16-bit ops on the CPU) may differ by a few units in the
 // last place of a 16-bit float: those comparisons allow 4 of the dtype's tolerance.
 double composed_tol(DType dtype) {
-  const double tol = tol_for(dtype);
+  const double tol = dtype_tolerance(dtype);
   return dtype == DType::f16 || dtype == DType::bf16 ? 4 * tol : 10 * tol;
 }
 
@@ -118,7 +107,7 @@ TEST_CASE("cuda softmax: softmax and log_softmax match the CPU per dtype and dim
     Tensor x = rnd({4, 5, 6}, dtype, 1, -3.0, 3.0);
     for (int64_t dim : {0, 1, 2, -1, -2}) {
       INFO(dtype_name(dtype) << " dim " << dim);
-      const double tol = tol_for(dtype);
+      const double tol = dtype_tolerance(dtype);
       check_parity(softmax(x.to(kGpu), dim), softmax(x, dim), tol, tol);
       check_parity(log_softmax(x.to(kGpu), dim), log_softmax(x, dim), tol, tol);
     }
@@ -127,7 +116,7 @@ TEST_CASE("cuda softmax: softmax and log_softmax match the CPU per dtype and dim
 
 TEST_CASE("cuda softmax: rows longer than a warp's share, and many short rows") {
   for (DType dtype : {DType::f32, DType::f64, DType::f16}) {
-    const double tol = tol_for(dtype);
+    const double tol = dtype_tolerance(dtype);
     for (const Shape& shape : std::vector<Shape>{{3, 5000}, {2, 1025}, {20000, 10}, {7, 33}}) {
       INFO(dtype_name(dtype) << " shape " << shape_str(shape));
       Tensor x = rnd(shape, dtype, 2, -5.0, 5.0);
@@ -148,8 +137,10 @@ TEST_CASE("cuda softmax: large logits, -inf and NaN entries as on the CPU") {
   for (DType dtype : {DType::f32, DType::f64}) {
     INFO(dtype_name(dtype));
     Tensor xd = x.to(dtype);
-    check_parity(softmax(xd.to(kGpu), 1), softmax(xd, 1), tol_for(dtype), tol_for(dtype));
-    check_parity(log_softmax(xd.to(kGpu), 1), log_softmax(xd, 1), tol_for(dtype), tol_for(dtype));
+    check_parity(softmax(xd.to(kGpu), 1), softmax(xd, 1), dtype_tolerance(dtype),
+                 dtype_tolerance(dtype));
+    check_parity(log_softmax(xd.to(kGpu), 1), log_softmax(xd, 1), dtype_tolerance(dtype),
+                 dtype_tolerance(dtype));
   }
 }
 
