@@ -280,6 +280,50 @@ TEST_CASE("conv2d: images batched into one product, with a single image left ove
   check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), 1e-12);
 }
 
+// Stride-1 f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp.
+// The shapes cover output-channel counts that leave 1 to 3 rows of a 4-row tile, tap counts that
+// leave 1 or 2 of a 3-tap tile, pads narrower than the kernel's reach, dilation, groups, batches
+// that fill several chunks with one image left over, and a single image split across threads.
+TEST_CASE("conv2d: stride-1 f32 forward and gradients match the direct loops") {
+  struct Case {
+    Shape x, w;
+    Conv p;
+  };
+  const Case cases[] = {
+      {{3, 5, 9, 11}, {6, 5, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{9, 16, 28, 28}, {16, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{5, 3, 7, 7}, {7, 3, 1, 1}, {}},
+      {{2, 4, 8, 6}, {5, 4, 5, 3}, {{1, 1}, {2, 1}, {1, 1}, 1}},
+      {{2, 4, 9, 9}, {4, 4, 3, 3}, {{1, 1}, {2, 2}, {2, 2}, 1}},
+      {{3, 2, 6, 7}, {2, 2, 3, 3}, {}},
+      {{2, 3, 6, 5}, {3, 3, 3, 3}, {{1, 1}, {1, 0}, {1, 1}, 1}},
+      {{2, 6, 8, 8}, {4, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},
+      {{2, 6, 7, 7}, {6, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 6}},
+      {{2, 3, 4, 4}, {2, 3, 6, 6}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{1, 8, 20, 20}, {12, 8, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+  };
+  uint64_t seed = 300;
+  for (const Case& c : cases) {
+    INFO("x " << shape_str(c.x) << " w " << shape_str(c.w) << " padding " << c.p.padding[0] << ","
+              << c.p.padding[1] << " dilation " << c.p.dilation[0] << "," << c.p.dilation[1]
+              << " groups " << c.p.groups);
+    for (bool with_bias : {true, false}) {
+      Tensor x = random(c.x, seed++, DType::f32).requires_grad_();
+      Tensor w = random(c.w, seed++, DType::f32).requires_grad_();
+      Tensor b = with_bias ? random({c.w[0]}, seed++, DType::f32) : Tensor();
+      Tensor out = conv2d(x, w, b, c.p.stride, c.p.padding, c.p.dilation, c.p.groups);
+      check_close(out, reference_conv(x, w, b, c.p), 1e-5);
+      Tensor r = random(out.shape(), seed++, DType::f32);
+      sum(mul(out, r)).backward();
+      ReferenceGrads want = reference_grads(x, w, r, c.p);
+      check_close(x.grad(), want.x, 1e-5);
+      // A weight's gradient sums up to 9 * 28 * 28 f32 products, so its rounding error grows
+      // past the forward's; an indexing mistake would still be off by whole products.
+      check_close(w.grad(), want.w, 1e-4);
+    }
+  }
+}
+
 TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {
   Conv p{{2, 2}, {1, 1}, {1, 1}, 1};
   Tensor x = random({3, 2, 6, 6}, 160, DType::f32), w = random({4, 2, 3, 3}, 161, DType::f32);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/core/factories.h"
+#include "kiln/kernels/cpu/conv2d_direct.h"
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/matmul.h"
 
@@ -224,6 +225,11 @@ void scatter_images(const T* matrix, int64_t channels, int64_t group_channels, i
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                     const Conv2dGeometry& g) {
+  if (x.dtype() == DType::f32 && direct_conv2d_applies(g)) {
+    direct_conv2d_forward(x.data<float>(), weight.data<float>(),
+                          bias.defined() ? bias.data<float>() : nullptr, out.data<float>(), g);
+    return;
+  }
   const GemmSizes s = gemm_sizes(g);
   visit_f32_f64("conv2d", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -346,6 +352,11 @@ void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const T
 
 void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                             const Conv2dGeometry& g) {
+  if (x.dtype() == DType::f32 && direct_conv2d_applies(g)) {
+    direct_conv2d_backward_weight(grad_out.data<float>(), x.data<float>(),
+                                  grad_weight.data<float>(), g);
+    return;
+  }
   const GemmSizes s = gemm_sizes(g);
   visit_f32_f64("conv2d_backward_weight", grad_out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -1,0 +1,86 @@
+// CPU convolution kernels on the layer shapes of ResNet-20 at 28x28: forward, input gradient and
+// weight gradient, each as milliseconds per call and GFLOP/s (2 * O * C/groups * kH * kW * OH *
+// OW * N flops). Its peer is conv2d_cpu_torch.py (the same shapes through PyTorch's oneDNN).
+//
+//   benchmarks/conv2d_cpu --threads 2 --batch-size 128 --repeats 10
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "kiln/core/ops/conv.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Layer {
+  const char* name;
+  int64_t in_channels, out_channels, side, kernel, stride, padding;
+};
+
+// Every distinct convolution of CIFAR-style ResNet-20 on single-channel 28x28 images.
+const Layer kLayers[] = {
+    {"stem 1->16 3x3", 1, 16, 28, 3, 1, 1},      {"stage1 16->16 3x3", 16, 16, 28, 3, 1, 1},
+    {"down 16->32 3x3/2", 16, 32, 28, 3, 2, 1},  {"short 16->32 1x1/2", 16, 32, 28, 1, 2, 0},
+    {"stage2 32->32 3x3", 32, 32, 14, 3, 1, 1},  {"down 32->64 3x3/2", 32, 64, 14, 3, 2, 1},
+    {"short 32->64 1x1/2", 32, 64, 14, 1, 2, 0}, {"stage3 64->64 3x3", 64, 64, 7, 3, 1, 1},
+};
+
+template <class F>
+double best_ms(int64_t repeats, F&& fn) {
+  fn();
+  double best = 1e30;
+  for (int64_t i = 0; i < repeats; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t batch_size = 128, repeats = 10;
+  int threads = 2;
+  CLI::App app{"conv2d_cpu: time of kiln's CPU convolution kernels per ResNet-20 layer"};
+  app.add_option("--batch-size", batch_size)->capture_default_str();
+  app.add_option("--repeats", repeats, "timed calls per kernel; the fastest is reported")
+      ->capture_default_str();
+  app.add_option("--threads", threads)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  omp_set_num_threads(threads);
+  manual_seed(0);
+
+  std::printf("kiln conv2d, f32, batch %lld, %d threads: ms per call (GFLOP/s)\n",
+              static_cast<long long>(batch_size), threads);
+  std::printf("%-20s %18s %18s %18s\n", "layer", "forward", "input grad", "weight grad");
+  double total_ms = 0;
+  for (const Layer& l : kLayers) {
+    const Pair stride{l.stride, l.stride}, padding{l.padding, l.padding};
+    Tensor x = randn({batch_size, l.in_channels, l.side, l.side});
+    Tensor w = randn({l.out_channels, l.in_channels, l.kernel, l.kernel});
+    Tensor out = conv2d(x, w, Tensor(), stride, padding);
+    Tensor grad = randn(out.shape());
+    const double gflop = 2.0 * static_cast<double>(out.numel() * l.in_channels * l.kernel *
+                                                   l.kernel) / 1e9;
+    const double ms[3] = {
+        best_ms(repeats, [&] { conv2d(x, w, Tensor(), stride, padding); }),
+        best_ms(repeats, [&] { conv2d_backward_input(grad, w, x.shape(), stride, padding); }),
+        best_ms(repeats, [&] { conv2d_backward_weight(grad, x, w.shape(), stride, padding); }),
+    };
+    std::printf("%-20s", l.name);
+    for (double t : ms) {
+      std::printf(" %8.2f (%6.1f)", t, gflop / (t / 1e3));
+      total_ms += t;
+    }
+    std::printf("\n");
+  }
+  std::printf("total: %.1f ms per batch for one call of each kernel on each layer shape\n",
+              total_ms);
+  return 0;
+}

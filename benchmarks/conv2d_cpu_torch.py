@@ -1,0 +1,71 @@
+"""The PyTorch peer of conv2d_cpu: the same ResNet-20 layer shapes through PyTorch's CPU convolution
+(oneDNN), forward, input gradient and weight gradient, fastest of --repeats calls.
+
+    /usr/bin/python3 benchmarks/conv2d_cpu_torch.py --threads 2 --batch-size 128 --repeats 10
+"""
+import argparse
+import time
+
+import torch
+import torch.nn.grad
+
+LAYERS = [
+    ("stem 1->16 3x3", 1, 16, 28, 3, 1, 1),
+    ("stage1 16->16 3x3", 16, 16, 28, 3, 1, 1),
+    ("down 16->32 3x3/2", 16, 32, 28, 3, 2, 1),
+    ("short 16->32 1x1/2", 16, 32, 28, 1, 2, 0),
+    ("stage2 32->32 3x3", 32, 32, 14, 3, 1, 1),
+    ("down 32->64 3x3/2", 32, 64, 14, 3, 2, 1),
+    ("short 32->64 1x1/2", 32, 64, 14, 1, 2, 0),
+    ("stage3 64->64 3x3", 64, 64, 7, 3, 1, 1),
+]
+
+
+def best_ms(repeats, fn):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    conv = torch.ops.aten.convolution_backward
+    print(f"torch {torch.__version__} conv2d, f32, batch {args.batch_size}, {args.threads} threads: "
+          "ms per call (GFLOP/s)")
+    print(f"{'layer':<20} {'forward':>18} {'input grad':>18} {'weight grad':>18}")
+    total = 0.0
+    for name, cin, cout, side, k, s, p in LAYERS:
+        x = torch.randn(args.batch_size, cin, side, side)
+        w = torch.randn(cout, cin, k, k)
+        out = torch.nn.functional.conv2d(x, w, None, s, p)
+        g = torch.randn_like(out)
+        gflop = 2.0 * out.numel() * cin * k * k / 1e9
+
+        def forward():
+            torch.nn.functional.conv2d(x, w, None, s, p)
+
+        def input_grad():
+            conv(g, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, False, False])
+
+        def weight_grad():
+            conv(g, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [False, True, False])
+
+        with torch.no_grad():
+            times = [best_ms(args.repeats, f) for f in (forward, input_grad, weight_grad)]
+        total += sum(times)
+        print(f"{name:<20}" + "".join(f" {t:8.2f} ({gflop / (t / 1e3):6.1f})" for t in times))
+    print(f"total: {total:.1f} ms per batch for one call of each kernel on each layer shape")
+
+
+if __name__ == "__main__":
+    main()

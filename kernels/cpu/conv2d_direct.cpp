@@ -1,0 +1,456 @@
+// Stride-1 f32 convolution without a column matrix.
+//
+// The layout. A chunk of images is copied once into a padded buffer, channel by channel. Each
+// channel is a grid of rows `row_stride = W + pad_w` wide: pad_w zeros, then one input row. Images
+// follow each other every `image_rows = H + pad_h` rows, after pad_h rows of zeros. One run of
+// zeros thus pads two neighbours at once: the end of a row and the start of the next, the bottom
+// of an image and the top of the next. Output (b, oh, ow) lives at position
+// p = (b * image_rows + oh) * row_stride + ow, and kernel tap (c, ki, kj) reads its input at
+// p + c * channel_stride + ki * dilation_h * row_stride + kj * dilation_w: one fixed offset per
+// tap, so the "column matrix" of im2col is the padded buffer itself, read at K shifted offsets.
+// The positions that fall on padding (ow >= OW, oh >= OH: about 7% of them at 28x28, 30% at 7x7)
+// are computed too and thrown away.
+//
+// The forward micro-kernel: a tile of 4 output channels x 24 positions held in twelve 8-float
+// registers; per tap, three loads of the padded input and four broadcast weights feed 12 FMAs.
+// The input gradient of a stride-1 convolution is a stride-1 convolution too (conv2d.cpp), so it
+// runs on this kernel as well.
+//
+// The weight-gradient micro-kernel: grad_weight[o][k] = sum_p grad[o][p] * input[p + offset_k],
+// with grad laid out like the output and zero at the padding positions. A tile of 4 output
+// channels x 3 taps keeps twelve partial sums as vectors over 8 positions and reduces each to one
+// number at the end of a block of positions.
+#include "kiln/kernels/cpu/conv2d_direct.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "kiln/kernels/cpu/loops.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace kiln::cpu {
+
+namespace {
+
+#if defined(__AVX2__) && defined(__FMA__)
+using Vec = __m256;
+inline Vec vzero() {
+  return _mm256_setzero_ps();
+}
+inline Vec vbroadcast(float v) {
+  return _mm256_set1_ps(v);
+}
+inline Vec vload(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline void vstore(float* p, Vec v) {
+  _mm256_storeu_ps(p, v);
+}
+inline Vec vfma(Vec a, Vec b, Vec c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+inline float vsum(Vec v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+// Copies n floats, n mostly below 32 (a row of a late-layer image, a run of a tile): a call to
+// memmove per run cost about a sixth of the forward kernel's time at 7x7.
+inline void copy_short(const float* src, float* dst, int64_t n) {
+  alignas(32) static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                0,  0,  0,  0,  0,  0,  0,  0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+  if (i < n) {
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - i)));
+    _mm256_maskstore_ps(dst + i, mask, _mm256_maskload_ps(src + i, mask));
+  }
+}
+#else
+inline void copy_short(const float* src, float* dst, int64_t n) {
+  std::copy(src, src + n, dst);
+}
+// The same kernels on 8-float arrays, for builds without AVX2 + FMA.
+struct Vec {
+  float v[8];
+};
+inline Vec vzero() {
+  return Vec{};
+}
+inline Vec vbroadcast(float x) {
+  Vec r;
+  std::fill(r.v, r.v + 8, x);
+  return r;
+}
+inline Vec vload(const float* p) {
+  Vec r;
+  std::copy(p, p + 8, r.v);
+  return r;
+}
+inline void vstore(float* p, Vec v) {
+  std::copy(v.v, v.v + 8, p);
+}
+inline Vec vfma(Vec a, Vec b, Vec c) {
+  for (int i = 0; i < 8; ++i) c.v[i] += a.v[i] * b.v[i];
+  return c;
+}
+inline float vsum(Vec v) {
+  float s = 0;
+  for (float x : v.v) s += x;
+  return s;
+}
+#endif
+
+constexpr int kLanes = 8;
+constexpr int kTileChannels = 4;  // forward: output channels per tile
+constexpr int kTileVectors = 3;   // forward: 24 positions per tile
+constexpr int64_t kTilePositions = kTileVectors * kLanes;
+// Weight gradient: output channels x taps per tile. 6 x 2 keeps the 12 sums, both taps' inputs
+// and one row of grad in registers: 8 loads per 12 FMAs.
+constexpr int kWeightTileChannels = 6;
+constexpr int kWeightTileTaps = 2;
+// Weight gradient: positions summed per pass; the tile's 4 rows of grad (16 KB) stay in L1 while
+// every tap block reads them.
+constexpr int64_t kPositionBlock = 1024;
+// A chunk's padded input (and, for the weight gradient, its padded grad) is sized to stay in a
+// 1 MiB L2 with room for the weights.
+constexpr int64_t kChunkBytes = 256 * 1024;
+
+int64_t round_up(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+struct Layout {
+  int64_t row_stride = 0;      // W + pad_w
+  int64_t image_rows = 0;      // H + pad_h
+  int64_t images = 0;          // per chunk, at most
+  int64_t positions = 0;       // a full chunk's positions, rounded up to whole tiles
+  int64_t channel_stride = 0;  // floats per channel of the padded input
+};
+
+// Positions images [0, nb) of a chunk span: the ones that may hold an output.
+int64_t used_positions(const Layout& l, int64_t nb) {
+  return nb * l.image_rows * l.row_stride;
+}
+
+Layout layout_for(const Conv2dGeometry& g, int64_t images) {
+  Layout l;
+  l.row_stride = g.in_w + g.pad_w;
+  l.image_rows = g.in_h + g.pad_h;
+  l.images = images;
+  l.positions = round_up(used_positions(l, images), kTilePositions);
+  // The largest tap offset inside a channel. A tile past the last image reads up to
+  // positions + reach, and reach >= pad_h rows covers the zeros below the last image.
+  const int64_t reach =
+      (g.kernel_h - 1) * g.dilation_h * l.row_stride + (g.kernel_w - 1) * g.dilation_w;
+  l.channel_stride = round_up(l.positions + reach, kLanes);
+  return l;
+}
+
+// Images per chunk: as many as keep `channels` padded planes per image inside kChunkBytes.
+int64_t images_per_chunk(const Conv2dGeometry& g, int64_t channels) {
+  const int64_t plane = (g.in_h + g.pad_h) * (g.in_w + g.pad_w);
+  const int64_t bytes = std::max<int64_t>(1, channels * plane * int64_t{sizeof(float)});
+  return std::clamp<int64_t>(kChunkBytes / bytes, 1, std::max<int64_t>(g.batch, 1));
+}
+
+// Copies images [n0, n0 + nb) of x into the padded chunk layout described at the top.
+void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, int64_t n0, int64_t nb,
+                float* chunk) {
+  const int64_t rows = nb * l.image_rows + g.pad_h;
+  for (int64_t c = 0; c < g.in_channels; ++c) {
+    float* channel = chunk + c * l.channel_stride;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* line = channel + r * l.row_stride;
+      std::fill(line, line + g.pad_w, 0.0f);
+      const int64_t b = (r - g.pad_h) / l.image_rows, ih = (r - g.pad_h) % l.image_rows;
+      if (r >= g.pad_h && ih < g.in_h) {
+        const float* src = x + (((n0 + b) * g.in_channels + c) * g.in_h + ih) * g.in_w;
+        copy_short(src, line + g.pad_w, g.in_w);
+      } else {
+        std::fill(line + g.pad_w, line + l.row_stride, 0.0f);
+      }
+    }
+    std::fill(channel + rows * l.row_stride, channel + l.channel_stride, 0.0f);
+  }
+}
+
+// Copies grad_out of images [n0, n0 + nb) to the output positions of the layout, [O, positions],
+// with zeros at every position that is not an output so that it adds nothing.
+void pack_grad(const float* grad, const Conv2dGeometry& g, const Layout& l, int64_t n0, int64_t nb,
+               float* packed) {
+  const int64_t used = used_positions(l, nb);
+  for (int64_t o = 0; o < g.out_channels; ++o) {
+    float* dst = packed + o * l.positions;
+    for (int64_t r = 0; r < nb * l.image_rows; ++r) {
+      float* line = dst + r * l.row_stride;
+      const int64_t b = r / l.image_rows, oh = r % l.image_rows;
+      if (oh < g.out_h) {
+        const float* src = grad + (((n0 + b) * g.out_channels + o) * g.out_h + oh) * g.out_w;
+        copy_short(src, line, g.out_w);
+        std::fill(line + g.out_w, line + l.row_stride, 0.0f);
+      } else {
+        std::fill(line, line + l.row_stride, 0.0f);
+      }
+    }
+    std::fill(dst + used, dst + l.positions, 0.0f);
+  }
+}
+
+// offsets[grp * K + k]: where tap k = (c, ki, kj) of group grp reads, relative to the position.
+std::vector<int64_t> tap_offsets(const Conv2dGeometry& g, const Layout& l) {
+  const int64_t cg = g.in_channels / g.groups;
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(g.groups * cg * g.kernel_h * g.kernel_w));
+  for (int64_t grp = 0; grp < g.groups; ++grp)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t ki = 0; ki < g.kernel_h; ++ki)
+        for (int64_t kj = 0; kj < g.kernel_w; ++kj)
+          offsets.push_back((grp * cg + c) * l.channel_stride + ki * g.dilation_h * l.row_stride +
+                            kj * g.dilation_w);
+  return offsets;
+}
+
+// Tile rows [o0, o0 + rows) of a group's [Og, K] weight block, as [K][rows]: the four weights one
+// tap multiplies sit side by side for the broadcasts.
+std::vector<float> pack_weights(const float* weight, const Conv2dGeometry& g, int64_t k_size) {
+  const int64_t og = g.out_channels / g.groups;
+  std::vector<float> packed(static_cast<size_t>(g.out_channels * k_size));
+  float* dst = packed.data();
+  for (int64_t grp = 0; grp < g.groups; ++grp)
+    for (int64_t o0 = 0; o0 < og; o0 += kTileChannels) {
+      const int64_t rows = std::min<int64_t>(kTileChannels, og - o0);
+      const float* w = weight + (grp * og + o0) * k_size;
+      for (int64_t k = 0; k < k_size; ++k)
+        for (int64_t r = 0; r < rows; ++r) *dst++ = w[r * k_size + k];
+    }
+  return packed;
+}
+
+template <int Rows>
+void forward_tile(const float* weights, const float* chunk, const int64_t* offsets, int64_t k_size,
+                  int64_t p0, const float* bias, float* tile) {
+  Vec acc[Rows][kTileVectors];
+#pragma GCC unroll 4
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < kTileVectors; ++j) acc[r][j] = bias ? vbroadcast(bias[r]) : vzero();
+  for (int64_t k = 0; k < k_size; ++k) {
+    const float* in = chunk + offsets[k] + p0;
+    const Vec in0 = vload(in), in1 = vload(in + kLanes), in2 = vload(in + 2 * kLanes);
+#pragma GCC unroll 4
+    for (int r = 0; r < Rows; ++r) {
+      const Vec w = vbroadcast(weights[k * Rows + r]);
+      acc[r][0] = vfma(w, in0, acc[r][0]);
+      acc[r][1] = vfma(w, in1, acc[r][1]);
+      acc[r][2] = vfma(w, in2, acc[r][2]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < kTileVectors; ++j)
+      vstore(tile + r * kTilePositions + j * kLanes, acc[r][j]);
+}
+
+void forward_tile_rows(int64_t rows, const float* weights, const float* chunk,
+                       const int64_t* offsets, int64_t k_size, int64_t p0, const float* bias,
+                       float* tile) {
+  switch (rows) {
+    case 4:
+      return forward_tile<4>(weights, chunk, offsets, k_size, p0, bias, tile);
+    case 3:
+      return forward_tile<3>(weights, chunk, offsets, k_size, p0, bias, tile);
+    case 2:
+      return forward_tile<2>(weights, chunk, offsets, k_size, p0, bias, tile);
+    default:
+      return forward_tile<1>(weights, chunk, offsets, k_size, p0, bias, tile);
+  }
+}
+
+// Copies a tile's `rows` output channels, positions [p0, p0 + 24) of the chunk, to the outputs
+// they hold: each run of positions inside one output row goes as one copy, padding is skipped.
+void store_tile(const float* tile, int64_t rows, int64_t p0, int64_t used, const Layout& l,
+                const Conv2dGeometry& g, int64_t o_first, float* out_chunk) {
+  const int64_t end = std::min(p0 + kTilePositions, used);
+  for (int64_t p = p0; p < end;) {
+    const int64_t row = p / l.row_stride, col = p - row * l.row_stride;
+    const int64_t run_end = std::min(end, (row + 1) * l.row_stride);
+    const int64_t b = row / l.image_rows, oh = row - b * l.image_rows;
+    if (oh < g.out_h && col < g.out_w) {
+      const int64_t n = std::min(run_end, row * l.row_stride + g.out_w) - p;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* src = tile + r * kTilePositions + (p - p0);
+        copy_short(src,
+                   out_chunk + ((b * g.out_channels + o_first + r) * g.out_h + oh) * g.out_w + col,
+                   n);
+      }
+    }
+    p = run_end;
+  }
+}
+
+// One weight-gradient tile: `Rows` output channels x `Taps` taps, positions [p_begin, p_end).
+struct WeightTile {
+  const float* grad;       // the tile's first row of packed grad
+  int64_t grad_stride;     // floats between rows of packed grad
+  const float* chunk;      // the padded input
+  const int64_t* offsets;  // the tile's first tap offset
+  int64_t p_begin, p_end;
+  float* out;  // grad_weight at the tile's first (row, tap), rows k_size apart
+  int64_t k_size;
+};
+
+template <int Rows, int Taps>
+void weight_tile(const WeightTile& w) {
+  Vec acc[Rows][Taps];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < Taps; ++t) acc[r][t] = vzero();
+  for (int64_t p = w.p_begin; p < w.p_end; p += kLanes) {
+    Vec in[Taps];
+#pragma GCC unroll 8
+    for (int t = 0; t < Taps; ++t) in[t] = vload(w.chunk + w.offsets[t] + p);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const Vec gr = vload(w.grad + r * w.grad_stride + p);
+#pragma GCC unroll 8
+      for (int t = 0; t < Taps; ++t) acc[r][t] = vfma(gr, in[t], acc[r][t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 8
+    for (int t = 0; t < Taps; ++t) w.out[r * w.k_size + t] += vsum(acc[r][t]);
+}
+
+// Runs the tile kernel compiled for `rows` x `taps`, each at most Rows x Taps.
+template <int Rows = kWeightTileChannels, int Taps = kWeightTileTaps>
+void weight_tile_for(int64_t rows, int64_t taps, const WeightTile& w) {
+  if constexpr (Rows > 1) {
+    if (rows < Rows) return weight_tile_for<Rows - 1, Taps>(rows, taps, w);
+  }
+  if constexpr (Taps > 1) {
+    if (taps < Taps) return weight_tile_for<Rows, Taps - 1>(rows, taps, w);
+  }
+  weight_tile<Rows, Taps>(w);
+}
+
+// Uninitialised working memory: the pack functions write every element.
+std::unique_ptr<float[]> scratch(int64_t n) {
+  return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+}
+
+int64_t flops_per_image(const Conv2dGeometry& g) {
+  return std::max<int64_t>(
+      1, g.out_channels * (g.in_channels / g.groups) * g.kernel_h * g.kernel_w * g.out_h * g.out_w);
+}
+
+}  // namespace
+
+bool direct_conv2d_applies(const Conv2dGeometry& g) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
+         g.pad_w <= g.dilation_w * (g.kernel_w - 1);
+}
+
+void direct_conv2d_forward(const float* x, const float* weight, const float* bias, float* out,
+                           const Conv2dGeometry& g) {
+  if (g.batch == 0 || g.out_channels == 0 || g.out_h <= 0 || g.out_w <= 0) return;
+  const int64_t og = g.out_channels / g.groups;
+  const int64_t k_size = g.in_channels / g.groups * g.kernel_h * g.kernel_w;
+  const int64_t per = images_per_chunk(g, g.in_channels);
+  const Layout l = layout_for(g, per);
+  const std::vector<int64_t> offsets = tap_offsets(g, l);
+  const std::vector<float> weights = pack_weights(weight, g, k_size);
+  const int64_t out_image = g.out_channels * g.out_h * g.out_w;
+  parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
+    auto chunk = scratch(g.in_channels * l.channel_stride);
+    for (int64_t n0 = begin; n0 < end; n0 += per) {
+      const int64_t nb = std::min(per, end - n0), used = used_positions(l, nb);
+      pack_input(x, g, l, n0, nb, chunk.get());
+      // Inside the loop over images this runs on the calling thread; with a single image it is
+      // what spreads the work across threads.
+      const int64_t tiles = (used + kTilePositions - 1) / kTilePositions;
+      parallel_for(tiles, flops_per_image(g) / std::max<int64_t>(tiles, 1) * nb,
+                   [&](int64_t t0, int64_t t1) {
+                     alignas(32) float tile[kTileChannels * kTilePositions];
+                     for (int64_t t = t0; t < t1; ++t) {
+                       const int64_t p0 = t * kTilePositions;
+                       const float* w = weights.data();
+                       for (int64_t grp = 0; grp < g.groups; ++grp)
+                         for (int64_t o0 = 0; o0 < og; o0 += kTileChannels) {
+                           const int64_t rows = std::min<int64_t>(kTileChannels, og - o0);
+                           const int64_t o_first = grp * og + o0;
+                           forward_tile_rows(rows, w, chunk.get(), offsets.data() + grp * k_size,
+                                             k_size, p0, bias ? bias + o_first : nullptr, tile);
+                           store_tile(tile, rows, p0, used, l, g, o_first, out + n0 * out_image);
+                           w += rows * k_size;
+                         }
+                     }
+                   });
+    }
+  });
+}
+
+void direct_conv2d_backward_weight(const float* grad_out, const float* x, float* grad_weight,
+                                   const Conv2dGeometry& g) {
+  const int64_t og = g.out_channels / g.groups;
+  const int64_t k_size = g.in_channels / g.groups * g.kernel_h * g.kernel_w;
+  const int64_t weight_numel = g.out_channels * k_size;
+  std::fill(grad_weight, grad_weight + weight_numel, 0.0f);
+  if (g.batch == 0 || weight_numel == 0 || g.out_h <= 0 || g.out_w <= 0) return;
+  const int64_t per = images_per_chunk(g, g.in_channels + g.out_channels);
+  const Layout l = layout_for(g, per);
+  const std::vector<int64_t> offsets = tap_offsets(g, l);
+  // Rows split into equal blocks (32 as 6,6,5,5,5,5 rather than five 6s and a 2): a thin last
+  // block would run the kernel with few sums to hide the FMA latency behind.
+  const int64_t blocks_per_group = (og + kWeightTileChannels - 1) / kWeightTileChannels;
+  const int64_t block_rows = og / std::max<int64_t>(blocks_per_group, 1);
+  const int64_t wider_blocks = og % std::max<int64_t>(blocks_per_group, 1);
+  parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
+    // Each thread sums its images into its own copy, so the shared gradient is written once per
+    // thread rather than raced on per chunk.
+    const bool alone = begin == 0 && end == g.batch;
+    std::vector<float> partial(alone ? 0 : static_cast<size_t>(weight_numel), 0.0f);
+    float* acc = alone ? grad_weight : partial.data();
+    auto chunk = scratch(g.in_channels * l.channel_stride);
+    auto grads = scratch(g.out_channels * l.positions);
+    for (int64_t n0 = begin; n0 < end; n0 += per) {
+      const int64_t nb = std::min(per, end - n0);
+      const int64_t used = round_up(used_positions(l, nb), kLanes);
+      pack_input(x, g, l, n0, nb, chunk.get());
+      pack_grad(grad_out, g, l, n0, nb, grads.get());
+      // Row blocks write disjoint rows of acc, so a single image can split them across threads.
+      parallel_for(g.groups * blocks_per_group, og * k_size * used / blocks_per_group,
+                   [&](int64_t i0, int64_t i1) {
+                     for (int64_t i = i0; i < i1; ++i) {
+                       const int64_t grp = i / blocks_per_group;
+                       const int64_t block = i % blocks_per_group;
+                       const int64_t o0 = block * block_rows + std::min(block, wider_blocks);
+                       const int64_t rows = block_rows + (block < wider_blocks ? 1 : 0);
+                       const float* grad = grads.get() + (grp * og + o0) * l.positions;
+                       float* out = acc + (grp * og + o0) * k_size;
+                       const int64_t* group_offsets = offsets.data() + grp * k_size;
+                       for (int64_t p = 0; p < used; p += kPositionBlock) {
+                         const int64_t p_end = std::min(used, p + kPositionBlock);
+                         for (int64_t k0 = 0; k0 < k_size; k0 += kWeightTileTaps)
+                           weight_tile_for(rows, std::min<int64_t>(kWeightTileTaps, k_size - k0),
+                                           {grad, l.positions, chunk.get(), group_offsets + k0, p,
+                                            p_end, out + k0, k_size});
+                       }
+                     }
+                   });
+    }
+    if (!alone) {
+#pragma omp critical(kiln_direct_conv2d_backward_weight)
+      for (int64_t i = 0; i < weight_numel; ++i) grad_weight[i] += partial[i];
+    }
+  });
+}
+
+}  // namespace kiln::cpu
