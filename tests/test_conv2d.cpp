@@ -280,11 +280,12 @@ TEST_CASE("conv2d: images batched into one product, with a single image left ove
   check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), 1e-12);
 }
 
-// Stride-1 f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp.
-// The shapes cover output-channel counts that leave 1 to 3 rows of a 4-row tile, tap counts that
-// leave 1 or 2 of a 3-tap tile, pads narrower than the kernel's reach, dilation, groups, batches
-// that fill several chunks with one image left over, and a single image split across threads.
-TEST_CASE("conv2d: stride-1 f32 forward and gradients match the direct loops") {
+// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp. The shapes
+// cover output-channel counts that leave part of a tile's rows, odd tap counts, pads narrower
+// and wider than the kernel's reach, dilation, groups, batches that fill several chunks with one
+// image left over, a single image split across threads, and strides 2 and 3 (phase planes, one
+// of them shorter when the size is odd; a 1x1 stride-2 kernel that reads only one phase).
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops") {
   struct Case {
     Shape x, w;
     Conv p;
@@ -301,6 +302,13 @@ TEST_CASE("conv2d: stride-1 f32 forward and gradients match the direct loops") {
       {{2, 6, 7, 7}, {6, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 6}},
       {{2, 3, 4, 4}, {2, 3, 6, 6}, {{1, 1}, {1, 1}, {1, 1}, 1}},
       {{1, 8, 20, 20}, {12, 8, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{3, 5, 9, 11}, {6, 5, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
+      {{4, 16, 28, 28}, {32, 16, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
+      {{4, 16, 14, 14}, {32, 16, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}},
+      {{2, 3, 9, 8}, {5, 3, 3, 2}, {{2, 1}, {0, 2}, {1, 2}, 1}},
+      {{2, 3, 10, 9}, {4, 3, 2, 2}, {{3, 3}, {0, 1}, {1, 1}, 1}},
+      {{2, 3, 5, 6}, {4, 3, 1, 1}, {{1, 2}, {1, 1}, {1, 1}, 1}},
+      {{2, 4, 8, 7}, {4, 1, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 4}},
   };
   uint64_t seed = 300;
   for (const Case& c : cases) {

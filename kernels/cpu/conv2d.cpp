@@ -225,7 +225,7 @@ void scatter_images(const T* matrix, int64_t channels, int64_t group_channels, i
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                     const Conv2dGeometry& g) {
-  if (x.dtype() == DType::f32 && direct_conv2d_applies(g)) {
+  if (x.dtype() == DType::f32) {
     direct_conv2d_forward(x.data<float>(), weight.data<float>(),
                           bias.defined() ? bias.data<float>() : nullptr, out.data<float>(), g);
     return;
@@ -352,7 +352,7 @@ void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const T
 
 void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                             const Conv2dGeometry& g) {
-  if (x.dtype() == DType::f32 && direct_conv2d_applies(g)) {
+  if (x.dtype() == DType::f32) {
     direct_conv2d_backward_weight(grad_out.data<float>(), x.data<float>(),
                                   grad_weight.data<float>(), g);
     return;

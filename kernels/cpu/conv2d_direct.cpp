@@ -1,15 +1,21 @@
-// Stride-1 f32 convolution without a column matrix.
+// f32 convolution without a column matrix.
 //
-// The layout. A chunk of images is copied once into a padded buffer, channel by channel. Each
-// channel is a grid of rows `row_stride = W + pad_w` wide: pad_w zeros, then one input row. Images
-// follow each other every `image_rows = H + pad_h` rows, after pad_h rows of zeros. One run of
-// zeros thus pads two neighbours at once: the end of a row and the start of the next, the bottom
-// of an image and the top of the next. Output (b, oh, ow) lives at position
-// p = (b * image_rows + oh) * row_stride + ow, and kernel tap (c, ki, kj) reads its input at
-// p + c * channel_stride + ki * dilation_h * row_stride + kj * dilation_w: one fixed offset per
-// tap, so the "column matrix" of im2col is the padded buffer itself, read at K shifted offsets.
-// The positions that fall on padding (ow >= OW, oh >= OH: about 7% of them at 28x28, 30% at 7x7)
-// are computed too and thrown away.
+// The layout, for stride 1. A chunk of images is copied once into a padded buffer, channel by
+// channel. Each channel is a grid of rows `row_stride = W + gap_w` wide: gap_w zeros, then one
+// input row. Images follow each other every `image_rows = H + gap_h` rows, after gap_h rows of
+// zeros. One run of zeros thus pads two neighbours at once: the end of a row and the start of the
+// next, the bottom of an image and the top of the next (for a 3x3 kernel with padding 1 both gaps
+// are 1). Output (b, oh, ow) lives at position p = (b * image_rows + oh) * row_stride + ow, and
+// kernel tap (c, ki, kj) reads its input at p + c * channel_stride + ki * dilation_h * row_stride
+// + kj * dilation_w: one fixed offset per tap, so the "column matrix" of im2col is the padded
+// buffer itself, read at K shifted offsets. The positions that fall on padding (ow >= OW,
+// oh >= OH: about 7% of them at 28x28, 30% at 7x7) are computed too and thrown away.
+//
+// Stride s. Each input plane is split into its s x s phases (even rows and even columns, even
+// rows and odd columns, ...), each packed as above. Output o then reads input s * o + e, which is
+// phase e mod s at offset o + floor(e / s): again one fixed offset per tap, into the plane of
+// the tap's phase. Phases no tap reads (three of the four of a 1x1 stride-2 shortcut) are not
+// packed.
 //
 // The forward micro-kernel: a tile of 4 output channels x 24 positions held in twelve 8-float
 // registers; per tap, three loads of the padded input and four broadcast weights feed 12 FMAs.
@@ -23,7 +29,6 @@
 #include "kiln/kernels/cpu/conv2d_direct.h"
 
 #include <algorithm>
-#include <memory>
 #include <vector>
 
 #include "kiln/kernels/cpu/loops.h"
@@ -58,17 +63,18 @@ inline float vsum(Vec v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
-// Copies n floats, n mostly below 32 (a row of a late-layer image, a run of a tile): a call to
-// memmove per run cost about a sixth of the forward kernel's time at 7x7.
+// Copies n floats, n mostly below 32 (a row of a late-layer image, a run of a tile). A call to
+// memmove per run cost about a sixth of the forward kernel's time at 7x7, and AVX2's masked
+// store is microcoded on AMD cores, slower still, so the tail goes as one 4-wide copy and up to
+// three single floats.
 inline void copy_short(const float* src, float* dst, int64_t n) {
-  alignas(32) static const int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                                0,  0,  0,  0,  0,  0,  0,  0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
-  if (i < n) {
-    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - i)));
-    _mm256_maskstore_ps(dst + i, mask, _mm256_maskload_ps(src + i, mask));
+  if (i + 4 <= n) {
+    _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
+    i += 4;
   }
+  for (; i < n; ++i) dst[i] = src[i];
 }
 #else
 inline void copy_short(const float* src, float* dst, int64_t n) {
@@ -109,6 +115,7 @@ constexpr int kLanes = 8;
 constexpr int kTileChannels = 4;  // forward: output channels per tile
 constexpr int kTileVectors = 3;   // forward: 24 positions per tile
 constexpr int64_t kTilePositions = kTileVectors * kLanes;
+constexpr int64_t kTapBlock = 160;  // forward: taps per pass over a tile
 // Weight gradient: output channels x taps per tile. 6 x 2 keeps the 12 sums, both taps' inputs
 // and one row of grad in registers: 8 loads per 12 FMAs.
 constexpr int kWeightTileChannels = 6;
@@ -124,12 +131,52 @@ int64_t round_up(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
 }
 
+// How one axis of the input maps onto the layout. A tap whose input offset along the axis is
+// e = k * dilation - pad reads phase e mod stride of the input at plane offset floor(e / stride):
+// output o reads input stride * (o + shift) + phase.
+struct Axis {
+  int64_t stride = 1;
+  int64_t plane = 0;  // ceil(in / stride): the length of one phase
+  int64_t gap = 0;    // zeros before each row (columns) or image (rows), shared with the previous
+  int64_t pitch = 0;  // plane + gap
+  int64_t lowest = 0, highest = 0;  // the taps' shifts
+  std::vector<int64_t> phase_slot;  // [stride]: where a phase is packed, -1 when no tap reads it
+  int64_t phases = 0;               // phases packed
+};
+
+int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+Axis axis_for(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad,
+              int64_t dilation) {
+  Axis a;
+  a.stride = stride;
+  a.plane = (in + stride - 1) / stride;
+  a.phase_slot.assign(static_cast<size_t>(stride), -1);
+  a.lowest = floor_div(-pad, stride);
+  a.highest = floor_div((kernel - 1) * dilation - pad, stride);
+  for (int64_t k = 0; k < kernel; ++k) {
+    const int64_t e = k * dilation - pad;
+    a.phase_slot[static_cast<size_t>(e - floor_div(e, stride) * stride)] = 0;
+  }
+  for (int64_t& slot : a.phase_slot)
+    if (slot == 0) slot = a.phases++;
+  // Zeros enough for the reads before the first input (-lowest), past the last one (the last
+  // output's highest read minus the plane's end) and for the outputs to fit in the pitch.
+  a.gap = std::max({int64_t{0}, -a.lowest, out - 1 + a.highest - (a.plane - 1), out - a.plane});
+  a.pitch = a.plane + a.gap;
+  return a;
+}
+
 struct Layout {
-  int64_t row_stride = 0;      // W + pad_w
-  int64_t image_rows = 0;      // H + pad_h
+  Axis rows, cols;
+  int64_t row_stride = 0;      // cols.pitch
+  int64_t image_rows = 0;      // rows.pitch
+  int64_t planes = 0;          // packed phase planes per input channel
   int64_t images = 0;          // per chunk, at most
   int64_t positions = 0;       // a full chunk's positions, rounded up to whole tiles
-  int64_t channel_stride = 0;  // floats per channel of the padded input
+  int64_t channel_stride = 0;  // floats per packed phase plane
 };
 
 // Positions images [0, nb) of a chunk span: the ones that may hold an output.
@@ -139,65 +186,101 @@ int64_t used_positions(const Layout& l, int64_t nb) {
 
 Layout layout_for(const Conv2dGeometry& g, int64_t images) {
   Layout l;
-  l.row_stride = g.in_w + g.pad_w;
-  l.image_rows = g.in_h + g.pad_h;
+  l.rows = axis_for(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
+  l.cols = axis_for(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
+  l.row_stride = l.cols.pitch;
+  l.image_rows = l.rows.pitch;
+  l.planes = l.rows.phases * l.cols.phases;
   l.images = images;
   l.positions = round_up(used_positions(l, images), kTilePositions);
-  // The largest tap offset inside a channel. A tile past the last image reads up to
-  // positions + reach, and reach >= pad_h rows covers the zeros below the last image.
-  const int64_t reach =
-      (g.kernel_h - 1) * g.dilation_h * l.row_stride + (g.kernel_w - 1) * g.dilation_w;
-  l.channel_stride = round_up(l.positions + reach, kLanes);
+  // A tile past the last image reads up to positions + the largest tap offset; the packed rows
+  // end with the zeros below the last image.
+  const int64_t reach = (l.rows.gap + l.rows.highest) * l.row_stride + l.cols.gap + l.cols.highest;
+  const int64_t packed = (images * l.image_rows + l.rows.gap) * l.row_stride;
+  l.channel_stride = round_up(std::max(l.positions + reach, packed), kLanes);
   return l;
 }
 
-// Images per chunk: as many as keep `channels` padded planes per image inside kChunkBytes.
-int64_t images_per_chunk(const Conv2dGeometry& g, int64_t channels) {
-  const int64_t plane = (g.in_h + g.pad_h) * (g.in_w + g.pad_w);
-  const int64_t bytes = std::max<int64_t>(1, channels * plane * int64_t{sizeof(float)});
+// Images per chunk: as many as keep their packed input (and `extra_channels` output-sized
+// planes, the weight gradient's packed grad) inside kChunkBytes.
+int64_t images_per_chunk(const Conv2dGeometry& g, const Layout& one, int64_t extra_channels) {
+  const int64_t floats =
+      (g.in_channels * one.planes + extra_channels) * one.image_rows * one.row_stride;
+  const int64_t bytes = std::max<int64_t>(1, floats * int64_t{sizeof(float)});
   return std::clamp<int64_t>(kChunkBytes / bytes, 1, std::max<int64_t>(g.batch, 1));
 }
 
-// Copies images [n0, n0 + nb) of x into the padded chunk layout described at the top.
+// Copies the columns of one phase of an input row into a packed row of cols.plane values, zero
+// where the phase runs past the input.
+void pack_row(const float* src, const Conv2dGeometry& g, const Axis& cols, int64_t phase,
+              float* dst) {
+  if (cols.stride == 1) {
+    copy_short(src, dst, g.in_w);
+    return;
+  }
+  const int64_t valid = std::max<int64_t>(0, (g.in_w - phase + cols.stride - 1) / cols.stride);
+  const float* from = src + phase;
+  if (cols.stride == 2) {
+    // A constant stride lets the compiler vectorise the gather with shuffles.
+    for (int64_t j = 0; j < valid; ++j) dst[j] = from[2 * j];
+  } else {
+    for (int64_t j = 0; j < valid; ++j) dst[j] = from[j * cols.stride];
+  }
+  std::fill(dst + valid, dst + cols.plane, 0.0f);
+}
+
+// Copies images [n0, n0 + nb) of x into the padded chunk layout described at the top: for each
+// channel, each packed phase plane, each image, rows.gap zero rows then the plane's rows, each
+// after cols.gap zeros.
 void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, int64_t n0, int64_t nb,
                 float* chunk) {
-  const int64_t rows = nb * l.image_rows + g.pad_h;
-  for (int64_t c = 0; c < g.in_channels; ++c) {
-    float* channel = chunk + c * l.channel_stride;
-    for (int64_t r = 0; r < rows; ++r) {
-      float* line = channel + r * l.row_stride;
-      std::fill(line, line + g.pad_w, 0.0f);
-      const int64_t b = (r - g.pad_h) / l.image_rows, ih = (r - g.pad_h) % l.image_rows;
-      if (r >= g.pad_h && ih < g.in_h) {
-        const float* src = x + (((n0 + b) * g.in_channels + c) * g.in_h + ih) * g.in_w;
-        copy_short(src, line + g.pad_w, g.in_w);
-      } else {
-        std::fill(line + g.pad_w, line + l.row_stride, 0.0f);
+  const int64_t gap_rows = l.rows.gap * l.row_stride;
+  for (int64_t c = 0; c < g.in_channels; ++c)
+    for (int64_t a = 0; a < l.rows.stride; ++a) {
+      if (l.rows.phase_slot[a] < 0) continue;
+      for (int64_t b = 0; b < l.cols.stride; ++b) {
+        if (l.cols.phase_slot[b] < 0) continue;
+        float* plane = chunk + ((c * l.rows.phases + l.rows.phase_slot[a]) * l.cols.phases +
+                                l.cols.phase_slot[b]) *
+                                   l.channel_stride;
+        float* line = plane;
+        for (int64_t n = n0; n < n0 + nb; ++n) {
+          std::fill(line, line + gap_rows, 0.0f);
+          line += gap_rows;
+          const float* image = x + (n * g.in_channels + c) * g.in_h * g.in_w;
+          for (int64_t i = 0; i < l.rows.plane; ++i, line += l.row_stride) {
+            std::fill(line, line + l.cols.gap, 0.0f);
+            const int64_t ih = i * l.rows.stride + a;
+            if (ih < g.in_h) {
+              pack_row(image + ih * g.in_w, g, l.cols, b, line + l.cols.gap);
+            } else {
+              std::fill(line + l.cols.gap, line + l.row_stride, 0.0f);
+            }
+          }
+        }
+        std::fill(line, plane + l.channel_stride, 0.0f);
       }
     }
-    std::fill(channel + rows * l.row_stride, channel + l.channel_stride, 0.0f);
-  }
 }
 
 // Copies grad_out of images [n0, n0 + nb) to the output positions of the layout, [O, positions],
 // with zeros at every position that is not an output so that it adds nothing.
 void pack_grad(const float* grad, const Conv2dGeometry& g, const Layout& l, int64_t n0, int64_t nb,
                float* packed) {
-  const int64_t used = used_positions(l, nb);
   for (int64_t o = 0; o < g.out_channels; ++o) {
     float* dst = packed + o * l.positions;
-    for (int64_t r = 0; r < nb * l.image_rows; ++r) {
-      float* line = dst + r * l.row_stride;
-      const int64_t b = r / l.image_rows, oh = r % l.image_rows;
-      if (oh < g.out_h) {
-        const float* src = grad + (((n0 + b) * g.out_channels + o) * g.out_h + oh) * g.out_w;
+    float* line = dst;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* src = grad + ((n0 + b) * g.out_channels + o) * g.out_h * g.out_w;
+      for (int64_t oh = 0; oh < g.out_h; ++oh, line += l.row_stride, src += g.out_w) {
         copy_short(src, line, g.out_w);
         std::fill(line + g.out_w, line + l.row_stride, 0.0f);
-      } else {
-        std::fill(line, line + l.row_stride, 0.0f);
       }
+      const int64_t below = (l.image_rows - g.out_h) * l.row_stride;
+      std::fill(line, line + below, 0.0f);
+      line += below;
     }
-    std::fill(dst + used, dst + l.positions, 0.0f);
+    std::fill(line, dst + l.positions, 0.0f);
   }
 }
 
@@ -206,12 +289,17 @@ std::vector<int64_t> tap_offsets(const Conv2dGeometry& g, const Layout& l) {
   const int64_t cg = g.in_channels / g.groups;
   std::vector<int64_t> offsets;
   offsets.reserve(static_cast<size_t>(g.groups * cg * g.kernel_h * g.kernel_w));
-  for (int64_t grp = 0; grp < g.groups; ++grp)
-    for (int64_t c = 0; c < cg; ++c)
-      for (int64_t ki = 0; ki < g.kernel_h; ++ki)
-        for (int64_t kj = 0; kj < g.kernel_w; ++kj)
-          offsets.push_back((grp * cg + c) * l.channel_stride + ki * g.dilation_h * l.row_stride +
-                            kj * g.dilation_w);
+  for (int64_t c = 0; c < g.in_channels; ++c)
+    for (int64_t ki = 0; ki < g.kernel_h; ++ki)
+      for (int64_t kj = 0; kj < g.kernel_w; ++kj) {
+        const int64_t eh = ki * g.dilation_h - g.pad_h, ew = kj * g.dilation_w - g.pad_w;
+        const int64_t sh = floor_div(eh, l.rows.stride), sw = floor_div(ew, l.cols.stride);
+        const int64_t plane =
+            (c * l.rows.phases + l.rows.phase_slot[eh - sh * l.rows.stride]) * l.cols.phases +
+            l.cols.phase_slot[ew - sw * l.cols.stride];
+        offsets.push_back(plane * l.channel_stride + (l.rows.gap + sh) * l.row_stride + l.cols.gap +
+                          sw);
+      }
   return offsets;
 }
 
@@ -233,12 +321,15 @@ std::vector<float> pack_weights(const float* weight, const Conv2dGeometry& g, in
 
 template <int Rows>
 void forward_tile(const float* weights, const float* chunk, const int64_t* offsets, int64_t k_size,
-                  int64_t p0, const float* bias, float* tile) {
+                  int64_t p0, const float* bias, bool accumulate, float* tile) {
   Vec acc[Rows][kTileVectors];
 #pragma GCC unroll 4
   for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
-    for (int j = 0; j < kTileVectors; ++j) acc[r][j] = bias ? vbroadcast(bias[r]) : vzero();
+    for (int j = 0; j < kTileVectors; ++j)
+      acc[r][j] = accumulate ? vload(tile + r * kTilePositions + j * kLanes)
+                  : bias     ? vbroadcast(bias[r])
+                             : vzero();
   for (int64_t k = 0; k < k_size; ++k) {
     const float* in = chunk + offsets[k] + p0;
     const Vec in0 = vload(in), in1 = vload(in + kLanes), in2 = vload(in + 2 * kLanes);
@@ -259,16 +350,16 @@ void forward_tile(const float* weights, const float* chunk, const int64_t* offse
 
 void forward_tile_rows(int64_t rows, const float* weights, const float* chunk,
                        const int64_t* offsets, int64_t k_size, int64_t p0, const float* bias,
-                       float* tile) {
+                       bool accumulate, float* tile) {
   switch (rows) {
     case 4:
-      return forward_tile<4>(weights, chunk, offsets, k_size, p0, bias, tile);
+      return forward_tile<4>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
     case 3:
-      return forward_tile<3>(weights, chunk, offsets, k_size, p0, bias, tile);
+      return forward_tile<3>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
     case 2:
-      return forward_tile<2>(weights, chunk, offsets, k_size, p0, bias, tile);
+      return forward_tile<2>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
     default:
-      return forward_tile<1>(weights, chunk, offsets, k_size, p0, bias, tile);
+      return forward_tile<1>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
   }
 }
 
@@ -341,9 +432,13 @@ void weight_tile_for(int64_t rows, int64_t taps, const WeightTile& w) {
   weight_tile<Rows, Taps>(w);
 }
 
-// Uninitialised working memory: the pack functions write every element.
-std::unique_ptr<float[]> scratch(int64_t n) {
-  return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+// The thread's working buffer `slot`, grown to n floats and kept: a fresh allocation per call
+// would be mmapped and page-faulted in again every time at these sizes.
+float* thread_scratch(int slot, int64_t n) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[slot];
+  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
+  return b.data();
 }
 
 int64_t flops_per_image(const Conv2dGeometry& g) {
@@ -353,45 +448,53 @@ int64_t flops_per_image(const Conv2dGeometry& g) {
 
 }  // namespace
 
-bool direct_conv2d_applies(const Conv2dGeometry& g) {
-  return g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= g.dilation_h * (g.kernel_h - 1) &&
-         g.pad_w <= g.dilation_w * (g.kernel_w - 1);
-}
-
 void direct_conv2d_forward(const float* x, const float* weight, const float* bias, float* out,
                            const Conv2dGeometry& g) {
   if (g.batch == 0 || g.out_channels == 0 || g.out_h <= 0 || g.out_w <= 0) return;
   const int64_t og = g.out_channels / g.groups;
   const int64_t k_size = g.in_channels / g.groups * g.kernel_h * g.kernel_w;
-  const int64_t per = images_per_chunk(g, g.in_channels);
+  const int64_t per = images_per_chunk(g, layout_for(g, 1), 0);
   const Layout l = layout_for(g, per);
   const std::vector<int64_t> offsets = tap_offsets(g, l);
   const std::vector<float> weights = pack_weights(weight, g, k_size);
   const int64_t out_image = g.out_channels * g.out_h * g.out_w;
+  // Taps are taken in blocks of about 150 so that the input a tile reads for one block (a few
+  // cache lines per tap) stays in L1 while every row block of the tile uses it.
+  const int64_t k_blocks = std::max<int64_t>(1, (k_size + kTapBlock - 1) / kTapBlock);
+  const int64_t k_block = (k_size + k_blocks - 1) / k_blocks;
+  // Positions [p0, p0 + 24) of group grp of the chunk at image n0, every output channel, summed
+  // block by block into `tile` [og, 24] and then copied to the outputs.
+  auto forward_position_tile = [&](int64_t n0, int64_t used, int64_t p0, int64_t grp,
+                                   const float* chunk, float* tile) {
+    const float* group_weights = weights.data() + grp * og * k_size;
+    const int64_t* group_offsets = offsets.data() + grp * k_size;
+    for (int64_t k0 = 0; k0 < k_size; k0 += k_block) {
+      const int64_t kn = std::min(k_block, k_size - k0);
+      for (int64_t o0 = 0; o0 < og; o0 += kTileChannels) {
+        const int64_t rows = std::min<int64_t>(kTileChannels, og - o0);
+        forward_tile_rows(rows, group_weights + o0 * k_size + k0 * rows, chunk, group_offsets + k0,
+                          kn, p0, bias ? bias + grp * og + o0 : nullptr, k0 > 0,
+                          tile + o0 * kTilePositions);
+      }
+    }
+    for (int64_t o0 = 0; o0 < og; o0 += kTileChannels)
+      store_tile(tile + o0 * kTilePositions, std::min<int64_t>(kTileChannels, og - o0), p0, used, l,
+                 g, grp * og + o0, out + n0 * out_image);
+  };
   parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
-    auto chunk = scratch(g.in_channels * l.channel_stride);
+    float* chunk = thread_scratch(0, g.in_channels * l.planes * l.channel_stride);
     for (int64_t n0 = begin; n0 < end; n0 += per) {
       const int64_t nb = std::min(per, end - n0), used = used_positions(l, nb);
-      pack_input(x, g, l, n0, nb, chunk.get());
+      pack_input(x, g, l, n0, nb, chunk);
       // Inside the loop over images this runs on the calling thread; with a single image it is
       // what spreads the work across threads.
       const int64_t tiles = (used + kTilePositions - 1) / kTilePositions;
       parallel_for(tiles, flops_per_image(g) / std::max<int64_t>(tiles, 1) * nb,
                    [&](int64_t t0, int64_t t1) {
-                     alignas(32) float tile[kTileChannels * kTilePositions];
-                     for (int64_t t = t0; t < t1; ++t) {
-                       const int64_t p0 = t * kTilePositions;
-                       const float* w = weights.data();
+                     float* tile = thread_scratch(1, og * kTilePositions);
+                     for (int64_t t = t0; t < t1; ++t)
                        for (int64_t grp = 0; grp < g.groups; ++grp)
-                         for (int64_t o0 = 0; o0 < og; o0 += kTileChannels) {
-                           const int64_t rows = std::min<int64_t>(kTileChannels, og - o0);
-                           const int64_t o_first = grp * og + o0;
-                           forward_tile_rows(rows, w, chunk.get(), offsets.data() + grp * k_size,
-                                             k_size, p0, bias ? bias + o_first : nullptr, tile);
-                           store_tile(tile, rows, p0, used, l, g, o_first, out + n0 * out_image);
-                           w += rows * k_size;
-                         }
-                     }
+                         forward_position_tile(n0, used, t * kTilePositions, grp, chunk, tile);
                    });
     }
   });
@@ -404,7 +507,7 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
   const int64_t weight_numel = g.out_channels * k_size;
   std::fill(grad_weight, grad_weight + weight_numel, 0.0f);
   if (g.batch == 0 || weight_numel == 0 || g.out_h <= 0 || g.out_w <= 0) return;
-  const int64_t per = images_per_chunk(g, g.in_channels + g.out_channels);
+  const int64_t per = images_per_chunk(g, layout_for(g, 1), g.out_channels);
   const Layout l = layout_for(g, per);
   const std::vector<int64_t> offsets = tap_offsets(g, l);
   // Rows split into equal blocks (32 as 6,6,5,5,5,5 rather than five 6s and a 2): a thin last
@@ -418,13 +521,13 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
     const bool alone = begin == 0 && end == g.batch;
     std::vector<float> partial(alone ? 0 : static_cast<size_t>(weight_numel), 0.0f);
     float* acc = alone ? grad_weight : partial.data();
-    auto chunk = scratch(g.in_channels * l.channel_stride);
-    auto grads = scratch(g.out_channels * l.positions);
+    float* chunk = thread_scratch(0, g.in_channels * l.planes * l.channel_stride);
+    float* grads = thread_scratch(1, g.out_channels * l.positions);
     for (int64_t n0 = begin; n0 < end; n0 += per) {
       const int64_t nb = std::min(per, end - n0);
       const int64_t used = round_up(used_positions(l, nb), kLanes);
-      pack_input(x, g, l, n0, nb, chunk.get());
-      pack_grad(grad_out, g, l, n0, nb, grads.get());
+      pack_input(x, g, l, n0, nb, chunk);
+      pack_grad(grad_out, g, l, n0, nb, grads);
       // Row blocks write disjoint rows of acc, so a single image can split them across threads.
       parallel_for(g.groups * blocks_per_group, og * k_size * used / blocks_per_group,
                    [&](int64_t i0, int64_t i1) {
@@ -433,15 +536,15 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
                        const int64_t block = i % blocks_per_group;
                        const int64_t o0 = block * block_rows + std::min(block, wider_blocks);
                        const int64_t rows = block_rows + (block < wider_blocks ? 1 : 0);
-                       const float* grad = grads.get() + (grp * og + o0) * l.positions;
+                       const float* grad = grads + (grp * og + o0) * l.positions;
                        float* out = acc + (grp * og + o0) * k_size;
                        const int64_t* group_offsets = offsets.data() + grp * k_size;
                        for (int64_t p = 0; p < used; p += kPositionBlock) {
                          const int64_t p_end = std::min(used, p + kPositionBlock);
                          for (int64_t k0 = 0; k0 < k_size; k0 += kWeightTileTaps)
                            weight_tile_for(rows, std::min<int64_t>(kWeightTileTaps, k_size - k0),
-                                           {grad, l.positions, chunk.get(), group_offsets + k0, p,
-                                            p_end, out + k0, k_size});
+                                           {grad, l.positions, chunk, group_offsets + k0, p, p_end,
+                                            out + k0, k_size});
                        }
                      }
                    });
