@@ -23,9 +23,11 @@
 // runs on this kernel as well.
 //
 // The weight-gradient micro-kernel: grad_weight[o][k] = sum_p grad[o][p] * input[p + offset_k],
-// with grad laid out like the output and zero at the padding positions. A tile of 4 output
-// channels x 3 taps keeps twelve partial sums as vectors over 8 positions and reduces each to one
-// number at the end of a block of positions.
+// the forward kernel turned around. grad is packed transposed, [p][16 output channels] with zeros
+// at the padding positions; a tile of 6 taps x 16 output channels keeps its 12 sums in registers
+// and, per position, broadcasts one input value per tap against two vectors of grad. (Summing
+// along positions instead, with 8-wide vectors of grad and input reduced at the end, ran at half
+// this speed: 8 loads per 12 FMAs, a third of them split across cache lines.)
 #include "kiln/kernels/cpu/conv2d_direct.h"
 
 #include <algorithm>
@@ -116,13 +118,14 @@ constexpr int kTileChannels = 4;  // forward: output channels per tile
 constexpr int kTileVectors = 3;   // forward: 24 positions per tile
 constexpr int64_t kTilePositions = kTileVectors * kLanes;
 constexpr int64_t kTapBlock = 160;  // forward: taps per pass over a tile
-// Weight gradient: output channels x taps per tile. 6 x 2 keeps the 12 sums, both taps' inputs
-// and one row of grad in registers: 8 loads per 12 FMAs.
-constexpr int kWeightTileChannels = 6;
-constexpr int kWeightTileTaps = 2;
-// Weight gradient: positions summed per pass; the tile's 4 rows of grad (16 KB) stay in L1 while
-// every tap block reads them.
-constexpr int64_t kPositionBlock = 1024;
+// Weight gradient: taps x output channels per tile, the forward kernel's shape turned around:
+// 6 taps' input values broadcast against 16 output channels' grad (two vectors), 12 sums.
+constexpr int kWeightTileTaps = 6;
+constexpr int kWeightTileVectors = 2;
+constexpr int64_t kOutputBlock = kWeightTileVectors * kLanes;
+// Weight gradient: positions per pass; a block of packed grad (16 KB) stays in L1 while every
+// tap block reads it.
+constexpr int64_t kPositionBlock = 256;
 // A chunk's padded input (and, for the weight gradient, its padded grad) is sized to stay in a
 // 1 MiB L2 with room for the weights.
 constexpr int64_t kChunkBytes = 256 * 1024;
@@ -263,25 +266,27 @@ void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, int64_
     }
 }
 
-// Copies grad_out of images [n0, n0 + nb) to the output positions of the layout, [O, positions],
-// with zeros at every position that is not an output so that it adds nothing.
+// Copies grad_out of images [n0, n0 + nb) to the output positions of the layout, transposed
+// per block of 16 output channels of a group: packed[(grp, block)][p][16], the 16 values one
+// position's tile row loads. Zeros wherever p is not an output or the channel is past the
+// group's last, so they add nothing.
 void pack_grad(const float* grad, const Conv2dGeometry& g, const Layout& l, int64_t n0, int64_t nb,
-               float* packed) {
-  for (int64_t o = 0; o < g.out_channels; ++o) {
-    float* dst = packed + o * l.positions;
-    float* line = dst;
-    for (int64_t b = 0; b < nb; ++b) {
+               int64_t used, float* packed) {
+  const int64_t og = g.out_channels / g.groups;
+  const int64_t blocks = (og + kOutputBlock - 1) / kOutputBlock;
+  std::fill(packed, packed + g.groups * blocks * used * kOutputBlock, 0.0f);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t o = 0; o < g.out_channels; ++o) {
+      const int64_t grp = o / og, oo = o % og;
+      float* dst = packed +
+                   ((grp * blocks + oo / kOutputBlock) * used + b * l.image_rows * l.row_stride) *
+                       kOutputBlock +
+                   oo % kOutputBlock;
       const float* src = grad + ((n0 + b) * g.out_channels + o) * g.out_h * g.out_w;
-      for (int64_t oh = 0; oh < g.out_h; ++oh, line += l.row_stride, src += g.out_w) {
-        copy_short(src, line, g.out_w);
-        std::fill(line + g.out_w, line + l.row_stride, 0.0f);
-      }
-      const int64_t below = (l.image_rows - g.out_h) * l.row_stride;
-      std::fill(line, line + below, 0.0f);
-      line += below;
+      for (int64_t oh = 0; oh < g.out_h; ++oh)
+        for (int64_t ow = 0; ow < g.out_w; ++ow)
+          dst[(oh * l.row_stride + ow) * kOutputBlock] = src[oh * g.out_w + ow];
     }
-    std::fill(line, dst + l.positions, 0.0f);
-  }
 }
 
 // offsets[grp * K + k]: where tap k = (c, ki, kj) of group grp reads, relative to the position.
@@ -363,79 +368,88 @@ void forward_tile_rows(int64_t rows, const float* weights, const float* chunk,
   }
 }
 
-// Copies a tile's `rows` output channels, positions [p0, p0 + 24) of the chunk, to the outputs
-// they hold: each run of positions inside one output row goes as one copy, padding is skipped.
-void store_tile(const float* tile, int64_t rows, int64_t p0, int64_t used, const Layout& l,
-                const Conv2dGeometry& g, int64_t o_first, float* out_chunk) {
+// The runs of a tile's positions [p0, p0 + 24) that hold outputs, one per output row it crosses:
+// where a run starts in the tile and in the chunk's output (for output channel 0), and its length.
+struct TileRuns {
+  int64_t count = 0;
+  int64_t tile_at[kTilePositions], out_at[kTilePositions], length[kTilePositions];
+};
+
+TileRuns tile_runs(int64_t p0, int64_t used, const Layout& l, const Conv2dGeometry& g) {
+  TileRuns runs;
   const int64_t end = std::min(p0 + kTilePositions, used);
   for (int64_t p = p0; p < end;) {
     const int64_t row = p / l.row_stride, col = p - row * l.row_stride;
     const int64_t run_end = std::min(end, (row + 1) * l.row_stride);
     const int64_t b = row / l.image_rows, oh = row - b * l.image_rows;
     if (oh < g.out_h && col < g.out_w) {
-      const int64_t n = std::min(run_end, row * l.row_stride + g.out_w) - p;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* src = tile + r * kTilePositions + (p - p0);
-        copy_short(src,
-                   out_chunk + ((b * g.out_channels + o_first + r) * g.out_h + oh) * g.out_w + col,
-                   n);
-      }
+      runs.tile_at[runs.count] = p - p0;
+      runs.out_at[runs.count] = (b * g.out_channels * g.out_h + oh) * g.out_w + col;
+      runs.length[runs.count] = std::min(run_end, row * l.row_stride + g.out_w) - p;
+      ++runs.count;
     }
     p = run_end;
   }
+  return runs;
 }
 
-// One weight-gradient tile: `Rows` output channels x `Taps` taps, positions [p_begin, p_end).
-struct WeightTile {
-  const float* grad;       // the tile's first row of packed grad
-  int64_t grad_stride;     // floats between rows of packed grad
-  const float* chunk;      // the padded input
-  const int64_t* offsets;  // the tile's first tap offset
-  int64_t p_begin, p_end;
-  float* out;  // grad_weight at the tile's first (row, tap), rows k_size apart
-  int64_t k_size;
-};
+// Copies a tile's `rows` output channels, from o_first on, to the outputs its runs hold.
+void store_tile(const float* tile, int64_t rows, const TileRuns& runs, int64_t plane,
+                int64_t o_first, float* out_chunk) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < runs.count; ++i)
+      copy_short(tile + r * kTilePositions + runs.tile_at[i],
+                 out_chunk + (o_first + r) * plane + runs.out_at[i], runs.length[i]);
+}
 
-template <int Rows, int Taps>
-void weight_tile(const WeightTile& w) {
-  Vec acc[Rows][Taps];
+// One weight-gradient tile: sums[t][o] += input[offsets[t] + p] * grad[p][o] over positions
+// [p_begin, p_end), for `Taps` taps and one block of 16 output channels.
+template <int Taps>
+void weight_tile(const float* grad, const float* chunk, const int64_t* offsets, int64_t p_begin,
+                 int64_t p_end, float* sums) {
+  Vec acc[Taps][kWeightTileVectors];
 #pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r)
+  for (int t = 0; t < Taps; ++t)
 #pragma GCC unroll 8
-    for (int t = 0; t < Taps; ++t) acc[r][t] = vzero();
-  for (int64_t p = w.p_begin; p < w.p_end; p += kLanes) {
-    Vec in[Taps];
+    for (int j = 0; j < kWeightTileVectors; ++j)
+      acc[t][j] = vload(sums + t * kOutputBlock + j * kLanes);
+  const float* in[Taps];
 #pragma GCC unroll 8
-    for (int t = 0; t < Taps; ++t) in[t] = vload(w.chunk + w.offsets[t] + p);
+  for (int t = 0; t < Taps; ++t) in[t] = chunk + offsets[t];
+  for (int64_t p = p_begin; p < p_end; ++p) {
+    Vec gv[kWeightTileVectors];
 #pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const Vec gr = vload(w.grad + r * w.grad_stride + p);
+    for (int j = 0; j < kWeightTileVectors; ++j)
+      gv[j] = vload(grad + p * kOutputBlock + j * kLanes);
 #pragma GCC unroll 8
-      for (int t = 0; t < Taps; ++t) acc[r][t] = vfma(gr, in[t], acc[r][t]);
+    for (int t = 0; t < Taps; ++t) {
+      const Vec x = vbroadcast(in[t][p]);
+#pragma GCC unroll 8
+      for (int j = 0; j < kWeightTileVectors; ++j) acc[t][j] = vfma(x, gv[j], acc[t][j]);
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r)
+  for (int t = 0; t < Taps; ++t)
 #pragma GCC unroll 8
-    for (int t = 0; t < Taps; ++t) w.out[r * w.k_size + t] += vsum(acc[r][t]);
+    for (int j = 0; j < kWeightTileVectors; ++j)
+      vstore(sums + t * kOutputBlock + j * kLanes, acc[t][j]);
 }
 
-// Runs the tile kernel compiled for `rows` x `taps`, each at most Rows x Taps.
-template <int Rows = kWeightTileChannels, int Taps = kWeightTileTaps>
-void weight_tile_for(int64_t rows, int64_t taps, const WeightTile& w) {
-  if constexpr (Rows > 1) {
-    if (rows < Rows) return weight_tile_for<Rows - 1, Taps>(rows, taps, w);
-  }
+// Runs the tile kernel compiled for `taps` taps, at most Taps.
+template <int Taps = kWeightTileTaps>
+void weight_tile_for(int64_t taps, const float* grad, const float* chunk, const int64_t* offsets,
+                     int64_t p_begin, int64_t p_end, float* sums) {
   if constexpr (Taps > 1) {
-    if (taps < Taps) return weight_tile_for<Rows, Taps - 1>(rows, taps, w);
+    if (taps < Taps)
+      return weight_tile_for<Taps - 1>(taps, grad, chunk, offsets, p_begin, p_end, sums);
   }
-  weight_tile<Rows, Taps>(w);
+  weight_tile<Taps>(grad, chunk, offsets, p_begin, p_end, sums);
 }
 
 // The thread's working buffer `slot`, grown to n floats and kept: a fresh allocation per call
 // would be mmapped and page-faulted in again every time at these sizes.
 float* thread_scratch(int slot, int64_t n) {
-  thread_local std::vector<float> buffers[2];
+  thread_local std::vector<float> buffers[3];
   std::vector<float>& b = buffers[slot];
   if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
   return b.data();
@@ -477,9 +491,10 @@ void direct_conv2d_forward(const float* x, const float* weight, const float* bia
                           tile + o0 * kTilePositions);
       }
     }
-    for (int64_t o0 = 0; o0 < og; o0 += kTileChannels)
-      store_tile(tile + o0 * kTilePositions, std::min<int64_t>(kTileChannels, og - o0), p0, used, l,
-                 g, grp * og + o0, out + n0 * out_image);
+    // Runs are worked out once per tile (two divisions per output row crossed) rather than once
+    // per row block.
+    const TileRuns runs = tile_runs(p0, used, l, g);
+    store_tile(tile, og, runs, g.out_h * g.out_w, grp * og, out + n0 * out_image);
   };
   parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
     float* chunk = thread_scratch(0, g.in_channels * l.planes * l.channel_stride);
@@ -507,51 +522,43 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
   const int64_t weight_numel = g.out_channels * k_size;
   std::fill(grad_weight, grad_weight + weight_numel, 0.0f);
   if (g.batch == 0 || weight_numel == 0 || g.out_h <= 0 || g.out_w <= 0) return;
-  const int64_t per = images_per_chunk(g, layout_for(g, 1), g.out_channels);
+  const int64_t blocks = (og + kOutputBlock - 1) / kOutputBlock;  // per group
+  const int64_t per = images_per_chunk(g, layout_for(g, 1), g.groups * blocks * kOutputBlock);
   const Layout l = layout_for(g, per);
   const std::vector<int64_t> offsets = tap_offsets(g, l);
-  // Rows split into equal blocks (32 as 6,6,5,5,5,5 rather than five 6s and a 2): a thin last
-  // block would run the kernel with few sums to hide the FMA latency behind.
-  const int64_t blocks_per_group = (og + kWeightTileChannels - 1) / kWeightTileChannels;
-  const int64_t block_rows = og / std::max<int64_t>(blocks_per_group, 1);
-  const int64_t wider_blocks = og % std::max<int64_t>(blocks_per_group, 1);
+  // Per thread, the sums [(grp, block)][K][16]: grad_weight transposed, blocked like packed grad.
+  const int64_t sums_size = g.groups * blocks * k_size * kOutputBlock;
   parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
-    // Each thread sums its images into its own copy, so the shared gradient is written once per
-    // thread rather than raced on per chunk.
-    const bool alone = begin == 0 && end == g.batch;
-    std::vector<float> partial(alone ? 0 : static_cast<size_t>(weight_numel), 0.0f);
-    float* acc = alone ? grad_weight : partial.data();
     float* chunk = thread_scratch(0, g.in_channels * l.planes * l.channel_stride);
-    float* grads = thread_scratch(1, g.out_channels * l.positions);
+    float* grads = thread_scratch(1, g.groups * blocks * l.positions * kOutputBlock);
+    float* sums = thread_scratch(2, sums_size);
+    std::fill(sums, sums + sums_size, 0.0f);
     for (int64_t n0 = begin; n0 < end; n0 += per) {
-      const int64_t nb = std::min(per, end - n0);
-      const int64_t used = round_up(used_positions(l, nb), kLanes);
+      const int64_t nb = std::min(per, end - n0), used = used_positions(l, nb);
       pack_input(x, g, l, n0, nb, chunk);
-      pack_grad(grad_out, g, l, n0, nb, grads);
-      // Row blocks write disjoint rows of acc, so a single image can split them across threads.
-      parallel_for(g.groups * blocks_per_group, og * k_size * used / blocks_per_group,
-                   [&](int64_t i0, int64_t i1) {
-                     for (int64_t i = i0; i < i1; ++i) {
-                       const int64_t grp = i / blocks_per_group;
-                       const int64_t block = i % blocks_per_group;
-                       const int64_t o0 = block * block_rows + std::min(block, wider_blocks);
-                       const int64_t rows = block_rows + (block < wider_blocks ? 1 : 0);
-                       const float* grad = grads + (grp * og + o0) * l.positions;
-                       float* out = acc + (grp * og + o0) * k_size;
-                       const int64_t* group_offsets = offsets.data() + grp * k_size;
-                       for (int64_t p = 0; p < used; p += kPositionBlock) {
-                         const int64_t p_end = std::min(used, p + kPositionBlock);
-                         for (int64_t k0 = 0; k0 < k_size; k0 += kWeightTileTaps)
-                           weight_tile_for(rows, std::min<int64_t>(kWeightTileTaps, k_size - k0),
-                                           {grad, l.positions, chunk, group_offsets + k0, p, p_end,
-                                            out + k0, k_size});
-                       }
-                     }
-                   });
+      pack_grad(grad_out, g, l, n0, nb, used, grads);
+      // Blocks write disjoint sums, so a single image can split them across threads.
+      parallel_for(g.groups * blocks, k_size * kOutputBlock * used, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t* group_offsets = offsets.data() + (i / blocks) * k_size;
+          const float* grad = grads + i * used * kOutputBlock;
+          float* block_sums = sums + i * k_size * kOutputBlock;
+          for (int64_t p = 0; p < used; p += kPositionBlock)
+            for (int64_t k0 = 0; k0 < k_size; k0 += kWeightTileTaps)
+              weight_tile_for(std::min<int64_t>(kWeightTileTaps, k_size - k0), grad, chunk,
+                              group_offsets + k0, p, std::min(used, p + kPositionBlock),
+                              block_sums + k0 * kOutputBlock);
+        }
+      });
     }
-    if (!alone) {
+    // Each thread adds its sums into the shared gradient once, transposing them back to [O][K].
 #pragma omp critical(kiln_direct_conv2d_backward_weight)
-      for (int64_t i = 0; i < weight_numel; ++i) grad_weight[i] += partial[i];
+    for (int64_t o = 0; o < g.out_channels; ++o) {
+      const int64_t grp = o / og, oo = o % og;
+      const float* from =
+          sums + (grp * blocks + oo / kOutputBlock) * k_size * kOutputBlock + oo % kOutputBlock;
+      float* to = grad_weight + o * k_size;
+      for (int64_t k = 0; k < k_size; ++k) to[k] += from[k * kOutputBlock];
     }
   });
 }
