@@ -108,6 +108,14 @@ BatchNorm::BatchNorm(int64_t num_features, int expected_dims, double eps, double
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
+  return run(x, false);
+}
+
+Tensor BatchNorm::forward_relu(const Tensor& x) {
+  return run(x, true);
+}
+
+Tensor BatchNorm::run(const Tensor& x, bool relu) {
   bool ok_dims = expected_dims_ == 4 ? x.dim() == 4 : (x.dim() == 2 || x.dim() == 3);
   KILN_CHECK(ok_dims, ShapeError, "{}: expected a {} input, got shape {}", name(),
              expected_dims_ == 4 ? "4-D [N, C, H, W]" : "2-D [N, C] or 3-D [N, C, L]",
@@ -117,8 +125,10 @@ Tensor BatchNorm::forward(const Tensor& x) {
              shape_str(x.shape()));
   // Without running statistics there is nothing else to normalise with, even in eval mode.
   bool use_batch_stats = is_training() || !running_mean.defined();
-  Tensor out =
-      batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
+  Tensor out = relu ? batch_norm_relu(x, running_mean, running_var, weight, bias, use_batch_stats,
+                                      momentum_, eps_)
+                   : batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
+                                momentum_, eps_);
   // Counted after the op, so a batch that batch_norm rejects is not counted.
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard no_grad;

@@ -52,11 +52,15 @@ class BatchNorm : public Module {
   BatchNorm(int64_t num_features, int expected_dims, double eps = 1e-5, double momentum = 0.1,
             bool affine = true, bool track_running_stats = true);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) as one op: batch_norm_relu, whose CPU kernels fold the ReLU into batch
+  // norm's passes. The ResNet blocks call it after their convolutions.
+  Tensor forward_relu(const Tensor& x);
   std::string name() const override { return expected_dims_ == 4 ? "BatchNorm2d" : "BatchNorm1d"; }
   std::string extra_repr() const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
+  Tensor run(const Tensor& x, bool relu);
   int64_t num_features_;
   int expected_dims_;
   double eps_, momentum_;

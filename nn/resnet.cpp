@@ -31,7 +31,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride,
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = relu(bn1_->forward(conv1_->forward(x)));
+  Tensor out = bn1_->forward_relu(conv1_->forward(x));
   out = bn2_->forward(conv2_->forward(out));
   Tensor identity = downsample_ ? downsample_->forward(x) : x;
   return relu(add(out, identity));
@@ -49,8 +49,8 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = relu(bn1_->forward(conv1_->forward(x)));
-  out = relu(bn2_->forward(conv2_->forward(out)));
+  Tensor out = bn1_->forward_relu(conv1_->forward(x));
+  out = bn2_->forward_relu(conv2_->forward(out));
   out = bn3_->forward(conv3_->forward(out));
   Tensor identity = downsample_ ? downsample_->forward(x) : x;
   return relu(add(out, identity));
@@ -132,7 +132,7 @@ std::shared_ptr<Sequential> ResNet::make_stage(int64_t planes, int64_t blocks, i
 Tensor ResNet::forward(const Tensor& x) {
   KILN_CHECK(x.dim() == 4, ShapeError, "ResNet: expected input [N, C, H, W], got shape {}",
              shape_str(x.shape()));
-  Tensor h = relu(bn1_->forward(conv1_->forward(x)));
+  Tensor h = bn1_->forward_relu(conv1_->forward(x));
   if (maxpool_) h = maxpool_->forward(h);
   for (auto& stage : stages_) h = stage->forward(h);
   h = avgpool_->forward(h).flatten(1);

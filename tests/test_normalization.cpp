@@ -1,5 +1,6 @@
 // batch_norm and layer_norm: forward against plain loops, the running-stat update checked by
-// hand, gradchecks in training and inference, and error cases.
+// hand, gradchecks in training and inference, and error cases; batch_norm_relu against the two
+// ops it fuses.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -222,6 +223,73 @@ TEST_CASE("normalization: batch_norm backward through only some inputs") {
   REQUIRE(w.grad().defined());
   // sum(x_hat) over a channel is 0, so the weight's gradient under sum() is 0.
   for (double v : w.grad().tolist()) CHECK(std::abs(v) < 1e-12);
+}
+
+// ---- batch_norm_relu ----
+
+// batch_norm_relu against relu(batch_norm(...)) with the same inputs: the outputs, the running
+// stats it updates, and the gradients of x, weight and bias under a random upstream gradient.
+void check_batch_norm_relu(const Shape& shape, DType dtype, bool training, bool affine,
+                           uint64_t seed) {
+  INFO(shape_str(shape) << " " << dtype_name(dtype) << (training ? " training" : " inference")
+                        << (affine ? " affine" : ""));
+  const int64_t c = shape[1];
+  Tensor x = random_f64(shape, seed).to(dtype);
+  Tensor w = affine ? random_f64({c}, seed + 1).to(dtype) : Tensor();
+  Tensor b = affine ? random_f64({c}, seed + 2).to(dtype) : Tensor();
+  Tensor mean_fused = random_f64({c}, seed + 3).to(dtype), mean_plain = mean_fused.clone();
+  Tensor var_fused = random_f64({c}, seed + 4, 0.5, 2.0).to(dtype), var_plain = var_fused.clone();
+  auto leaves = [&] {
+    std::vector<Tensor> v{x.detach().requires_grad_()};
+    if (affine) v.push_back(w.detach().requires_grad_()), v.push_back(b.detach().requires_grad_());
+    return v;
+  };
+  std::vector<Tensor> fused_in = leaves(), plain_in = leaves();
+  Tensor fused = batch_norm_relu(fused_in[0], mean_fused, var_fused, affine ? fused_in[1] : Tensor(),
+                                 affine ? fused_in[2] : Tensor(), training);
+  Tensor plain = relu(batch_norm(plain_in[0], mean_plain, var_plain,
+                                 affine ? plain_in[1] : Tensor(), affine ? plain_in[2] : Tensor(),
+                                 training));
+  // The same expression per element, then the same comparison with 0: equal bit for bit.
+  CHECK(fused.tolist() == plain.tolist());
+  CHECK(mean_fused.tolist() == mean_plain.tolist());
+  CHECK(var_fused.tolist() == var_plain.tolist());
+  CHECK(fused.grad_fn()->name() == "BatchNormReluBackward");
+  Tensor r = random_f64(shape, seed + 5).to(dtype);
+  sum(mul(fused, r)).backward();
+  sum(mul(plain, r)).backward();
+  for (size_t i = 0; i < fused_in.size(); ++i) {
+    INFO("input " << i);
+    check_close(fused_in[i].grad(), plain_in[i].grad().tolist(), tolerance(dtype));
+  }
+}
+
+TEST_CASE("normalization: batch_norm_relu equals relu(batch_norm) forward and backward") {
+  uint64_t seed = 40;
+  for (DType dtype : {DType::f32, DType::f64})
+    for (bool training : {true, false})
+      for (bool affine : {true, false}) {
+        check_batch_norm_relu({4, 3, 5, 6}, dtype, training, affine, seed += 6);
+        check_batch_norm_relu({6, 2}, dtype, training, affine, seed += 6);
+      }
+}
+
+TEST_CASE("normalization: batch_norm_relu gradcheck w.r.t. x, weight and bias") {
+  CHECK_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        return batch_norm_relu(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
+      },
+      {random_f64({3, 2, 2, 3}, 90), random_f64({2}, 91), random_f64({2}, 92)});
+}
+
+TEST_CASE("normalization: BatchNorm2d::forward_relu is relu(forward) and counts the batch") {
+  nn::BatchNorm2d fused(3), plain(3);
+  Tensor x = random_f64({2, 3, 4, 4}, 95).to(DType::f32);
+  CHECK(fused.forward_relu(x).tolist() == relu(plain.forward(x)).tolist());
+  CHECK(fused.running_mean.tolist() == plain.running_mean.tolist());
+  CHECK(fused.num_batches_tracked.item<int64_t>() == 1);
+  fused.eval(), plain.eval();
+  CHECK(fused.forward_relu(x).tolist() == relu(plain.forward(x)).tolist());
 }
 
 // ---- layer_norm ----

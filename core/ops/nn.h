@@ -43,6 +43,12 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+// relu(batch_norm(...)), the pair after most convolutions of a ResNet. On the CPU the ReLU runs
+// inside batch norm's passes, forward and backward, saving a pass over the activations each way
+// and the tensor between them; on the GPU it is the two ops.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
 // Normalises over the trailing dims given by normalized_shape; weight/bias of that shape or
 // undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),

@@ -1,6 +1,7 @@
 // batch_norm and layer_norm: checks, the statistics and normalising kernels, and each op's
 // backward in closed form (PyTorch's formulas) next to its forward: batch norm's as one fused
 // kernel (it runs after every convolution of a ResNet), layer norm's written with kiln ops.
+// batch_norm_relu folds the ReLU that follows most batch norms into both passes on the CPU.
 #include "kiln/kernels/cpu/normalization.h"
 
 #include "kiln/core/autograd/grad_mode.h"
@@ -43,7 +44,15 @@ struct NormBackward : Node {
 
 struct BatchNormBackward : NormBackward {
   bool training = true;
-  std::string name() const override { return "BatchNormBackward"; }
+  bool relu = false;  // the backward of batch_norm_relu: the bias decides where the ReLU passed
+  SavedTensor bias;
+  std::string name() const override {
+    return relu ? "BatchNormReluBackward" : "BatchNormBackward";
+  }
+  void release_saved() override {
+    NormBackward::release_saved();
+    bias.reset();
+  }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor x = input.unpack(*this), w = weight.unpack(*this);
     Tensor mu = mean.unpack(*this), rstd = invstd.unpack(*this);
@@ -61,7 +70,8 @@ struct BatchNormBackward : NormBackward {
                                sum_g, sum_g_x_hat);
     else
       cpu::batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x,
-                               sum_g, sum_g_x_hat);
+                               sum_g, sum_g_x_hat, relu,
+                               kernel_operand(bias.unpack(*this), compute));
     return {wants(0) ? grad_x.view(x.shape()).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
             wants(2) ? sum_g.to(bias_dtype) : Tensor()};
@@ -113,10 +123,12 @@ void update_running(Tensor running, const Tensor& batch, double momentum) {
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
-  const char* op = "batch_norm";
+namespace {
+
+// batch_norm, and with relu the CPU's fused batch_norm_relu.
+Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_mean,
+                       const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                       bool training, double momentum, double eps, bool relu) {
   require_defined(op, x);
   require_floating(op, x);
   KILN_CHECK(x.dim() >= 2, ShapeError, "{}: expected an input of shape [N, C, ...], got {}", op,
@@ -167,7 +179,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                           kernel_operand(bias, compute), out);
   else
     cpu::batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
-                          kernel_operand(bias, compute), out);
+                          kernel_operand(bias, compute), out, relu);
   Tensor result = out.view(x.shape()).to(x.dtype());
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<BatchNormBackward>();
@@ -175,10 +187,30 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     node->mean = SavedTensor(mean);
     node->invstd = SavedTensor(invstd);
     node->training = training;
+    node->relu = relu;
+    if (relu) node->bias = SavedTensor(bias);
     remember_affine(*node, weight, bias);
     record(result, node, {&x, &weight, &bias});
   }
   return result;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  return batch_norm_impl("batch_norm", x, running_mean, running_var, weight, bias, training,
+                         momentum, eps, false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+  if (x.defined() && x.device().is_cuda())
+    return relu(batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps));
+  return batch_norm_impl("batch_norm_relu", x, running_mean, running_var, weight, bias, training,
+                         momentum, eps, true);
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,

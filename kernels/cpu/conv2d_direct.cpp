@@ -271,21 +271,28 @@ void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, int64_
 // position's tile row loads. Zeros wherever p is not an output or the channel is past the
 // group's last, so they add nothing.
 void pack_grad(const float* grad, const Conv2dGeometry& g, const Layout& l, int64_t n0, int64_t nb,
-               int64_t used, float* packed) {
+               float* packed) {
   const int64_t og = g.out_channels / g.groups;
   const int64_t blocks = (og + kOutputBlock - 1) / kOutputBlock;
-  std::fill(packed, packed + g.groups * blocks * used * kOutputBlock, 0.0f);
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t o = 0; o < g.out_channels; ++o) {
-      const int64_t grp = o / og, oo = o % og;
-      float* dst = packed +
-                   ((grp * blocks + oo / kOutputBlock) * used + b * l.image_rows * l.row_stride) *
-                       kOutputBlock +
-                   oo % kOutputBlock;
-      const float* src = grad + ((n0 + b) * g.out_channels + o) * g.out_h * g.out_w;
-      for (int64_t oh = 0; oh < g.out_h; ++oh)
-        for (int64_t ow = 0; ow < g.out_w; ++ow)
-          dst[(oh * l.row_stride + ow) * kOutputBlock] = src[oh * g.out_w + ow];
+  const int64_t plane = g.out_h * g.out_w;
+  // Written in position order, 64 bytes at a time: each cell gathers one value from each of the
+  // block's 16 grad planes, which are read front to back.
+  float* cell = packed;
+  for (int64_t grp = 0; grp < g.groups; ++grp)
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t width = std::min(kOutputBlock, og - block * kOutputBlock);
+      for (int64_t b = 0; b < nb; ++b) {
+        const float* planes =
+            grad + ((n0 + b) * g.out_channels + grp * og + block * kOutputBlock) * plane;
+        for (int64_t oh = 0; oh < l.image_rows; ++oh)
+          for (int64_t ow = 0; ow < l.row_stride; ++ow, cell += kOutputBlock) {
+            int64_t j = 0;
+            if (oh < g.out_h && ow < g.out_w)
+              for (const float* src = planes + oh * g.out_w + ow; j < width; ++j)
+                cell[j] = src[j * plane];
+            std::fill(cell + j, cell + kOutputBlock, 0.0f);
+          }
+      }
     }
 }
 
@@ -536,7 +543,7 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
     for (int64_t n0 = begin; n0 < end; n0 += per) {
       const int64_t nb = std::min(per, end - n0), used = used_positions(l, nb);
       pack_input(x, g, l, n0, nb, chunk);
-      pack_grad(grad_out, g, l, n0, nb, used, grads);
+      pack_grad(grad_out, g, l, n0, nb, grads);
       // Blocks write disjoint sums, so a single image can split them across threads.
       parallel_for(g.groups * blocks, k_size * kOutputBlock * used, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {

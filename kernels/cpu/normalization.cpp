@@ -13,6 +13,17 @@ const T* optional_data(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+// Channel c's normalisation folded into one multiply-add, y = x * scale + shift: the forward and
+// the fused ReLU's backward both take it from here, so they round alike.
+template <class T>
+struct ChannelAffine {
+  T scale, shift;
+  ChannelAffine(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t c)
+      : scale(invstd[c] * (weight ? weight[c] : T(1))),
+        shift((bias ? bias[c] : T(0)) - mean[c] * scale) {}
+  T operator()(T x) const { return x * scale + shift; }
+};
+
 }  // namespace
 
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
@@ -51,7 +62,7 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
 }
 
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& weight, const Tensor& bias, const Tensor& out) {
+                      const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu) {
   visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* in = x.data<T>();
@@ -63,13 +74,17 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
     const int64_t channels = x.size(1), s = x.size(2);
     parallel_for(x.size(0) * channels, s, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
-        const int64_t c = row % channels;
-        // Folded into one multiply-add per element: y = x * scale + shift.
-        T scale = r[c] * (w ? w[c] : T(1));
-        T shift = (b ? b[c] : T(0)) - m[c] * scale;
+        const ChannelAffine<T> affine(m, r, w, b, row % channels);
         const T* src = in + row * s;
         T* dst = o + row * s;
-        for (int64_t j = 0; j < s; ++j) dst[j] = src[j] * scale + shift;
+        if (relu) {
+          for (int64_t j = 0; j < s; ++j) {
+            const T y = affine(src[j]);
+            dst[j] = y > T(0) ? y : T(0);
+          }
+        } else {
+          for (int64_t j = 0; j < s; ++j) dst[j] = affine(src[j]);
+        }
       }
     });
   });
@@ -77,7 +92,8 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 
 void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training,
-                         const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat) {
+                         const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
+                         bool relu, const Tensor& bias) {
   visit_f32_f64("batch_norm_backward", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* in = x.data<T>();
@@ -85,6 +101,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
     const T* m = mean.data<T>();
     const T* r = invstd.data<T>();
     const T* w = optional_data<T>(weight);
+    const T* bs = optional_data<T>(bias);
     T* sg = sum_g.data<T>();
     T* sgx = sum_g_xhat.data<T>();
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
@@ -93,14 +110,24 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         // Σ g * (x - mean), times invstd once at the end rather than per element.
         double total = 0.0, dot = 0.0;
         const T mu = m[c];
+        const ChannelAffine<T> affine(m, r, w, bs, c);
         for (int64_t i = 0; i < n; ++i) {
           const T* xr = in + (i * channels + c) * s;
           const T* gr = g + (i * channels + c) * s;
           T row_total = 0, row_dot = 0;
+          if (relu) {
 #pragma omp simd reduction(+ : row_total, row_dot)
-          for (int64_t j = 0; j < s; ++j) {
-            row_total += gr[j];
-            row_dot += gr[j] * (xr[j] - mu);
+            for (int64_t j = 0; j < s; ++j) {
+              const T gj = affine(xr[j]) > T(0) ? gr[j] : T(0);
+              row_total += gj;
+              row_dot += gj * (xr[j] - mu);
+            }
+          } else {
+#pragma omp simd reduction(+ : row_total, row_dot)
+            for (int64_t j = 0; j < s; ++j) {
+              row_total += gr[j];
+              row_dot += gr[j] * (xr[j] - mu);
+            }
           }
           total += row_total;
           dot += row_dot;
@@ -123,7 +150,13 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         const T a = r[c] * (w ? w[c] : T(1));
         const T b = training && count > 0 ? a * sgx[c] * r[c] / count : T(0);
         const T shift = training && count > 0 ? b * m[c] - a * sg[c] / count : T(0);
-        for (int64_t j = 0; j < s; ++j) out[j] = a * gr[j] - b * xr[j] + shift;
+        if (relu) {
+          const ChannelAffine<T> affine(m, r, w, bs, c);
+          for (int64_t j = 0; j < s; ++j)
+            out[j] = a * (affine(xr[j]) > T(0) ? gr[j] : T(0)) - b * xr[j] + shift;
+        } else {
+          for (int64_t j = 0; j < s; ++j) out[j] = a * gr[j] - b * xr[j] + shift;
+        }
       }
     });
   });
