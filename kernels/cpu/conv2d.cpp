@@ -311,6 +311,11 @@ void conv2d_backward_input_as_forward(const Tensor& grad_out, const Tensor& weig
 
 void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                            const Conv2dGeometry& g) {
+  if (grad_out.dtype() == DType::f32) {
+    direct_conv2d_backward_input(grad_out.data<float>(), weight.data<float>(), grad_x.data<float>(),
+                                 g);
+    return;
+  }
   if (backward_input_as_forward(g)) {
     conv2d_backward_input_as_forward(grad_out, weight, grad_x, g);
     return;

@@ -570,4 +570,76 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
   });
 }
 
+namespace {
+
+// The taps of one axis that land on input phase `phase` (k * dilation - pad = stride * shift +
+// phase), from the last to the first: as a stride-1 kernel over grad_out, tap kk reads grad_out at
+// i + kk * dilation - pad for input i * stride + phase, since grad_x gets grad_out[i - shift].
+struct PhaseTaps {
+  std::vector<int64_t> taps;
+  int64_t dilation = 1, pad = 0;
+};
+
+PhaseTaps phase_taps(int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, int64_t phase) {
+  PhaseTaps p;
+  auto shift = [&](int64_t k) { return floor_div(k * dilation - pad, stride); };
+  for (int64_t k = kernel - 1; k >= 0; --k)
+    if (k * dilation - pad - shift(k) * stride == phase) p.taps.push_back(k);
+  if (p.taps.empty()) return p;
+  p.pad = shift(p.taps[0]);
+  if (p.taps.size() > 1) p.dilation = shift(p.taps[0]) - shift(p.taps[1]);
+  return p;
+}
+
+}  // namespace
+
+void direct_conv2d_backward_input(const float* grad_out, const float* weight, float* grad_x,
+                                  const Conv2dGeometry& g) {
+  const int64_t og = g.out_channels / g.groups, cg = g.in_channels / g.groups;
+  const int64_t image = g.in_h * g.in_w;
+  const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  if (strided) std::fill(grad_x, grad_x + g.batch * g.in_channels * image, 0.0f);
+  for (int64_t a = 0; a < std::min(g.stride_h, g.in_h); ++a)
+    for (int64_t b = 0; b < std::min(g.stride_w, g.in_w); ++b) {
+      const PhaseTaps rows = phase_taps(g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, a);
+      const PhaseTaps cols = phase_taps(g.kernel_w, g.stride_w, g.pad_w, g.dilation_w, b);
+      if (rows.taps.empty() || cols.taps.empty()) continue;  // no tap reaches: stays zero
+      const int64_t kh = static_cast<int64_t>(rows.taps.size());
+      const int64_t kw = static_cast<int64_t>(cols.taps.size());
+      Conv2dGeometry t;
+      t.batch = g.batch;
+      t.in_channels = g.out_channels, t.in_h = g.out_h, t.in_w = g.out_w;
+      t.out_channels = g.in_channels, t.kernel_h = kh, t.kernel_w = kw;
+      t.out_h = (g.in_h - a + g.stride_h - 1) / g.stride_h;
+      t.out_w = (g.in_w - b + g.stride_w - 1) / g.stride_w;
+      t.pad_h = rows.pad, t.pad_w = cols.pad;
+      t.dilation_h = rows.dilation, t.dilation_w = cols.dilation;
+      t.groups = g.groups;
+      // The phase's taps with the channel dims swapped: [C, O/groups, kh, kw].
+      std::vector<float> taps(static_cast<size_t>(g.in_channels * og * kh * kw));
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t o = 0; o < og; ++o)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j)
+                taps[static_cast<size_t>((((grp * cg + c) * og + o) * kh + i) * kw + j)] =
+                    weight[(((grp * og + o) * cg + c) * g.kernel_h + rows.taps[i]) * g.kernel_w +
+                           cols.taps[j]];
+      if (!strided) {
+        direct_conv2d_forward(grad_out, taps.data(), nullptr, grad_x, t);
+        continue;
+      }
+      // Each input phase is its own stride-1 convolution, computed whole and then spread out to
+      // every stride-th row and column.
+      std::vector<float> phase(static_cast<size_t>(t.batch * t.out_channels * t.out_h * t.out_w));
+      direct_conv2d_forward(grad_out, taps.data(), nullptr, phase.data(), t);
+      const float* src = phase.data();
+      for (int64_t nc = 0; nc < g.batch * g.in_channels; ++nc)
+        for (int64_t i = 0; i < t.out_h; ++i) {
+          float* dst = grad_x + nc * image + (i * g.stride_h + a) * g.in_w + b;
+          for (int64_t j = 0; j < t.out_w; ++j) dst[j * g.stride_w] = *src++;
+        }
+    }
+}
+
 }  // namespace kiln::cpu
