@@ -9,7 +9,7 @@
 // kernel tap (c, ki, kj) reads its input at p + c * channel_stride + ki * dilation_h * row_stride
 // + kj * dilation_w: one fixed offset per tap, so the "column matrix" of im2col is the padded
 // buffer itself, read at K shifted offsets. The positions that fall on padding (ow >= OW,
-// oh >= OH: about 7% of them at 28x28, 30% at 7x7) are computed too and thrown away.
+// oh >= OH: about 7% of them at 28x28, 23% at 7x7) are computed too and thrown away.
 //
 // Stride s. Each input plane is split into its s x s phases (even rows and even columns, even
 // rows and odd columns, ...), each packed as above. Output o then reads input s * o + e, which is
@@ -19,8 +19,9 @@
 //
 // The forward micro-kernel: a tile of 4 output channels x 24 positions held in twelve 8-float
 // registers; per tap, three loads of the padded input and four broadcast weights feed 12 FMAs.
-// The input gradient of a stride-1 convolution is a stride-1 convolution too (conv2d.cpp), so it
-// runs on this kernel as well.
+// The input gradient runs on it too: each stride x stride phase of grad_x is a stride-1
+// convolution of grad_out with the taps that land on that phase, flipped
+// (direct_conv2d_backward_input, at the end of this file).
 //
 // The weight-gradient micro-kernel: grad_weight[o][k] = sum_p grad[o][p] * input[p + offset_k],
 // the forward kernel turned around. grad is packed transposed, [p][16 output channels] with zeros
@@ -59,11 +60,6 @@ inline void vstore(float* p, Vec v) {
 }
 inline Vec vfma(Vec a, Vec b, Vec c) {
   return _mm256_fmadd_ps(a, b, c);
-}
-inline float vsum(Vec v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
 // Copies n floats, n mostly below 32 (a row of a late-layer image, a run of a tile). A call to
 // memmove per run cost about a sixth of the forward kernel's time at 7x7, and AVX2's masked
@@ -105,11 +101,6 @@ inline void vstore(float* p, Vec v) {
 inline Vec vfma(Vec a, Vec b, Vec c) {
   for (int i = 0; i < 8; ++i) c.v[i] += a.v[i] * b.v[i];
   return c;
-}
-inline float vsum(Vec v) {
-  float s = 0;
-  for (float x : v.v) s += x;
-  return s;
 }
 #endif
 
