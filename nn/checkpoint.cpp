@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <type_traits>
+
 #include "kiln/nn/safetensors.h"
 
 namespace kiln::nn {
@@ -10,36 +13,37 @@ namespace {
 
 const char* kFormat = "kiln.training_checkpoint.v1";
 
-int64_t metadata_int(const Metadata& meta, const std::string& key, const std::string& path) {
+// Metadata `key` as a whole number of type T (int64_t or uint64_t); missing, empty, signed where
+// T is unsigned, out of range or followed by anything else, it is an error naming the file, the
+// key and the text.
+template <class T>
+T metadata_number(const Metadata& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
   KILN_CHECK(it != meta.end(), ValueError, "load_training_checkpoint: {}: metadata has no '{}'",
              path, key);
-  try {
-    size_t used = 0;
-    long long value = std::stoll(it->second, &used);
-    KILN_CHECK(used == it->second.size(), ValueError, "not a whole number");
-    return value;
-  } catch (const std::exception&) {
-    throw ValueError(
-        fmt::format("load_training_checkpoint: {}: metadata '{}' = '{}' is not an integer", path,
-                    key, it->second));
-  }
+  const std::string& text = it->second;
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  KILN_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size(), ValueError,
+             "load_training_checkpoint: {}: metadata '{}' = '{}' is not {}", path, key, text,
+             std::is_signed_v<T> ? "an integer" : "an unsigned integer");
+  return value;
+}
+
+int64_t metadata_int(const Metadata& meta, const std::string& key, const std::string& path) {
+  return metadata_number<int64_t>(meta, key, path);
+}
+
+// A position: a whole number that cannot be negative.
+int64_t metadata_count(const Metadata& meta, const std::string& key, const std::string& path) {
+  const int64_t value = metadata_number<int64_t>(meta, key, path);
+  KILN_CHECK(value >= 0, ValueError, "load_training_checkpoint: {}: metadata '{}' is {}, negative",
+             path, key, value);
+  return value;
 }
 
 uint64_t metadata_u64(const Metadata& meta, const std::string& key, const std::string& path) {
-  auto it = meta.find(key);
-  KILN_CHECK(it != meta.end(), ValueError, "load_training_checkpoint: {}: metadata has no '{}'",
-             path, key);
-  try {
-    size_t used = 0;
-    unsigned long long value = std::stoull(it->second, &used);
-    KILN_CHECK(used == it->second.size() && it->second[0] != '-', ValueError, "not a whole number");
-    return value;
-  } catch (const std::exception&) {
-    throw ValueError(
-        fmt::format("load_training_checkpoint: {}: metadata '{}' = '{}' is not an unsigned integer",
-                    path, key, it->second));
-  }
+  return metadata_number<uint64_t>(meta, key, path);
 }
 
 // The entries of `tensors` under "<prefix>.", with the prefix removed.
@@ -96,9 +100,9 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
       "expected '{}'); a model-only file loads with load_state_dict",
       path, format == meta.end() ? "" : format->second, kFormat);
   TrainingPosition position;
-  position.epoch = metadata_int(meta, "epoch", path);
-  position.batch_in_epoch = metadata_int(meta, "batch_in_epoch", path);
-  position.global_step = metadata_int(meta, "global_step", path);
+  position.epoch = metadata_count(meta, "epoch", path);
+  position.batch_in_epoch = metadata_count(meta, "batch_in_epoch", path);
+  position.global_step = metadata_count(meta, "global_step", path);
 
   if (state.model) {
     auto model = with_prefix(file.tensors, "model");
