@@ -248,6 +248,13 @@ struct CopyBackward : Node {
     return {Tensor(), sum_to(grad, src_shape).to(src_dtype).to(src_device)};
   }
 };
+
+// fill_ on a tensor with history: the filled values depend on nothing, so the old history gets no
+// gradient, but the tensor still requires grad, as in PyTorch (FillBackward0).
+struct FillBackward : Node {
+  std::string name() const override { return "FillBackward"; }
+  std::vector<Tensor> apply(const Tensor&) override { return {Tensor()}; }
+};
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
@@ -286,8 +293,8 @@ Tensor& Tensor::fill_(double value) {
     cpu::fill(*this, value);
   storage()->bump_version();
   if (requires_grad() && GradMode::is_enabled()) {
-    // Filled values do not depend on the old ones: cut the history.
-    impl()->autograd_meta().grad_fn = nullptr;
+    Tensor self = *this;
+    record(self, std::make_shared<FillBackward>(), {&self});
   }
   return *this;
 }

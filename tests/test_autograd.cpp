@@ -157,6 +157,22 @@ TEST_CASE("autograd: detach shares storage without history") {
   CHECK(y.tolist() == std::vector<double>{0, 0, 0});
 }
 
+TEST_CASE("autograd: fill_ on a tensor with history keeps requiring grad, with zero gradient") {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = mul(x, 2.0);
+  y.fill_(5.0);
+  CHECK(y.requires_grad());
+  REQUIRE(y.grad_fn() != nullptr);
+  CHECK(y.grad_fn()->name() == "FillBackward");
+  CHECK(y.tolist() == std::vector<double>{5, 5, 5});
+  // The old values got overwritten, so the leaf's gradient through them is zero (here: none).
+  sum(mul(y, x)).backward();
+  CHECK(x.grad().tolist() == std::vector<double>{5, 5, 5});
+  Tensor z = mul(leaf({1, 2}), 3.0);
+  z.zero_();
+  sum(z).backward();  // PyTorch runs this too; nothing upstream gets a gradient
+}
+
 // ---- grad mode ----
 
 TEST_CASE("autograd: NoGradGuard records nothing and restores the mode") {
