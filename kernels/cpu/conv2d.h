@@ -1,8 +1,8 @@
 // CPU 2-D convolution as im2col + GEMM: each image (and group) is unfolded into a column matrix
 // [C/groups * kH * kW, OH * OW] and multiplied by the weight matrix [O/groups, C/groups * kH * kW].
 // The backward passes use the same matrices: col2im of weightᵀ · grad for the input, and
-// grad · colᵀ summed over images for the weight. Stride-1 f32 convolutions skip the column
-// matrix and run on conv2d_direct.h's kernels instead.
+// grad · colᵀ summed over images for the weight. That is the f64 path, the readable reference;
+// f32 convolutions, the ones models train with, run on conv2d_direct.h's kernels instead.
 #pragma once
 
 #include <cstdint>
