@@ -20,7 +20,8 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 // statistics depend on every x) or dx = g * w * invstd in inference. weight may be undefined (1).
 // With relu, the backward of relu(batch_norm(x)): g counts only where the forward's output was
 // positive, worked out again from x, the statistics, weight and bias (which is then needed) with
-// the very expression batch_norm_apply used, so the mask is bit for bit the forward's.
+// the very expression batch_norm_apply used; kiln compiles as ISO C++ (no FMA contraction), so
+// the mask is bit for bit the forward's.
 void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training,
                          const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
