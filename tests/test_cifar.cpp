@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -8,23 +7,14 @@
 #include "gradcheck.h"
 #include "kiln/data/cifar.h"
 #include "kiln/kiln.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
 using kiln::data::CifarDataset;
+using kiln::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "kiln_test_cifar_XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 using Bytes = std::vector<uint8_t>;
 
@@ -71,7 +61,7 @@ void check_record(const CifarDataset& ds, int64_t record, int64_t label) {
 }  // namespace
 
 TEST_CASE("cifar: CIFAR-10 records across two files") {
-  TempDir dir;
+  TempDir dir("kiln_test_cifar");
   const std::string a = write(dir.file("a.bin"), cifar_records(10, 0, {3, 9}));
   const std::string b = write(dir.file("b.bin"), cifar_records(10, 2, {0}));
   const CifarDataset ds({a, b}, 10);
@@ -86,7 +76,7 @@ TEST_CASE("cifar: CIFAR-10 records across two files") {
 }
 
 TEST_CASE("cifar: CIFAR-100 uses the fine label") {
-  TempDir dir;
+  TempDir dir("kiln_test_cifar");
   const std::string f = write(dir.file("train.bin"), cifar_records(100, 0, {99, 0, 42}));
   const CifarDataset ds({f}, 100);
   REQUIRE(ds.size() == 3);
@@ -96,7 +86,7 @@ TEST_CASE("cifar: CIFAR-100 uses the fine label") {
 }
 
 TEST_CASE("cifar: from_root finds the standard files, in root or the archive folder") {
-  TempDir dir;
+  TempDir dir("kiln_test_cifar");
   const fs::path nested = dir.path / "cifar-10-batches-bin";
   fs::create_directory(nested);
   for (int i = 1; i <= 5; ++i)
@@ -117,7 +107,7 @@ TEST_CASE("cifar: from_root finds the standard files, in root or the archive fol
 }
 
 TEST_CASE("cifar: a file that is not whole records names its size") {
-  TempDir dir;
+  TempDir dir("kiln_test_cifar");
   Bytes bytes = cifar_records(10, 0, {1, 2});
   bytes.pop_back();
   const std::string f = write(dir.file("short.bin"), bytes);
@@ -130,7 +120,7 @@ TEST_CASE("cifar: a file that is not whole records names its size") {
 }
 
 TEST_CASE("cifar: a label out of range names file, record and byte offset") {
-  TempDir dir;
+  TempDir dir("kiln_test_cifar");
   const std::string ok = write(dir.file("ok.bin"), cifar_records(10, 0, {1}));
   const std::string bad = write(dir.file("bad.bin"), cifar_records(10, 0, {1, 2, 10}));
   CHECK_THROWS_AS(CifarDataset({ok, bad}, 10), kiln::ValueError);
@@ -143,7 +133,7 @@ TEST_CASE("cifar: a label out of range names file, record and byte offset") {
 }
 
 TEST_CASE("cifar: bad arguments") {
-  TempDir dir;
+  TempDir dir("kiln_test_cifar");
   const std::string f = write(dir.file("a.bin"), cifar_records(10, 0, {1}));
   CHECK_THROWS_AS(CifarDataset({f}, 20), kiln::ValueError);
   CHECK_THROWS_WITH(CifarDataset({f}, 20), Contains("variant") && Contains("20"));
@@ -152,7 +142,7 @@ TEST_CASE("cifar: bad arguments") {
 }
 
 TEST_CASE("cifar: an empty file is an empty dataset") {
-  TempDir dir;
+  TempDir dir("kiln_test_cifar");
   const std::string f = write(dir.file("empty.bin"), {});
   const CifarDataset ds({f}, 10);
   CHECK(ds.size() == 0);

@@ -11,26 +11,16 @@
 #include "gradcheck.h"
 #include "kiln/data/idx.h"
 #include "kiln/kiln.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using Catch::Contains;
 using kiln::data::IdxArray;
 using kiln::data::MnistDataset;
 using kiln::data::read_idx;
+using kiln::testing::TempDir;
 
 namespace {
-
-// A fresh folder per test case (ctest runs them in parallel), removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "kiln_test_idx_XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 using Bytes = std::vector<uint8_t>;
 
@@ -104,7 +94,7 @@ Bytes raw_gz_bytes(const std::string& path, size_t offset, size_t n) {
 }  // namespace
 
 TEST_CASE("idx: reads a plain and a gzip u8 file") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   const Bytes data = counting_bytes(2 * 3 * 4, 7);
   for (bool gz : {false, true}) {
     const std::string path = write_file(dir, "a.idx", idx_file(0x08, {2, 3, 4}, data), gz);
@@ -121,7 +111,7 @@ TEST_CASE("idx: reads a plain and a gzip u8 file") {
 }
 
 TEST_CASE("idx: empty arrays and the gzip magic decides, not the name") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   const IdxArray empty = read_idx(write_file(dir, "e.idx", idx_file(0x08, {0, 28}, {}), false));
   CHECK(empty.dims == std::vector<int64_t>{0, 28});
   CHECK(empty.bytes.empty());
@@ -135,7 +125,7 @@ TEST_CASE("idx: empty arrays and the gzip magic decides, not the name") {
 }
 
 TEST_CASE("idx: big-endian i32, f32 and f64 convert to host order") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   Bytes i32_data;
   put_be32(i32_data, 1);
   put_be32(i32_data, 0xFFFFFFFEu);  // -2
@@ -164,7 +154,7 @@ TEST_CASE("idx: big-endian i32, f32 and f64 convert to host order") {
 }
 
 TEST_CASE("idx: i8 and i16 read but have no tensor dtype") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   const IdxArray a =
       read_idx(write_file(dir, "s.idx", idx_file(0x0B, {2}, {0, 1, 0xFF, 0xFF}), false));
   CHECK(a.type_code == 0x0B);
@@ -202,7 +192,7 @@ TEST_CASE("idx: corrupt files fail naming path, field and byte offset") {
       {"i32 data cut mid-element", idx_file(0x0C, {2}, counting_bytes(6)), "data", 8, 14,
        "truncated"},
   };
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   for (const Case& c : cases) {
     for (bool gz : {false, true}) {
       INFO(c.name << (gz ? " (gzip)" : " (plain)"));
@@ -216,7 +206,7 @@ TEST_CASE("idx: corrupt files fail naming path, field and byte offset") {
 }
 
 TEST_CASE("idx: a truncated gzip stream is an error, wherever it is cut") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   const Bytes data = noise_bytes(4000);
   const std::string whole = dir.file("whole.gz");
   write_gz(whole, idx_file(0x08, {4000}, data));
@@ -235,7 +225,7 @@ TEST_CASE("idx: a truncated gzip stream is an error, wherever it is cut") {
 }
 
 TEST_CASE("idx: a gzip file with a corrupt checksum is an error") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   const std::string path = dir.file("crc.gz");
   write_gz(path, idx_file(0x08, {64}, noise_bytes(64)));
   Bytes file(fs::file_size(path));
@@ -256,7 +246,7 @@ TEST_CASE("idx: a missing file names its path") {
 }
 
 TEST_CASE("idx: MnistDataset from small files") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   const Bytes pixels = counting_bytes(3 * 2 * 2);
   const std::string images = write_file(dir, "img", idx_file(0x08, {3, 2, 2}, pixels), true);
   const std::string labels = write_file(dir, "lab", idx_file(0x08, {3}, {4, 0, 9}), false);
@@ -283,7 +273,7 @@ TEST_CASE("idx: MnistDataset from small files") {
 }
 
 TEST_CASE("idx: MnistDataset rejects mismatched counts, bad labels and wrong layouts") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   const std::string images =
       write_file(dir, "img", idx_file(0x08, {3, 2, 2}, counting_bytes(12)), false);
   const std::string two_labels = write_file(dir, "two", idx_file(0x08, {2}, {1, 2}), true);
@@ -308,7 +298,7 @@ TEST_CASE("idx: MnistDataset rejects mismatched counts, bad labels and wrong lay
 }
 
 TEST_CASE("idx: MnistDataset::fashion finds plain or gz files and names what is missing") {
-  TempDir dir;
+  TempDir dir("kiln_test_idx");
   write_file(dir, "t10k-images-idx3-ubyte", idx_file(0x08, {2, 1, 1}, {5, 6}), false);
   write_file(dir, "t10k-labels-idx1-ubyte", idx_file(0x08, {2}, {7, 8}), true);
   const MnistDataset test = MnistDataset::fashion(dir.path.string(), false);

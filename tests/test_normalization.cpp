@@ -245,11 +245,12 @@ void check_batch_norm_relu(const Shape& shape, DType dtype, bool training, bool 
     return v;
   };
   std::vector<Tensor> fused_in = leaves(), plain_in = leaves();
-  Tensor fused = batch_norm_relu(fused_in[0], mean_fused, var_fused, affine ? fused_in[1] : Tensor(),
-                                 affine ? fused_in[2] : Tensor(), training);
-  Tensor plain = relu(batch_norm(plain_in[0], mean_plain, var_plain,
-                                 affine ? plain_in[1] : Tensor(), affine ? plain_in[2] : Tensor(),
-                                 training));
+  Tensor fused =
+      batch_norm_relu(fused_in[0], mean_fused, var_fused, affine ? fused_in[1] : Tensor(),
+                      affine ? fused_in[2] : Tensor(), training);
+  Tensor plain =
+      relu(batch_norm(plain_in[0], mean_plain, var_plain, affine ? plain_in[1] : Tensor(),
+                      affine ? plain_in[2] : Tensor(), training));
   // The same expression per element, then the same comparison with 0: equal bit for bit.
   CHECK(fused.tolist() == plain.tolist());
   CHECK(mean_fused.tolist() == mean_plain.tolist());

@@ -1,7 +1,5 @@
 // safetensors checkpoints: round trips of every dtype and layout, the exact bytes of a small file,
 // atomic replacement, and a loader that turns every malformed or truncated file into kiln::Error.
-#include <stdlib.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -16,35 +14,16 @@
 #include "gradcheck.h"
 #include "kiln/kiln.h"
 #include "kiln/nn/safetensors.h"
+#include "temp_dir.h"
 
 using namespace kiln;
 using namespace kiln::nn;
 namespace fs = std::filesystem;
+using kiln::testing::TempDir;
 
 namespace {
 
 // A fresh directory under /tmp, removed with everything in it when the test ends.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "kiln-safetensors-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path))
-      names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
-
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -105,7 +84,7 @@ Tensor sample(DType dtype, const Shape& shape, uint64_t seed) {
 // Writes `bytes` to a file, loads it, and checks that it fails with a ValueError whose message
 // starts with the loader's name and the path, and mentions each fragment.
 void check_load_error(const std::string& bytes, std::initializer_list<const char*> fragments) {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("bad.safetensors");
   write_bytes(path, bytes);
   std::string message;
@@ -159,7 +138,7 @@ void check_consistent(const SafetensorsFile& loaded, const TensorMap& original) 
 // ---- round trips ----
 
 TEST_CASE("safetensors: round trip of every dtype") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   TensorMap tensors;
   for (DType d : kAllDTypes) tensors[dtype_name(d)] = sample(d, {2, 3}, 10 + static_cast<int>(d));
   std::string path = dir.file("all.safetensors");
@@ -175,7 +154,7 @@ TEST_CASE("safetensors: round trip of every dtype") {
 }
 
 TEST_CASE("safetensors: round trip of 0-dim and zero-size tensors") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   TensorMap tensors = {{"scalar", scalar_tensor(2.5, DType::f64)},
                        {"scalar_bool", scalar_tensor(1, DType::boolean)},
                        {"empty", zeros({0}, DType::f32)},
@@ -196,7 +175,7 @@ TEST_CASE("safetensors: round trip of 0-dim and zero-size tensors") {
 }
 
 TEST_CASE("safetensors: an empty map round trips") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("nothing.safetensors");
   save_safetensors(path, {});
   CHECK(read_bytes(path) == file_bytes("{}      "));
@@ -206,7 +185,7 @@ TEST_CASE("safetensors: an empty map round trips") {
 }
 
 TEST_CASE("safetensors: non-contiguous inputs are saved in row-major order") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   Tensor base = testing::random_f64({4, 6}, 5);
   TensorMap tensors = {
       {"transposed", base.t()},
@@ -231,7 +210,7 @@ TEST_CASE("safetensors: non-contiguous inputs are saved in row-major order") {
 }
 
 TEST_CASE("safetensors: tensors that require grad are saved as plain data") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   Tensor w = testing::random_f64({3}, 9);
   w.requires_grad_();
   Tensor y = w * 2.0;
@@ -244,7 +223,7 @@ TEST_CASE("safetensors: tensors that require grad are saved as plain data") {
 }
 
 TEST_CASE("safetensors: metadata round trip") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   Metadata metadata = {{"format", "pt"},
                        {"empty", ""},
                        {"quoted \"key\"", "line\nbreak\ttab \\ slash"},
@@ -259,7 +238,7 @@ TEST_CASE("safetensors: metadata round trip") {
 }
 
 TEST_CASE("safetensors: loading onto a device") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("device.safetensors");
   Tensor x = sample(DType::f32, {2, 2}, 11);
   save_safetensors(path, {{"x", x}});
@@ -279,7 +258,7 @@ TEST_CASE("safetensors: loading onto a device") {
 // ---- the exact format ----
 
 TEST_CASE("safetensors: byte-exact file for one F32 tensor") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("a.safetensors");
   save_safetensors(path, {{"a", tensor({1.f, 2.f})}});
   // 54 bytes of JSON padded with two spaces to 56, a multiple of 8.
@@ -292,7 +271,7 @@ TEST_CASE("safetensors: byte-exact file for one F32 tensor") {
 }
 
 TEST_CASE("safetensors: header is padded to a multiple of 8 and data is in sorted-name order") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   for (int name_length = 1; name_length <= 9; ++name_length) {
     INFO("name length " << name_length);
     TensorMap tensors = {{std::string(name_length, 'z'), sample(DType::f32, {2}, 20)},
@@ -321,7 +300,7 @@ TEST_CASE("safetensors: loads files laid out in another order and without paddin
   int64_t seven = 7;
   std::string data =
       std::string(reinterpret_cast<const char*>(&seven), 8) + f32_bytes({1.5f, -2.f});
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("other.safetensors");
   write_bytes(path, file_bytes(header, data));
   SafetensorsFile loaded = load_safetensors(path);
@@ -333,7 +312,7 @@ TEST_CASE("safetensors: loads files laid out in another order and without paddin
 // ---- atomic writes ----
 
 TEST_CASE("safetensors: saving over an existing file replaces it") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("model.safetensors");
   save_safetensors(path, {{"old", tensor({1.f, 2.f, 3.f})}}, {{"v", "1"}});
   save_safetensors(path, {{"new", tensor({4.0})}}, {{"v", "2"}});
@@ -345,7 +324,7 @@ TEST_CASE("safetensors: saving over an existing file replaces it") {
 }
 
 TEST_CASE("safetensors: a save into a missing directory throws and leaves nothing behind") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("missing/model.safetensors");
   CHECK_THROWS_AS(save_safetensors(path, {{"x", tensor({1.f})}}), Error);
   CHECK_THROWS_WITH(
@@ -356,7 +335,7 @@ TEST_CASE("safetensors: a save into a missing directory throws and leaves nothin
 
 TEST_CASE("safetensors: a failed rename removes the temporary file") {
   // The temporary file is written beside `path`; renaming it over a directory then fails.
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("taken");
   fs::create_directory(path);
   CHECK_THROWS_WITH(save_safetensors(path, {{"x", tensor({1.f})}}),
@@ -366,7 +345,7 @@ TEST_CASE("safetensors: a failed rename removes the temporary file") {
 }
 
 TEST_CASE("safetensors: rejected inputs leave an existing file untouched") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("model.safetensors");
   save_safetensors(path, {{"x", tensor({1.f})}});
   std::string before = read_bytes(path);
@@ -386,7 +365,7 @@ TEST_CASE("safetensors: rejected inputs leave an existing file untouched") {
 // ---- corruption tables ----
 
 TEST_CASE("safetensors: every truncation of a valid file throws") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   TensorMap tensors;
   std::string file = small_valid_file(dir, &tensors);
   std::string path = dir.file("truncated.safetensors");
@@ -400,7 +379,7 @@ TEST_CASE("safetensors: every truncation of a valid file throws") {
 }
 
 TEST_CASE("safetensors: flipping any header byte loads consistently or throws") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   TensorMap tensors;
   std::string file = small_valid_file(dir, &tensors);
   uint64_t header_end = 8 + header_length(file);
@@ -430,7 +409,7 @@ TEST_CASE("safetensors: flipping any header byte loads consistently or throws") 
 }
 
 TEST_CASE("safetensors: flipping data bytes changes values but BOOL bytes must stay 0 or 1") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string path = dir.file("one_bool.safetensors");
   save_safetensors(path, {{"flag", tensor(std::vector<bool>{true, false, true})}});
   std::string file = read_bytes(path);
@@ -453,7 +432,7 @@ TEST_CASE("safetensors: a file shorter than the length field") {
 }
 
 TEST_CASE("safetensors: a missing file or a directory") {
-  TempDir dir;
+  TempDir dir("kiln-safetensors");
   std::string missing = dir.file("absent.safetensors");
   CHECK_THROWS_WITH(load_safetensors(missing),
                     Catch::StartsWith("load_safetensors: " + missing + ":") &&

@@ -1,28 +1,15 @@
 // Training checkpoints (nn/checkpoint.h): a round trip of every part, and the metadata a loader
 // must refuse, each with the file, the key and the text in the message.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "kiln/kiln.h"
+#include "temp_dir.h"
 
 using namespace kiln;
-namespace fs = std::filesystem;
+using kiln::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "kiln_test_checkpoint_XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // A model with optimizer state (one momentum step), a scheduler and a generator, at a position.
 struct Training {
@@ -43,8 +30,8 @@ struct Training {
 }  // namespace
 
 TEST_CASE("training checkpoint: every part survives a round trip") {
-  TempDir dir;
-  const std::string path = (dir.path / "last.safetensors").string();
+  TempDir dir("kiln_test_checkpoint");
+  const std::string path = dir.file("last.safetensors");
   Training saved;
   saved.step();
   nn::save_training_checkpoint(path, saved.state());
@@ -65,8 +52,8 @@ TEST_CASE("training checkpoint: every part survives a round trip") {
 }
 
 TEST_CASE("training checkpoint: malformed metadata is refused with the key and the text") {
-  TempDir dir;
-  const std::string good = (dir.path / "good.safetensors").string();
+  TempDir dir("kiln_test_checkpoint");
+  const std::string good = dir.file("good.safetensors");
   Training training;
   nn::save_training_checkpoint(good, training.state());
   const nn::SafetensorsFile file = nn::load_safetensors(good);
@@ -91,7 +78,7 @@ TEST_CASE("training checkpoint: malformed metadata is refused with the key and t
     } else {
       meta.erase(c.key);
     }
-    const std::string bad = (dir.path / "bad.safetensors").string();
+    const std::string bad = dir.file("bad.safetensors");
     nn::save_safetensors(bad, file.tensors, meta);
     Training target;
     nn::TrainingState state = target.state();

@@ -13,22 +13,6 @@ namespace {
 constexpr int kRowsThreads = 256;
 constexpr int64_t kMaxGrid = int64_t(1) << 20;
 
-template <class A>
-__device__ __forceinline__ A exp_(A v) {
-  if constexpr (std::is_same_v<A, double>)
-    return exp(v);
-  else
-    return expf(v);
-}
-
-template <class A>
-__device__ __forceinline__ A log_(A v) {
-  if constexpr (std::is_same_v<A, double>)
-    return log(v);
-  else
-    return logf(v);
-}
-
 struct Max {
   template <class A>
   __device__ A operator()(A a, A b) const {
@@ -82,9 +66,9 @@ __global__ void ce_forward_kernel(const D* x, const int64_t* t, const D* w, int6
     Acc se = 0;
     if (valid)
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        se += exp_(red::cvt<Acc>(row[c * inner]) - m);
+        se += red::exp_acc(red::cvt<Acc>(row[c * inner]) - m);
     se = row_allreduce(se, Add{}, smem);
-    const Acc lse = m + log_(se);
+    const Acc lse = m + red::log_acc(se);
 
     const int64_t target = valid ? t[r] : ignore_index;
     // Targets were checked by scan_nll_targets; the range test only keeps a bad call in bounds.
@@ -135,7 +119,7 @@ __global__ void ce_backward_kernel(const Acc* g, bool per_row, const D* x, const
     if (eps != Acc(0)) p_scale += smooth * (w ? *weight_sum : static_cast<Acc>(classes));
     const Acc row_lse = lse[r];
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const Acc p = exp_(red::cvt<Acc>(x[base + c * inner]) - row_lse);
+      const Acc p = red::exp_acc(red::cvt<Acc>(x[base + c * inner]) - row_lse);
       Acc q = c == target ? on_target : Acc(0);
       if (eps != Acc(0)) q += smooth * (w ? red::cvt<Acc>(w[c]) : Acc(1));
       gx[base + c * inner] = red::cvt<D>(gr * (p * p_scale - q));

@@ -64,6 +64,20 @@ __device__ __forceinline__ To cvt(From v) {
   }
 }
 
+// exp and log in the accumulation type: the float forms for float, the double ones for double.
+__device__ __forceinline__ float exp_acc(float v) {
+  return expf(v);
+}
+__device__ __forceinline__ double exp_acc(double v) {
+  return exp(v);
+}
+__device__ __forceinline__ float log_acc(float v) {
+  return logf(v);
+}
+__device__ __forceinline__ double log_acc(double v) {
+  return log(v);
+}
+
 template <class A>
 __device__ __forceinline__ bool is_nan(A v) {
   if constexpr (std::is_floating_point_v<A>)

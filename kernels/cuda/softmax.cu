@@ -24,19 +24,6 @@ struct AddOp {
   __device__ Acc shfl_down(Acc a, int offset) const { return red::shfl_down(a, offset); }
 };
 
-__device__ __forceinline__ float exp_acc(float v) {
-  return expf(v);
-}
-__device__ __forceinline__ double exp_acc(double v) {
-  return exp(v);
-}
-__device__ __forceinline__ float log_acc(float v) {
-  return logf(v);
-}
-__device__ __forceinline__ double log_acc(double v) {
-  return log(v);
-}
-
 // The row_combine result in every thread of the row. Every thread of the block must call it.
 template <class Op>
 __device__ typename Op::acc_t row_all(typename Op::acc_t v, const Op& op, typename Op::acc_t* smem,
@@ -71,17 +58,17 @@ __global__ void softmax_rows_kernel(const D* x, D* out, int64_t rows, int64_t si
     Acc sum = 0;
     if (valid)
       for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
-        sum += exp_acc(red::cvt<Acc>(in[k]) - max);
+        sum += red::exp_acc(red::cvt<Acc>(in[k]) - max);
     sum = row_all(sum, AddOp<Acc>{}, smem, bcast);
     if (!valid) continue;
     if (Log) {
-      const Acc shift = max + log_acc(sum);
+      const Acc shift = max + red::log_acc(sum);
       for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
         o[k] = red::cvt<D>(red::cvt<Acc>(in[k]) - shift);
     } else {
       const Acc scale = Acc(1) / sum;
       for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
-        o[k] = red::cvt<D>(exp_acc(red::cvt<Acc>(in[k]) - max) * scale);
+        o[k] = red::cvt<D>(red::exp_acc(red::cvt<Acc>(in[k]) - max) * scale);
     }
   }
 }
@@ -102,15 +89,15 @@ __global__ void softmax_columns_kernel(const D* x, D* out, int64_t columns, int6
       max = max < v ? v : max;
     }
     Acc sum = 0;
-    for (int64_t k = 0; k < size; ++k) sum += exp_acc(red::cvt<Acc>(in[k * inner]) - max);
+    for (int64_t k = 0; k < size; ++k) sum += red::exp_acc(red::cvt<Acc>(in[k * inner]) - max);
     if (Log) {
-      const Acc shift = max + log_acc(sum);
+      const Acc shift = max + red::log_acc(sum);
       for (int64_t k = 0; k < size; ++k)
         o[k * inner] = red::cvt<D>(red::cvt<Acc>(in[k * inner]) - shift);
     } else {
       const Acc scale = Acc(1) / sum;
       for (int64_t k = 0; k < size; ++k)
-        o[k * inner] = red::cvt<D>(exp_acc(red::cvt<Acc>(in[k * inner]) - max) * scale);
+        o[k * inner] = red::cvt<D>(red::exp_acc(red::cvt<Acc>(in[k * inner]) - max) * scale);
     }
   }
 }
@@ -123,7 +110,7 @@ __device__ __forceinline__ Acc backward_term(Acc y, Acc g) {
 }
 template <class Acc, bool Log>
 __device__ __forceinline__ Acc backward_out(Acc y, Acc g, Acc s) {
-  return Log ? g - exp_acc(y) * s : y * (g - s);
+  return Log ? g - red::exp_acc(y) * s : y * (g - s);
 }
 
 template <class D, class Acc, bool Log>
