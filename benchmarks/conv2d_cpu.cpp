@@ -6,8 +6,11 @@
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <ratio>
 
 #include "kiln/core/ops/conv.h"
 #include "kiln/kiln.h"

@@ -7,7 +7,9 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "kiln/kiln.h"
 

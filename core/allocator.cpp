@@ -1,6 +1,7 @@
 #include "kiln/core/allocator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "kiln/core/cuda.h"

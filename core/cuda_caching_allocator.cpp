@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
 #include <tuple>
 
 #include "kiln/core/error.h"

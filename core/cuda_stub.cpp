@@ -3,6 +3,10 @@
 // been created), and empty_cache has nothing to free, as torch.cuda.empty_cache without CUDA.
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
 #include "kiln/core/cuda.h"
 #include "kiln/core/error.h"
 

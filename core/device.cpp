@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "kiln/core/error.h"
 
 namespace kiln {

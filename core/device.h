@@ -2,6 +2,7 @@
 // with CUDA and a GPU is visible at run time (see core/cuda.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace kiln {

@@ -1,5 +1,8 @@
 #include "kiln/core/dtype.h"
 
+#include <cstddef>
+#include <string>
+
 namespace kiln {
 
 size_t dtype_size(DType dtype) {

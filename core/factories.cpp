@@ -1,7 +1,11 @@
 #include "kiln/core/factories.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <type_traits>
+#include <vector>
 
 #include "kiln/core/philox.h"
 #include "kiln/kernels/cpu/loops.h"

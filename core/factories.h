@@ -1,6 +1,7 @@
 // Factories: new tensors from sizes, values, ranges, random streams and host buffers.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <vector>
 

@@ -1,5 +1,8 @@
 #include "kiln/core/generator.h"
 
+#include <cstdint>
+#include <mutex>
+
 namespace kiln {
 
 void Generator::manual_seed(uint64_t seed) {

@@ -1,6 +1,9 @@
 // In-place ops. Without autograd they write straight into self's storage. With autograd they
 // compute the out-of-place result from a clone of self (so the old value a node saved stays
 // intact), write it into self and hand self the result's history.
+#include <initializer_list>
+#include <vector>
+
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"

@@ -1,8 +1,13 @@
 // Tensor::str(): PyTorch's layout (nested brackets, aligned columns, "..." past 1000 elements)
 // followed by the shape, dtype and device, which PyTorch leaves out and a C++ user cannot inspect
 // as easily.
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/tensor.h"

@@ -3,6 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
 #include "kiln/core/error.h"
 
 namespace kiln {

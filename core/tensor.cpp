@@ -2,6 +2,13 @@
 // methods in core/autograd/tensor_autograd.cpp.
 #include "kiln/core/tensor.h"
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/cuda.h"

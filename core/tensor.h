@@ -2,11 +2,14 @@
 // A Tensor is a cheap handle (one shared_ptr); copies share data, clone() copies it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/device.h"

@@ -1,8 +1,13 @@
 // Views: new shape and strides over the same storage, never a copy. Each records a backward node
 // that maps the view's gradient back to the base's shape.
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <numeric>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"

@@ -1,9 +1,14 @@
 #include "kiln/data/cifar.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/error.h"
 

@@ -4,6 +4,7 @@
 //   CIFAR-100: coarse + fine label bytes + 3072 pixels = 3074 bytes; kiln uses the fine label.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/error.h"

@@ -13,6 +13,7 @@
 // (seed, epoch, i). So the batches do not depend on num_workers or on thread timing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>

@@ -1,5 +1,7 @@
 #include "kiln/data/dataset.h"
 
+#include <cstdint>
+
 #include "kiln/core/error.h"
 
 namespace kiln::data {

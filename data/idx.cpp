@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <string>
+#include <system_error>
 
 #include "kiln/core/error.h"
 

@@ -7,6 +7,7 @@
 // ValueError naming the file, the field and its byte offset instead of exhausting memory.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "kiln/data/synthetic.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kiln/core/error.h"

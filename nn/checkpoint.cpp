@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <system_error>
 #include <type_traits>
 
 #include "kiln/nn/safetensors.h"

@@ -6,6 +6,7 @@
 // Python's safetensors can read every part.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kiln/core/generator.h"

@@ -1,6 +1,10 @@
 #include "kiln/nn/container.h"
 
+#include <cstddef>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::nn {
 

@@ -1,7 +1,9 @@
 // Sequential and ModuleList: modules that hold modules, named "0", "1", ... as in PyTorch.
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kiln/nn/module.h"

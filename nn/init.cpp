@@ -1,6 +1,9 @@
 #include "kiln/nn/init.h"
 
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/factories.h"

@@ -1,7 +1,9 @@
 // Weight initialisation, as torch.nn.init: each fills a tensor in place without recording history.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kiln/core/generator.h"
 #include "kiln/core/tensor.h"

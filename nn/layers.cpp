@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/factories.h"

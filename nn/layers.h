@@ -1,8 +1,10 @@
 // The layers: each a Module holding its parameters and calling one op from core/ops.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "kiln/core/ops/nn.h"
 #include "kiln/nn/module.h"

@@ -2,6 +2,10 @@
 // (input, target).
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <utility>
+
 #include "kiln/core/ops/nn.h"
 #include "kiln/nn/module.h"
 

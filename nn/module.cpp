@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/error.h"

@@ -2,6 +2,7 @@
 // registration order, so names come out as PyTorch's ("layer1.0.conv1.weight").
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>

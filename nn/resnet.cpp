@@ -4,6 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "kiln/core/ops/elementwise.h"
 #include "kiln/nn/init.h"

@@ -2,6 +2,7 @@
 // layer2.0.downsample.0.weight, fc.bias), so weights move between kiln and torchvision both ways.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 #include <system_error>
 #include <utility>
 #include <vector>

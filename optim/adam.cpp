@@ -1,6 +1,8 @@
 #include "kiln/optim/adam.h"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/factories.h"

@@ -4,6 +4,8 @@
 //   amsgrad) p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 #pragma once
 
+#include <vector>
+
 #include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {

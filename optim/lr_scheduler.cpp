@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/ops/elementwise.h"

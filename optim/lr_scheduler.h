@@ -2,6 +2,8 @@
 // its rate in closed form from the step count, with PyTorch's formulas.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kiln/optim/optimizer.h"

@@ -2,6 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/factories.h"
 

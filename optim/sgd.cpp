@@ -1,5 +1,8 @@
 #include "kiln/optim/sgd.h"
 
+#include <utility>
+#include <vector>
+
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/ops/elementwise.h"
 

@@ -5,6 +5,8 @@
 //   p = p - lr * g
 #pragma once
 
+#include <vector>
+
 #include "kiln/optim/optimizer.h"
 
 namespace kiln::optim {

@@ -4,7 +4,11 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
-          libcli11-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+          libcli11-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist python3)
+# The test job also builds the library with clang and LLVM's libc++ (scripts/test.sh).
+if [ "${KILN_DEPS:-run}" = test ]; then
+  packages+=(clang libc++-dev libc++abi-dev libomp-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

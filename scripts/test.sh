@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# The test job: install dependencies, then build and run the test suite twice: first the CPU build
-# under AddressSanitizer + UBSan, then the normal build (with CUDA when nvcc is present; GPU tests
-# report themselves skipped without a GPU). ctest's summary of the normal build is printed last.
+# The test job: install dependencies, then
+#   1. build the library and every header on its own with clang and LLVM's libc++: a second
+#      compiler and a second standard library, whose headers include each other differently, so
+#      a file that relies on a transitive include fails here (scripts/check-includes.py, a ctest,
+#      checks the standard includes by name);
+#   2. build and run the test suite under AddressSanitizer + UBSan (CPU only);
+#   3. build and run it normally (with CUDA when nvcc is present; GPU tests report themselves
+#      skipped without a GPU). ctest's summary of this build is printed last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh
+KILN_DEPS=test scripts/install-deps.sh
 jobs=$(nproc)
+
+echo "== clang + libc++ build of the library and its headers =="
+cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_CXX_FLAGS="-stdlib=libc++ -Werror" -DKILN_CUDA=OFF -DKILN_BUILD_TESTS=OFF \
+      -DKILN_BUILD_APPS=OFF
+cmake --build build-clang -j "$jobs" --target kiln kiln_header_check
 
 echo "== sanitizer build (ASan + UBSan, CPU only) =="
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_BUILD_APPS=OFF \

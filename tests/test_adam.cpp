@@ -1,8 +1,13 @@
 // Adam and AdamW against hand-computed steps and a scalar re-implementation of PyTorch's rule
 // (bias correction, L2 vs decoupled weight decay, amsgrad), option checks and state_dict resume.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"

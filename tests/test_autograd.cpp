@@ -1,6 +1,10 @@
 // Autograd: leaves and grad_fn, backward and accumulation, grad mode, graph lifetime, in-place
 // checks, hooks, and gradients through views and conversions.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>

@@ -3,6 +3,7 @@
 // pool (size classes, splitting, merging, streams, empty_cache, statistics, the out-of-memory
 // retry) is checked exactly, in every build. The same logic on real memory: tests/cuda/.
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>

@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "gradcheck.h"

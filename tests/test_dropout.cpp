@@ -2,6 +2,8 @@
 // is about 1 - p, the backward uses the same mask, and bad probabilities are rejected.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "gradcheck.h"

@@ -1,9 +1,13 @@
 // Elementwise ops: forward against plain loops over std:: math (f32 and f64, broadcast, strided and
 // empty inputs), integer and mixed dtypes, in-place forms, gradients, and the errors users see.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "gradcheck.h"

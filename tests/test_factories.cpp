@@ -2,6 +2,7 @@
 // statistics.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <vector>

@@ -1,6 +1,8 @@
 #include <zlib.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

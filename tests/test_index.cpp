@@ -1,5 +1,7 @@
 // Joining and splitting: cat, stack, split, chunk.
 #include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "gradcheck.h"

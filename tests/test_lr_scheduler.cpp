@@ -1,7 +1,11 @@
 // Learning-rate schedules against their closed forms (and PyTorch's OneCycleLR phases), resuming
 // with set_last_epoch, and clip_grad_norm_.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "kiln/optim/adam.h"

@@ -1,6 +1,8 @@
 // Module: registration and dotted names, train/eval, zero_grad, state_dict save/load (strict and
 // not), to(dtype/device) keeping tensor identity, and the printed tree.
 #include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,8 +1,11 @@
 // batch_norm and layer_norm: forward against plain loops, the running-stat update checked by
 // hand, gradchecks in training and inference, and error cases; batch_norm_relu against the two
 // ops it fuses.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "gradcheck.h"

@@ -3,7 +3,10 @@
 // and error cases.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gradcheck.h"

@@ -1,6 +1,7 @@
 // Tensor::str(): PyTorch's layout, with the shape, dtype, device and autograd suffix kiln adds.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "gradcheck.h"

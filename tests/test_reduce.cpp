@@ -1,8 +1,12 @@
 // sum, mean, var, std_dev, norm, sum_to and cumsum against plain loops, plus gradchecks and errors.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"

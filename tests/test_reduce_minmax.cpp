@@ -2,7 +2,10 @@
 // gradients (to the index, or shared between ties) and their errors.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"

@@ -2,6 +2,9 @@
 // Optimizer base: groups, option checks, zero_grad and state_dict round trips.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"

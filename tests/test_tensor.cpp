@@ -2,8 +2,10 @@
 // conversions, clone, item and tolist.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gradcheck.h"

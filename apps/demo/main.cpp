@@ -2,6 +2,7 @@
 // autograd and plain SGD with momentum, printing its loss as it falls. The main job until the
 // ResNet trainer (apps/train) lands.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>

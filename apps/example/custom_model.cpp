@@ -1,7 +1,10 @@
 // How a user defines a model, trains it and saves it: a small CNN on Fashion-MNIST.
 //   build/apps/kiln-example-custom-model [batches]
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <string>
 
 #include "kiln/kiln.h"
 

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <string>
+#include <utility>
 
 namespace kiln::apps {
 

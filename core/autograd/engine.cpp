@@ -1,5 +1,7 @@
 // The backward pass: find every node reachable from the roots, count how many gradients each will
 // receive, then run nodes whose gradients are complete (Kahn's algorithm on the reversed tape).
+#include <cstddef>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 

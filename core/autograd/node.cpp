@@ -1,5 +1,9 @@
 #include "kiln/core/autograd/node.h"
 
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/ops/elementwise.h"
 

@@ -3,8 +3,11 @@
 // produced that input (or at the leaf's AccumulateGrad), empty where the input needs no gradient.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/tensor.h"

@@ -1,4 +1,8 @@
 // The autograd half of Tensor: requires_grad, .grad, backward, hooks, detach.
+#include <cstdint>
+#include <memory>
+#include <utility>
+
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/ops/elementwise.h"

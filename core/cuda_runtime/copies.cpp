@@ -2,6 +2,8 @@
 // device and between two devices, ordered on the current streams.
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/cuda_runtime/internal.h"

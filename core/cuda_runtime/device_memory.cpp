@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>

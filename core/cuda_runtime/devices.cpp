@@ -6,6 +6,7 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include <cstddef>
 #include <string>
 
 #include "kiln/core/cuda.h"

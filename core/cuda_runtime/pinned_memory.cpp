@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>

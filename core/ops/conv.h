@@ -2,6 +2,8 @@
 // device backend implements them next to conv2d. Neither is differentiable (no double backward).
 #pragma once
 
+#include <cstdint>
+
 #include "kiln/core/ops/nn.h"
 
 namespace kiln {

@@ -1,5 +1,8 @@
 #include "kiln/core/ops/dispatch.h"
 
+#include <initializer_list>
+#include <string>
+
 namespace kiln {
 
 std::string describe(const Tensor& t) {

@@ -2,6 +2,11 @@
 // mask on every device; the backward multiplies by the same scaled mask.
 #include "kiln/kernels/cuda/dropout.h"
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"
 #include "kiln/core/generator.h"

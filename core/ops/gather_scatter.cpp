@@ -2,7 +2,11 @@
 // index is checked before anything is written; each backward sits under its forward and is the
 // "transpose" op (select <-> add, gather <-> scatter_add).
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"

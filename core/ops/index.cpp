@@ -4,7 +4,11 @@
 #include "kiln/core/ops/index.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"

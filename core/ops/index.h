@@ -1,6 +1,7 @@
 // Joining, splitting and indexing.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kiln/core/tensor.h"

@@ -2,6 +2,11 @@
 // (GPU) kernel call, and each backward written with the same products.
 #include "kiln/core/ops/linalg.h"
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/core/ops/reduce.h"

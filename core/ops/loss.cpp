@@ -3,7 +3,10 @@
 // and mse_loss from elementwise ops.
 #include "kiln/kernels/cpu/loss.h"
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"

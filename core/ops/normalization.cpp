@@ -4,6 +4,12 @@
 // batch_norm_relu folds the ReLU that follows most batch norms into both passes on the CPU.
 #include "kiln/kernels/cpu/normalization.h"
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"

@@ -3,6 +3,11 @@
 // pooled as a batch of one.
 #include "kiln/core/ops/pooling.h"
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"
 #include "kiln/core/ops/dispatch.h"

@@ -1,6 +1,11 @@
 // sum, mean and sum_to: the reductions autograd itself needs. The rest live in reduce_*.cpp.
 #include "kiln/core/ops/reduce.h"
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"
 #include "kiln/core/ops/dispatch.h"

@@ -1,6 +1,7 @@
 // Reductions over any set of dims (an empty list means every dim), with keepdim, and scans.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kiln/core/tensor.h"

@@ -1,6 +1,7 @@
 // Which dims a reduction removes, and the output shape with and without keepdim.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kiln/core/ops/reduce.h"

@@ -1,6 +1,11 @@
 // cumsum, and the reversed running sum that is its backward (and whose backward it is).
 #include "kiln/kernels/cpu/scan.h"
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/ops/dispatch.h"
 #include "kiln/core/ops/reduce.h"

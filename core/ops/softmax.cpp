@@ -1,7 +1,10 @@
 // softmax and log_softmax: checks, the CPU kernel, and the backward of each right below it.
 #include "kiln/kernels/cpu/softmax.h"
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/ops/dispatch.h"

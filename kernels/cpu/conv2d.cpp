@@ -1,6 +1,8 @@
 #include "kiln/kernels/cpu/conv2d.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -170,10 +172,11 @@ void col2im(const Conv2dGeometry& g, const GemmSizes& s, T* col, int64_t ld, T* 
 }
 
 // Uninitialised working memory: every element is written before it is read, so zeroing it (as
-// std::vector would, on every call) is a wasted pass over up to half a megabyte.
+// std::vector would, on every call) is a wasted pass over up to half a megabyte. `new T[n]` without
+// braces leaves it uninitialised, as make_unique_for_overwrite would (which libc++ 14 lacks).
 template <class T>
 std::unique_ptr<T[]> scratch(int64_t n) {
-  return std::make_unique_for_overwrite<T[]>(static_cast<size_t>(n));
+  return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
 }
 
 // Images per GEMM. One late-layer image makes a short product (7x7 = 49 positions), so images are

@@ -32,6 +32,8 @@
 #include "kiln/kernels/cpu/conv2d_direct.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kiln/kernels/cpu/loops.h"

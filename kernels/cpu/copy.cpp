@@ -1,5 +1,7 @@
 #include "kiln/kernels/cpu/copy.h"
 
+#include <array>
+#include <cstdint>
 #include <cstring>
 
 #include "kiln/kernels/cpu/loops.h"

@@ -1,7 +1,10 @@
 #include "kiln/kernels/cpu/index.h"
 
+#include <array>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kiln/kernels/cpu/copy.h"
 #include "kiln/kernels/cpu/loops.h"

@@ -3,6 +3,7 @@
 // calling these, so a kernel never writes past a tensor and never fails half way.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kiln/core/tensor.h"

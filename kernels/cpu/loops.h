@@ -4,7 +4,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

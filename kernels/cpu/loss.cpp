@@ -1,6 +1,8 @@
 #include "kiln/kernels/cpu/loss.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/kernels/cpu/loops.h"

@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "kiln/kernels/cpu/loops.h"

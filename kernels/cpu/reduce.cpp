@@ -1,5 +1,9 @@
 #include "kiln/kernels/cpu/reduce.h"
 
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {

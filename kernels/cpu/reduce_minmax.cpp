@@ -1,6 +1,7 @@
 #include "kiln/kernels/cpu/reduce_minmax.h"
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "kiln/kernels/cpu/loops.h"

@@ -1,5 +1,7 @@
 #include "kiln/kernels/cpu/scan.h"
 
+#include <array>
+#include <cstdint>
 #include <type_traits>
 
 #include "kiln/kernels/cpu/loops.h"

@@ -1,6 +1,8 @@
 // CPU scans (running reductions along one dim).
 #pragma once
 
+#include <cstdint>
+
 #include "kiln/core/tensor.h"
 
 namespace kiln::cpu {

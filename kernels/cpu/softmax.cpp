@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/kernels/cpu/loops.h"

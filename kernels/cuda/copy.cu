@@ -1,3 +1,5 @@
+#include <cstddef>
+
 #include "kiln/kernels/cuda/copy.h"
 #include "kiln/kernels/cuda/loops.cuh"
 

@@ -4,6 +4,7 @@
 // may run after the CUDA driver has shut down.
 #include "kiln/kernels/cuda/handles.h"
 
+#include <cstddef>
 #include <mutex>
 #include <vector>
 

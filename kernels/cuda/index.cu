@@ -1,5 +1,8 @@
 #include <array>
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/index.h"

@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/kernels/cuda/loss.h"

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 

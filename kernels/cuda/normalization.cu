@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/normalization.h"
 

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdint>
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/pooling.h"

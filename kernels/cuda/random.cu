@@ -1,3 +1,6 @@
+#include <cstdint>
+#include <string>
+
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/philox.h"
 #include "kiln/kernels/cuda/random.h"

@@ -1,7 +1,11 @@
 #include <math_constants.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "kiln/kernels/cuda/reduce.h"
 #include "kiln/kernels/cuda/reduce_util.cuh"

@@ -1,5 +1,7 @@
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "kiln/kernels/cuda/reduce_minmax.h"
 #include "kiln/kernels/cuda/reduce_util.cuh"

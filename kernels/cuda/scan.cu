@@ -1,3 +1,8 @@
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
 #include "kiln/kernels/cuda/reduce_util.cuh"
 #include "kiln/kernels/cuda/scan.h"
 

@@ -2,6 +2,8 @@
 // accumulate in double and integer ones in i64, as on the CPU, so long running sums agree).
 #pragma once
 
+#include <cstdint>
+
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/cuda/gpu.h"
 

@@ -7,6 +7,7 @@
 // f16 algorithms (Winograd, FFT) may round transformed operands to f16 before the f32 sums.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -2,6 +2,8 @@
 // every dtype pair against the CPU's casts, copy_ into strided and broadcast destinations, fills,
 // and the gradients of to(device) and to(dtype).
 #include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 

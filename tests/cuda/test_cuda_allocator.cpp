@@ -4,8 +4,10 @@
 // Tests that depend on caching say so and pass trivially when KILN_CUDA_CACHING_ALLOCATOR=0 (the
 // compute-sanitizer runs), where reuse is switched off on purpose.
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kiln/core/cuda_caching_allocator.h"

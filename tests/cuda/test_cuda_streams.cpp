@@ -2,6 +2,8 @@
 // streams per thread, event ordering between streams, pinned asynchronous copies, and copies
 // between two GPUs (when there are two).
 #include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <thread>
 
 #include "kiln/kernels/cuda/gpu.h"

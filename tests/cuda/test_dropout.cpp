@@ -1,6 +1,7 @@
 // GPU dropout draws the CPU's Philox stream: one seed gives the same mask, output and gradient
 // on either device, and the generator advances the same way.
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"

@@ -3,6 +3,8 @@
 // an odd tail, contiguous but misaligned, strided, broadcast, zero-size), forward and backward.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <optional>

@@ -1,9 +1,14 @@
 // GPU parity of batch_norm and layer_norm: forward, running statistics and backward on CUDA
 // against the CPU on the same inputs, per dtype, plus gradchecks through the GPU. The 16-bit
 // dtypes compute in f32 on both devices, so their tolerance is the dtype's rounding.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"

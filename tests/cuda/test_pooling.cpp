@@ -3,8 +3,12 @@
 // gradchecks through the GPU.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"

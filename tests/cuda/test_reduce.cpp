@@ -5,6 +5,8 @@
 // different order (and in f32 where the CPU uses double), so only that bound is guaranteed.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>

@@ -3,6 +3,8 @@
 // inputs, forward and backward, within a tolerance that scales with the dtype.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>

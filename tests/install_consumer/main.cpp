@@ -2,6 +2,7 @@
 #include <kiln/kiln.h>
 
 #include <cstdio>
+#include <vector>
 
 int main() {
   kiln::Tensor x = kiln::tensor({1.0f, 2.0f, 3.0f}).requires_grad_();

@@ -1,6 +1,10 @@
 #include "gradcheck.h"
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
 
 namespace kiln::testing {
 

@@ -2,6 +2,7 @@
 // An element passes when |analytic - numeric| <= atol + rtol * |numeric|.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>

@@ -1,0 +1,50 @@
+# kiln_add_header_check(): the target kiln_header_check compiles every header of the library as a
+# translation unit of its own (a generated file holding one #include), so a header that leans on
+# whatever its includer happened to include first fails the build. .cuh headers are compiled by
+# nvcc when CUDA is on; headers that include CUDA's own headers (cuda_runtime.h, cudnn.h, ...) only
+# then too.
+function(kiln_add_header_check)
+  file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
+       ${PROJECT_SOURCE_DIR}/core/*.h ${PROJECT_SOURCE_DIR}/kernels/*.h
+       ${PROJECT_SOURCE_DIR}/nn/*.h ${PROJECT_SOURCE_DIR}/optim/*.h
+       ${PROJECT_SOURCE_DIR}/data/*.h ${PROJECT_SOURCE_DIR}/dist/*.h
+       ${PROJECT_SOURCE_DIR}/kernels/*.cuh)
+  list(APPEND headers kiln.h)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/header_check)
+  set(sources)
+  foreach(header ${headers})
+    file(STRINGS ${PROJECT_SOURCE_DIR}/${header} cuda_includes
+         REGEX "^#include <(cuda|cudnn|cublas|nccl|nvtx)")
+    if((header MATCHES "\\.cuh$" OR cuda_includes) AND NOT KILN_WITH_CUDA)
+      continue()
+    endif()
+    if(header MATCHES "\\.cuh$")
+      set(suffix cu)
+    else()
+      set(suffix cpp)
+    endif()
+    string(MAKE_C_IDENTIFIER ${header} stem)
+    set(source ${dir}/${stem}.${suffix})
+    set(text "#include \"kiln/${header}\"\n")
+    # Rewrite only when the text changes, so reconfiguring does not rebuild the check.
+    if(EXISTS ${source})
+      file(READ ${source} old)
+    else()
+      set(old "")
+    endif()
+    if(NOT old STREQUAL text)
+      file(WRITE ${source} ${text})
+    endif()
+    list(APPEND sources ${source})
+  endforeach()
+  if(KILN_BUILD_TESTS)
+    add_library(kiln_header_check OBJECT ${sources})
+  else()
+    add_library(kiln_header_check OBJECT EXCLUDE_FROM_ALL ${sources})
+  endif()
+  target_link_libraries(kiln_header_check PRIVATE kiln::kiln)
+  if(KILN_WITH_CUDA)
+    target_include_directories(kiln_header_check PRIVATE ${KILN_CUDNN_INCLUDE_DIR})
+  endif()
+  kiln_set_warnings(kiln_header_check)
+endfunction()
