@@ -1,7 +1,11 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
+#include "cross_entropy_reference.h"
 #include "gradcheck.h"
 #include "kiln/kiln.h"
 
@@ -279,6 +283,11 @@ TEST_CASE("loss: cross_entropy matches log_softmax + nll in the reference") {
         reference_cross_entropy(logits.tolist(), 6, 5, 1, target.tolist(), {}, -100, r, 0.0),
         1e-12);
   }
+}
+
+TEST_CASE("loss: cross_entropy matches PyTorch's values, smoothing 0 to 1, weights, ignore_index") {
+  kiln::testing::check_cross_entropy_against_torch(Device::cpu(), DType::f64, 1e-12);
+  kiln::testing::check_cross_entropy_against_torch(Device::cpu(), DType::f32, 1e-5);
 }
 
 TEST_CASE("loss: cross_entropy label smoothing, weights and ignore_index") {

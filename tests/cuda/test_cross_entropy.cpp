@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cross_entropy_reference.h"
 #include "gradcheck.h"
 #include "kiln/kiln.h"
 #include "parity.h"
@@ -89,7 +92,10 @@ void check_case(const Case& c, uint64_t seed) {
       c.weighted ? random_f64({classes}, seed + 2, 0.5, 2.0).to(c.dtype) : Tensor();
 
   auto run = [&](DType dtype, Device device, Tensor& grad) {
-    Tensor x = logits.to(dtype).to(device);
+    // A fresh leaf per run: .to() of a tensor already of that dtype and device returns the tensor
+    // itself, so marking it would make `logits` a leaf shared by the runs (its gradient then
+    // accumulates over them) or, once it requires grad, turn the next .to() into a non-leaf.
+    Tensor x = logits.to(dtype).to(device).detach();
     x.requires_grad_();
     Tensor y = cross_entropy(x, target.to(device),
                              weight.defined() ? weight.to(dtype).to(device) : Tensor(), kIgnore,
@@ -158,6 +164,11 @@ TEST_CASE("cuda cross_entropy: label smoothing 1, the whole target spread over t
   for (bool weighted : {false, true})
     for (Reduction reduction : kReductions)
       check_case({{8, 6}, DType::f64, 1.0, weighted, reduction}, seed += 10);
+}
+
+TEST_CASE("cuda cross_entropy: PyTorch's values, smoothing 0 to 1, weights, ignore_index") {
+  kiln::testing::check_cross_entropy_against_torch(kGpu, DType::f64, 1e-12);
+  kiln::testing::check_cross_entropy_against_torch(kGpu, DType::f32, 1e-5);
 }
 
 TEST_CASE("cuda cross_entropy: an empty batch") {
