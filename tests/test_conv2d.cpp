@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "gradcheck.h"
@@ -182,19 +184,48 @@ TEST_CASE("conv2d: non-contiguous input, weight and bias") {
   check_close(out, reference_conv(x, w, bias, p), 1e-12);
 }
 
-TEST_CASE("conv2d: zero-size batch and channels") {
-  Tensor out = conv2d(zeros({0, 3, 5, 5}), zeros({4, 3, 3, 3}));
-  CHECK(out.shape() == Shape{0, 4, 3, 3});
-  Tensor bias = tensor({1.0, 2.0});
-  Tensor no_channels =
-      conv2d(zeros({1, 0, 4, 4}, DType::f64), zeros({2, 0, 3, 3}, DType::f64), bias);
-  CHECK(no_channels.shape() == Shape{1, 2, 2, 2});
-  CHECK(no_channels.tolist() == std::vector<double>{1, 1, 1, 1, 2, 2, 2, 2});
-  Tensor x = zeros({0, 2, 4, 4}, DType::f64).requires_grad_();
-  Tensor w = ones({3, 2, 3, 3}, DType::f64).requires_grad_();
-  sum(conv2d(x, w)).backward();
-  CHECK(x.grad().shape() == Shape{0, 2, 4, 4});
-  CHECK(w.grad().tolist() == std::vector<double>(54, 0.0));
+TEST_CASE("conv2d: zero-size batch and channels, in every dtype") {
+  // Each output, input gradient or weight gradient below is an empty sum (plus the bias), so it
+  // must be written even though no kernel runs: a freed buffer of the same size, full of 7s, is
+  // likely to be handed out again and would show through.
+  auto stale = [](const Shape& shape, DType dtype) { full(shape, 7.0, dtype); };
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    Tensor out = conv2d(zeros({0, 3, 5, 5}, dtype), zeros({4, 3, 3, 3}, dtype));
+    CHECK(out.shape() == Shape{0, 4, 3, 3});
+
+    // No input channel: the output is the bias alone.
+    stale({1, 2, 2, 2}, dtype);
+    Tensor bias = tensor({1.0, 2.0}).to(dtype);
+    Tensor no_channels = conv2d(zeros({1, 0, 4, 4}, dtype), zeros({2, 0, 3, 3}, dtype), bias);
+    CHECK(no_channels.shape() == Shape{1, 2, 2, 2});
+    CHECK(no_channels.tolist() == std::vector<double>{1, 1, 1, 1, 2, 2, 2, 2});
+    stale({1, 2, 2, 2}, dtype);
+    CHECK(conv2d(zeros({1, 0, 4, 4}, dtype), zeros({2, 0, 3, 3}, dtype)).tolist() ==
+          std::vector<double>(8, 0.0));
+
+    // No output channel: a zero input gradient.
+    stale({2, 3, 5, 5}, dtype);
+    Tensor grad_x = conv2d_backward_input(zeros({2, 0, 5, 5}, dtype), zeros({0, 3, 3, 3}, dtype),
+                                          {2, 3, 5, 5}, {1, 1}, {1, 1}, {1, 1}, 1);
+    CHECK(grad_x.tolist() == std::vector<double>(150, 0.0));
+
+    // An empty batch: a zero weight gradient, through autograd as well.
+    stale({3, 2, 3, 3}, dtype);
+    Tensor x = zeros({0, 2, 4, 4}, dtype).requires_grad_();
+    Tensor w = ones({3, 2, 3, 3}, dtype).requires_grad_();
+    Tensor b = ones({3}, dtype).requires_grad_();
+    sum(conv2d(x, w, b)).backward();
+    CHECK(x.grad().shape() == Shape{0, 2, 4, 4});
+    CHECK(w.grad().tolist() == std::vector<double>(54, 0.0));
+    CHECK(b.grad().tolist() == std::vector<double>(3, 0.0));
+  }
+}
+
+TEST_CASE("conv2d: a kernel of size zero is a ShapeError") {
+  CHECK_THROWS_WITH(conv2d(zeros({1, 2, 4, 4}), zeros({3, 2, 0, 3})),
+                    Catch::Contains("conv2d: expected a kernel of at least 1x1") &&
+                        Catch::Contains("[3, 2, 0, 3]"));
 }
 
 TEST_CASE("conv2d: 16-bit floats compute in f32") {

@@ -3,8 +3,17 @@
 // with the gradient ops.
 #include "kiln/core/ops/conv.h"
 
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
+#include "kiln/core/factories.h"
 #include "kiln/core/ops/dispatch.h"
+#include "kiln/core/ops/elementwise.h"
 #include "kiln/core/ops/reduce.h"
 #include "kiln/kernels/cpu/conv2d.h"
 #include "kiln/kernels/cuda/conv2d.h"
@@ -33,6 +42,8 @@ cpu::Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shap
   KILN_CHECK(p.padding[0] >= 0 && p.padding[1] >= 0, ValueError,
              "{}: padding must be non-negative, got [{}, {}]", op, p.padding[0], p.padding[1]);
   KILN_CHECK(p.groups >= 1, ValueError, "{}: groups must be at least 1, got {}", op, p.groups);
+  KILN_CHECK(weight[2] >= 1 && weight[3] >= 1, ShapeError,
+             "{}: expected a kernel of at least 1x1, got weight {}", op, shape_str(weight));
   KILN_CHECK(weight[1] * p.groups == input[1], ShapeError,
              "{}: input {} has {} channels but weight {} with groups = {} expects {}", op,
              shape_str(input), input[1], shape_str(weight), p.groups, weight[1] * p.groups);
@@ -61,6 +72,16 @@ cpu::Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shap
 
 Shape output_shape(const cpu::Conv2dGeometry& g) {
   return {g.batch, g.out_channels, g.out_h, g.out_w};
+}
+
+// The kernels (CPU and cuDNN alike) are only called with every operand non-empty: the output has
+// an element, and each one sums at least one product. The zero-size cases are settled here, once
+// for both devices.
+bool has_work(const cpu::Conv2dGeometry& g) {
+  return g.batch > 0 && g.out_channels > 0 && g.out_h > 0 && g.out_w > 0;
+}
+bool empty_sum(const cpu::Conv2dGeometry& g) {
+  return g.in_channels == 0;
 }
 
 void check_grad_output(const char* op, const Tensor& grad_output, const cpu::Conv2dGeometry& g) {
@@ -118,12 +139,24 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
                "conv2d: expected bias of shape [{}] to match weight {}, got {}", g.out_channels,
                describe(weight), describe(bias));
   }
-  Tensor out = empty(output_shape(g), compute_dtype(x.dtype(), x.device()), x.device());
-  if (x.device().is_cuda())
-    gpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
-  else
-    cpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
-  out = out.to(x.dtype());
+  Tensor out;
+  if (empty_sum(g)) {
+    // No input channel: every output is an empty sum, so the output is the bias alone.
+    out = zeros(output_shape(g), x.dtype(), x.device());
+    if (bias.defined() && out.numel() > 0) {
+      NoGradGuard no_grad;
+      out = add(out, bias.detach().view({1, g.out_channels, 1, 1}));
+    }
+  } else if (has_work(g)) {
+    out = empty(output_shape(g), compute_dtype(x.dtype(), x.device()), x.device());
+    if (x.device().is_cuda())
+      gpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
+    else
+      cpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
+    out = out.to(x.dtype());
+  } else {
+    out = empty(output_shape(g), x.dtype(), x.device());
+  }
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<Conv2dBackward>();
     node->x = SavedTensor(x);
@@ -143,6 +176,8 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
       conv_geometry(op, input_shape, weight.shape(), {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
   check_not_recording(op, {&grad_output, &weight});
+  // Without an output channel (or input channel) there is no term to sum: a zero gradient.
+  if (!has_work(g) || empty_sum(g)) return zeros(input_shape, weight.dtype(), weight.device());
   Tensor grad_x =
       empty(input_shape, compute_dtype(weight.dtype(), weight.device()), weight.device());
   if (weight.device().is_cuda())
@@ -161,6 +196,8 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
       conv_geometry(op, input.shape(), weight_shape, {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
   check_not_recording(op, {&grad_output, &input});
+  // An empty batch (or no output position) contributes no term: a zero gradient.
+  if (!has_work(g) || empty_sum(g)) return zeros(weight_shape, input.dtype(), input.device());
   Tensor grad_weight =
       empty(weight_shape, compute_dtype(input.dtype(), input.device()), input.device());
   if (input.device().is_cuda())

@@ -19,7 +19,8 @@ struct Conv2dGeometry {
   int64_t groups = 1;
 };
 
-// Every tensor is contiguous and f32 or f64, all of one dtype; bias may be undefined.
+// Every tensor is contiguous and f32 or f64, all of one dtype, and non-empty (core/ops/conv.cpp
+// settles the zero-size cases); bias may be undefined.
 // out [N, O, OH, OW] = conv(x [N, C, H, W], weight [O, C/groups, kH, kW]) + bias [O].
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                     const Conv2dGeometry& g);

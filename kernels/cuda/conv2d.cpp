@@ -12,11 +12,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kiln/core/backends.h"
@@ -441,9 +444,12 @@ void require_operands(const char* op, std::initializer_list<const Tensor*> tenso
   }
 }
 
-void zero(const Tensor& t) {
-  KILN_CUDA_CHECK(
-      cudaMemsetAsync(t.data_ptr(), 0, t.numel() * dtype_size(t.dtype()), gpu::stream()));
+// core/ops/conv.cpp settles every zero-size case itself (cuDNN rejects zero-size descriptors);
+// reaching here with one is a bug in the caller.
+void require_non_empty(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    KILN_CHECK(t->numel() > 0, Error, "{}: internal error: the cuDNN path got an empty operand {}",
+               op, describe(*t));
 }
 
 }  // namespace
@@ -451,16 +457,12 @@ void zero(const Tensor& t) {
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                     const cpu::Conv2dGeometry& g) {
   require_operands("conv2d_forward", {&x, &weight, &bias, &out}, out);
-  if (out.numel() == 0) return;
+  require_non_empty("conv2d_forward", {&x, &weight, &out});
   const int device = out.device().index;
   const cuda::DeviceGuard guard(device);
-  if (x.numel() == 0 || weight.numel() == 0) {
-    zero(out);  // no input channel: the sum over them is empty
-  } else {
-    const ConvProblem p("conv2d_forward", out.dtype(), device, g, x.data_ptr(), weight.data_ptr(),
-                        out.data_ptr());
-    run_pass<Pass::forward>(p);
-  }
+  const ConvProblem p("conv2d_forward", out.dtype(), device, g, x.data_ptr(), weight.data_ptr(),
+                      out.data_ptr());
+  run_pass<Pass::forward>(p);
   if (bias.defined()) {
     TensorDescriptor bias_desc, out_desc;
     const cudnnDataType_t type = cudnn_type(out.dtype());
@@ -480,13 +482,9 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                            const cpu::Conv2dGeometry& g) {
   require_operands("conv2d_backward_input", {&grad_out, &weight, &grad_x}, grad_x);
-  if (grad_x.numel() == 0) return;
+  require_non_empty("conv2d_backward_input", {&grad_out, &weight, &grad_x});
   const int device = grad_x.device().index;
   const cuda::DeviceGuard guard(device);
-  if (grad_out.numel() == 0 || weight.numel() == 0) {
-    zero(grad_x);
-    return;
-  }
   const ConvProblem p("conv2d_backward_input", grad_x.dtype(), device, g, grad_x.data_ptr(),
                       weight.data_ptr(), grad_out.data_ptr());
   run_pass<Pass::backward_input>(p);
@@ -495,13 +493,9 @@ void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const T
 void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                             const cpu::Conv2dGeometry& g) {
   require_operands("conv2d_backward_weight", {&grad_out, &x, &grad_weight}, grad_weight);
-  if (grad_weight.numel() == 0) return;
+  require_non_empty("conv2d_backward_weight", {&grad_out, &x, &grad_weight});
   const int device = grad_weight.device().index;
   const cuda::DeviceGuard guard(device);
-  if (grad_out.numel() == 0 || x.numel() == 0) {
-    zero(grad_weight);
-    return;
-  }
   const ConvProblem p("conv2d_backward_weight", grad_weight.dtype(), device, g, x.data_ptr(),
                       grad_weight.data_ptr(), grad_out.data_ptr());
   run_pass<Pass::backward_weight>(p);
