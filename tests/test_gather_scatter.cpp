@@ -1,6 +1,8 @@
 // Integer indexing: index_select, gather, scatter_add, index_add, one_hot, embedding.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "gradcheck.h"
@@ -431,6 +433,19 @@ TEST_CASE("gather_scatter: embedding rows at padding_idx get no gradient") {
   CHECK(weight.grad().tolist() == std::vector<double>{0, 0, 0, 2, 2, 2, 1, 1, 1, 0, 0, 0});
   // The padding row is still read in the forward.
   CHECK(out.select(0, 1).tolist() == weight.select(0, 3).tolist());
+}
+
+TEST_CASE("gather_scatter: a padding row that is read fails gradcheck there, by definition") {
+  // PyTorch's rule: the padding row gets no gradient although the forward reads it, so central
+  // differences see a dependence that the analytic gradient leaves out, on that row only.
+  const Tensor indices = tensor<int64_t>({{1, 0}, {1, 2}});
+  const kiln::testing::GradcheckResult r = kiln::testing::gradcheck(
+      [&](const std::vector<Tensor>& in) { return embedding(in[0], indices, 0); },
+      {random_f64({3, 2}, 46)});
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.message, Catch::Contains("input 0 element 0: analytic 0") &&
+                            Catch::Contains("input 0 element 1: analytic 0") &&
+                            !Catch::Contains("element 2"));
 }
 
 TEST_CASE("gather_scatter: embedding errors") {
