@@ -4,6 +4,13 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"
@@ -127,30 +134,36 @@ struct PowBackward : BinaryNode {
   std::string name() const override { return "PowBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor x = base.unpack(*this), e = exponent.unpack(*this);
-    Tensor ga = wants(0) ? mul(g, mul(e, pow(x, sub(e, 1.0)))) : Tensor();
-    // d(x^e)/de = x^e log x; PyTorch takes it as 0 where x == 0 (and e > 0) to avoid 0 * -inf.
+    // d(x^e)/dx = e x^(e-1), taken as 0 where e == 0 (as PyTorch: x^0 is 1 even at NaN or 0).
+    Tensor ga;
+    if (wants(0)) ga = mul(g, masked_fill(mul(e, pow(x, sub(e, 1.0))), eq(e, 0.0), 0.0));
+    // d(x^e)/de = x^e log x; PyTorch takes it as 0 where x == 0 and e >= 0 (0 * -inf otherwise),
+    // so a NaN exponent keeps its NaN gradient.
     Tensor gb;
     if (wants(1)) {
       Tensor term = mul(result.unpack(*this), log(x));
-      gb = mul(g, masked_fill(term, eq(x, 0.0), 0.0));
+      gb = mul(g, masked_fill(term, logical_and(eq(x, 0.0), ge(e, 0.0)), 0.0));
     }
     return reduce(ga, gb);
   }
   void release_saved() override { base.reset(), exponent.reset(), result.reset(); }
 };
 
-// maximum/minimum: the gradient goes to the chosen input, split in half on ties.
+// maximum/minimum: the gradient goes to the chosen input, split in half on ties. As PyTorch, an
+// input loses its share only where the other strictly wins, so where either is NaN (the result is
+// NaN, and every comparison false) both inputs get the whole gradient.
 struct MaxMinBackward : BinaryNode {
   SavedTensor a, b;
   bool is_max = true;
   std::string name() const override { return is_max ? "MaximumBackward" : "MinimumBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor ta = a.unpack(*this), tb = b.unpack(*this);
-    Tensor a_wins = is_max ? gt(ta, tb) : lt(ta, tb);
-    Tensor tie = eq(ta, tb);
-    Tensor share_a = add(a_wins.to(g.dtype()), mul(tie.to(g.dtype()), 0.5));
-    Tensor share_b = rsub(1.0, share_a);
-    return reduce(wants(0) ? mul(g, share_a) : Tensor(), wants(1) ? mul(g, share_b) : Tensor());
+    Tensor half_on_tie = where(eq(ta, tb), mul(g, 0.5), g);
+    Tensor zero = zeros({}, g.dtype(), g.device());
+    Tensor ga, gb;
+    if (wants(0)) ga = where(is_max ? lt(ta, tb) : gt(ta, tb), zero, half_on_tie);
+    if (wants(1)) gb = where(is_max ? gt(ta, tb) : lt(ta, tb), zero, half_on_tie);
+    return reduce(ga, gb);
   }
   void release_saved() override { a.reset(), b.reset(); }
 };
@@ -278,7 +291,11 @@ Tensor pow(const Tensor& base, double exponent) {
                "an integer result; convert to a floating dtype first",
                describe(base), exponent);
   }
-  Tensor out = unary_forward("pow", UnaryOp::pow_scalar, base, t, t, {exponent, 0.0});
+  // PyTorch computes x^0.5 and x^-0.5 as sqrt and rsqrt, which differ from std::pow at -inf and
+  // -0 (pow(-inf, 0.5) is inf, sqrt(-inf) NaN); the backward's x^-0.5 then agrees with it too.
+  const bool root = is_floating(t) && (exponent == 0.5 || exponent == -0.5);
+  const UnaryOp kind = !root ? UnaryOp::pow_scalar : exponent > 0 ? UnaryOp::sqrt : UnaryOp::rsqrt;
+  Tensor out = unary_forward("pow", kind, base, t, t, {exponent, 0.0});
   if (should_record({&base})) {
     auto node = std::make_shared<PowScalarBackward>();
     node->x = SavedTensor(base);

@@ -1,6 +1,11 @@
 // max/min along a dim (values and indices) or over dims (amax/amin), and argmax/argmin.
 #include "kiln/kernels/cpu/reduce_minmax.h"
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/factories.h"
 #include "kiln/core/ops/dispatch.h"
@@ -71,27 +76,35 @@ ValuesIndices max_min_dim(const char* op, const Tensor& x, int64_t dim, bool kee
   return {e.values, e.indices};
 }
 
-// Every element equal to the result shares the gradient evenly, as PyTorch's amax.
+// Every element equal to the result shares the gradient evenly, as PyTorch's amax. A NaN result
+// equals no element: amax (as PyTorch's) then gives the whole slice NaN, while max() over every
+// element (PyTorch's evenly_distribute_backward) hands the gradient to the NaN elements.
 struct AmaxBackward : Node {
   std::string op_name;
   SavedTensor input, result;
   Dims dims;
   Shape kept_shape;
+  bool nan_takes_gradient = false;
   std::string name() const override { return op_name + "Backward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor x = input.unpack(*this);
-    Tensor hit = eq(x, result.unpack(*this).reshape(kept_shape)).to(g.dtype());
+    Tensor r = result.unpack(*this).reshape(kept_shape);
+    Tensor hit = eq(x, r);
+    if (nan_takes_gradient) hit = where(isnan(r), isnan(x), hit);
+    hit = hit.to(g.dtype());
     Tensor share = div(hit, sum(hit, dims, true));
     return {mul(share, g.reshape(kept_shape))};
   }
   void release_saved() override { input.reset(), result.reset(); }
 };
 
-Tensor amax_amin(const char* op, const Tensor& x, const Dims& dims, bool keepdim, bool is_max) {
+Tensor amax_amin(const char* op, const Tensor& x, const Dims& dims, bool keepdim, bool is_max,
+                 bool nan_takes_gradient = false) {
   Extremes e = reduce_extremes(op, x, dims, keepdim, is_max, true, false);
   if (should_record({&x})) {
     auto node = std::make_shared<AmaxBackward>();
     node->op_name = op;
+    node->nan_takes_gradient = nan_takes_gradient;
     node->input = SavedTensor(x);
     node->result = SavedTensor(e.values);
     node->dims = dims;
@@ -112,10 +125,10 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor max(const Tensor& x) {
-  return amax_amin("max", x, {}, false, true);
+  return amax_amin("max", x, {}, false, true, true);
 }
 Tensor min(const Tensor& x) {
-  return amax_amin("min", x, {}, false, false);
+  return amax_amin("min", x, {}, false, false, true);
 }
 
 Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {

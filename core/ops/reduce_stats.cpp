@@ -3,6 +3,10 @@
 // with ops only, they run on any device those ops run on.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
@@ -70,7 +74,7 @@ struct StdBackward : Node {
 };
 
 // d norm / dx = x |x|^(p-2) / norm^(p-1), 0 where the norm is 0; for p = inf the gradient is
-// sign(x) shared evenly between the elements whose |x| is the maximum.
+// sign(x) shared evenly between the elements whose |x| is the maximum (or NaN).
 struct NormBackward : Node {
   SavedTensor input, result;
   double p = 2.0;
@@ -82,7 +86,9 @@ struct NormBackward : Node {
     Tensor norm_kept = result.unpack(*this).reshape(kept_shape);
     Tensor g_kept = g.reshape(kept_shape);
     if (std::isinf(p)) {
-      Tensor hit = eq(abs(x), norm_kept).to(g.dtype());
+      // As PyTorch: NaN elements count among the maxima (and get sign(NaN) = 0 of it).
+      Tensor ax = abs(x);
+      Tensor hit = logical_or(eq(ax, norm_kept), isnan(ax)).to(g.dtype());
       Tensor share = div(hit, sum(hit, dims, true));
       return {mul(mul(sign(x), share), g_kept)};
     }

@@ -1,6 +1,8 @@
 #include "kiln/kernels/cpu/elementwise.h"
 
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "kiln/kernels/cpu/loops.h"
@@ -67,7 +69,9 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p) 
     case UnaryOp::square:
       return unary_loop<T, T>(x, out, [](A v) { return static_cast<A>(v * v); });
     case UnaryOp::relu:
-      return unary_loop<T, T>(x, out, [](A v) { return v > A(0) ? v : A(0); });
+      // As PyTorch's clamp_min(x, 0): NaN fails the test and passes through, so a diverging
+      // model shows NaN instead of training on zeros.
+      return unary_loop<T, T>(x, out, [](A v) { return v < A(0) ? A(0) : v; });
     case UnaryOp::clamp: {
       A lo = static_cast<A>(p.a), hi = static_cast<A>(p.b);
       // NaN stays NaN: both comparisons are false for it.
@@ -233,7 +237,8 @@ void relu_backward(const Tensor& grad, const Tensor& output, const Tensor& out) 
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type_t<T>;
-    binary_loop<T, T>(grad, output, out, [](A g, A y) { return y > A(0) ? g : A(0); });
+    // PyTorch's threshold_backward: the gradient passes unless y <= 0, so it passes at NaN.
+    binary_loop<T, T>(grad, output, out, [](A g, A y) { return y <= A(0) ? A(0) : g; });
   });
 }
 

@@ -1,6 +1,7 @@
 #include "kiln/kernels/cpu/normalization.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kiln/kernels/cpu/loops.h"
 
@@ -80,7 +81,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
         if (relu) {
           for (int64_t j = 0; j < s; ++j) {
             const T y = affine(src[j]);
-            dst[j] = y > T(0) ? y : T(0);
+            dst[j] = y < T(0) ? T(0) : y;  // NaN passes, as relu
           }
         } else {
           for (int64_t j = 0; j < s; ++j) dst[j] = affine(src[j]);
@@ -118,7 +119,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
           if (relu) {
 #pragma omp simd reduction(+ : row_total, row_dot)
             for (int64_t j = 0; j < s; ++j) {
-              const T gj = affine(xr[j]) > T(0) ? gr[j] : T(0);
+              const T gj = affine(xr[j]) <= T(0) ? T(0) : gr[j];
               row_total += gj;
               row_dot += gj * (xr[j] - mu);
             }
@@ -153,7 +154,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         if (relu) {
           const ChannelAffine<T> affine(m, r, w, bs, c);
           for (int64_t j = 0; j < s; ++j)
-            out[j] = a * (affine(xr[j]) > T(0) ? gr[j] : T(0)) - b * xr[j] + shift;
+            out[j] = a * (affine(xr[j]) <= T(0) ? T(0) : gr[j]) - b * xr[j] + shift;
         } else {
           for (int64_t j = 0; j < s; ++j) out[j] = a * gr[j] - b * xr[j] + shift;
         }

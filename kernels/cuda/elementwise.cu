@@ -3,6 +3,8 @@
 // picks the vectorised, contiguous or strided kernel. Each op is its own template instance, so the
 // per-element code has no switch.
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "kiln/kernels/cuda/elementwise.h"
@@ -77,7 +79,7 @@ struct UnaryMath {
     } else if constexpr (kOp == UnaryOp::square) {
       return static_cast<A>(v * v);
     } else if constexpr (kOp == UnaryOp::relu) {
-      return v > A(0) ? v : A(0);
+      return v < A(0) ? A(0) : v;  // NaN passes, as on the CPU and in PyTorch
     } else if constexpr (kOp == UnaryOp::clamp) {
       // NaN stays NaN: both comparisons are false for it.
       return v < p0 ? p0 : (v > p1 ? p1 : v);
@@ -292,7 +294,8 @@ template <class T>
 struct ReluBackwardFn {
   __device__ __forceinline__ T operator()(T g, T y) const {
     using A = device_acc_t<T>;
-    return device_convert<T>(device_convert<A>(y) > A(0) ? device_convert<A>(g) : A(0));
+    // PyTorch's threshold_backward: the gradient passes unless y <= 0, so it passes at NaN.
+    return device_convert<T>(device_convert<A>(y) <= A(0) ? A(0) : device_convert<A>(g));
   }
 };
 
