@@ -39,8 +39,8 @@ inline void check_cross_entropy_against_torch(Device device, DType dtype, double
     const Tensor target = tensor(ints(c["target"])).reshape(target_shape).to(device);
     const Tensor weight =
         c["weight"].is_null() ? Tensor() : tensor(doubles(c["weight"])).to(dtype).to(device);
-    const Tensor loss = cross_entropy(logits, target, weight, ignore_index,
-                                      reduction_named(reduction), smoothing);
+    const Tensor loss =
+        cross_entropy(logits, target, weight, ignore_index, reduction_named(reduction), smoothing);
     const std::vector<double> grad_output = doubles(c["grad_output"]);
     loss.backward(tensor(grad_output).reshape(loss.shape()).to(dtype).to(device));
     check_against_torch(loss, doubles(c["loss"]), tol);

@@ -111,8 +111,14 @@ inline const std::map<std::string, OpRunner>& nonfinite_ops() {
          return V{batch_norm_relu(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true)};
        }},
       {"layer_norm", [](const Inputs& in) { return V{layer_norm(in[0], {4})}; }},
-      {"max_pool2d", [](const Inputs& in) { return V{max_pool2d(in[0], {2, 2})}; }},
-      {"avg_pool2d", [](const Inputs& in) { return V{avg_pool2d(in[0], {2, 2})}; }},
+      {"max_pool2d",
+       [](const Inputs& in) {
+         return V{max_pool2d(in[0], {2, 2})};
+       }},
+      {"avg_pool2d",
+       [](const Inputs& in) {
+         return V{avg_pool2d(in[0], {2, 2})};
+       }},
       {"mse_loss", [](const Inputs& in) { return V{mse_loss(in[0], in[1], Reduction::none)}; }},
   };
   return ops;
