@@ -143,20 +143,33 @@ TEST_CASE("cuda conv2d: the cuDNN switches are off by default") {
   CHECK_FALSE(backends::cudnn_allow_tf32());
 }
 
-TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f32") {
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f32", "[heavy]") {
   check_against_cpu(DType::f32);
 }
 
-TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f64") {
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f64", "[heavy]") {
   check_against_cpu(DType::f64);
 }
 
-TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f16") {
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f16", "[heavy]") {
   check_against_cpu(DType::f16);
 }
 
-TEST_CASE("cuda conv2d: forward and both gradients match the CPU in bf16") {
+TEST_CASE("cuda conv2d: forward and both gradients match the CPU in bf16", "[heavy]") {
   check_against_cpu(DType::bf16);
+}
+
+// The light version of the four table cases above, for the sanitizer runs (scripts/gpu-check.sh
+// skips [heavy]): every dtype through a plain and a strided, dilated geometry.
+TEST_CASE("cuda conv2d: two geometries per dtype, forward and both gradients") {
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    for (const Geometry& g : {kGeometries[0], kGeometries[6]}) {
+      INFO(dtype_name(dtype) << " " << describe_geometry(g));
+      const Results want = run(g, dtype, Device::cpu()), got = run(g, dtype, kGpu);
+      check_close(got.out, want.out, tolerance(dtype));
+      check_close(got.grad_x, want.grad_x, tolerance(dtype));
+      check_close(got.grad_w, want.grad_w, tolerance(dtype));
+    }
 }
 
 TEST_CASE("cuda conv2d: backward through autograd matches the CPU, bias included") {
@@ -188,7 +201,7 @@ TEST_CASE("cuda conv2d: non-contiguous inputs are made contiguous first") {
               conv2d(x_cpu, w, Tensor(), {1, 1}, {1, 1}), tolerance(DType::f32));
 }
 
-TEST_CASE("cuda conv2d: benchmark mode gives the heuristics' results") {
+TEST_CASE("cuda conv2d: benchmark mode gives the heuristics' results", "[heavy]") {
   BackendsGuard guard;
   for (DType dtype : {DType::f32, DType::f64, DType::f16}) {
     for (const Geometry& g : kGeometries) {
@@ -207,7 +220,7 @@ TEST_CASE("cuda conv2d: benchmark mode gives the heuristics' results") {
   }
 }
 
-TEST_CASE("cuda conv2d: deterministic mode repeats bit for bit") {
+TEST_CASE("cuda conv2d: deterministic mode repeats bit for bit", "[heavy]") {
   BackendsGuard guard;
   backends::set_cudnn_deterministic(true);
   for (bool benchmark : {false, true}) {
@@ -263,7 +276,7 @@ TEST_CASE("cuda conv2d: zero-size batch, channels and outputs") {
   }
 }
 
-TEST_CASE("cuda conv2d: gradcheck on the GPU in f64") {
+TEST_CASE("cuda conv2d: gradcheck on the GPU in f64", "[heavy]") {
   // gradcheck perturbs its leaves on the CPU; the function moves them to the GPU and back, so the
   // analytic gradients come from the GPU backward (through differentiable copies).
   for (const Geometry& g : {kGeometries[5], kGeometries[6]}) {

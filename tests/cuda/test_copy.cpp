@@ -59,9 +59,17 @@ std::vector<Layout> layouts() {
       {"contiguous (vectorised, odd tail)", {37, 53}, [](const Tensor& t) { return t; }},
       {"transposed", {53, 37}, [](const Tensor& t) { return t.t(); }},
       {"sliced with step", {37, 106}, [](const Tensor& t) { return t.slice(1, 1, 106, 2); }},
-      {"permuted 4-d", {3, 4, 5, 6}, [](const Tensor& t) { return t.permute({3, 1, 0, 2}); }},
+      {"permuted 4-d",
+       {3, 4, 5, 6},
+       [](const Tensor& t) {
+         return t.permute({3, 1, 0, 2});
+       }},
       {"offset 1 (misaligned)", {2049}, [](const Tensor& t) { return t.slice(0, 1, 2049); }},
-      {"expanded", {37, 1}, [](const Tensor& t) { return t.expand({37, 53}); }},
+      {"expanded",
+       {37, 1},
+       [](const Tensor& t) {
+         return t.expand({37, 53});
+       }},
       {"selected column", {37, 53}, [](const Tensor& t) { return t.select(1, 5); }},
       {"zero-size", {0, 5}, [](const Tensor& t) { return t; }},
       {"0-dim", {}, [](const Tensor& t) { return t; }},
@@ -239,9 +247,8 @@ TEST_CASE("cuda copy: to(device) and to(dtype) are differentiable across devices
   CHECK(xg.grad().device() == kCuda);
   check_same(xg.grad().cpu(), full({4, 6}, 2.0, DType::f64));
 
-  CHECK_GRADCHECK(
-      [](const std::vector<Tensor>& in) { return mul(in[0].to(kCuda).t(), 0.5).cpu(); },
-      {random_f64({3, 4}, 703)});
+  CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return mul(in[0].to(kCuda).t(), 0.5).cpu(); },
+                  {random_f64({3, 4}, 703)});
 }
 
 TEST_CASE("cuda copy: copies between two GPUs") {

@@ -132,7 +132,7 @@ TEST_CASE("cuda cross_entropy: fused forward and backward match the CPU, C = 10"
           check_case({{37, 10}, dtype, smoothing, weighted, reduction}, seed += 10);
 }
 
-TEST_CASE("cuda cross_entropy: fused forward and backward match the CPU, C = 5000") {
+TEST_CASE("cuda cross_entropy: fused forward and backward match the CPU, C = 5000", "[heavy]") {
   uint64_t seed = 200;
   for (DType dtype : kFloatTypes)
     for (double smoothing : {0.0, 0.1})
@@ -211,7 +211,7 @@ TEST_CASE("cuda cross_entropy: the GPU records the fused backward node") {
   CHECK(y.grad_fn()->name() == "CrossEntropyBackward");
 }
 
-TEST_CASE("cuda cross_entropy: f64 gradcheck of the fused GPU path") {
+TEST_CASE("cuda cross_entropy: f64 gradcheck of the fused GPU path", "[heavy]") {
   Tensor logits = random_f64({6, 5}, 800, -2.0, 2.0);
   Tensor target = targets({6}, 5, 4, 801);
   Tensor weight = random_f64({5}, 802, 0.5, 2.0);

@@ -46,7 +46,7 @@ TEST_CASE("cuda dropout: non-contiguous, empty, p = 0 and p = 1") {
   CHECK(dropout(x.to(kGpu), 0.5, false).device().is_cuda());
 }
 
-TEST_CASE("cuda dropout: gradcheck in f64 through the GPU with a fixed seed") {
+TEST_CASE("cuda dropout: gradcheck in f64 through the GPU with a fixed seed", "[heavy]") {
   CHECK_GRADCHECK(
       [](const std::vector<Tensor>& in) {
         Generator gen(9);  // the same mask on every evaluation

@@ -275,11 +275,44 @@ std::function<Tensor(const std::vector<Tensor>&)> on_cuda(
 
 // ---- forward parity ----
 
-TEST_CASE("cuda elementwise: floating unary ops match the cpu in every dtype and layout") {
+TEST_CASE("cuda elementwise: floating unary ops match the cpu in every dtype and layout",
+          "[heavy]") {
   uint64_t seed = 100;
   for (const UnaryCase& c : float_unary_cases())
     for (DType dtype : kFloatTypes)
       for (const Layout& layout : unary_layouts()) check_unary(c, layout, dtype, seed++);
+}
+
+// The light version of the [heavy] cases (which the sanitizer runs of scripts/gpu-check.sh skip):
+// each op once per dtype on the vectorised path, forward and backward, and each layout once.
+TEST_CASE("cuda elementwise: each op once per dtype, each layout once, forward and backward") {
+  uint64_t seed = 50;
+  const Layout plain = unary_layouts().front();
+  const BinaryLayout same = binary_layouts().front();
+  for (DType dtype : kFloatTypes) {
+    for (const UnaryCase& c : float_unary_cases()) {
+      check_unary(c, plain, dtype, seed++);
+      check_unary_backward(c, plain, dtype, seed++);
+    }
+    for (const BinaryCase& c : float_binary_cases()) {
+      const Tensor a = random_tensor(same.base_a, dtype, seed++, c.low_a, c.high_a);
+      const Tensor b = random_tensor(same.base_b, dtype, seed++, c.low_b, c.high_b);
+      check_binary(c, same, a, b, dtype_tolerance(dtype));
+      check_binary_backward(c, same, dtype, seed++);
+    }
+    const UnaryCase first_unary = float_unary_cases().front();
+    for (const Layout& layout : unary_layouts()) {
+      check_unary(first_unary, layout, dtype, seed++);
+      check_unary_backward(first_unary, layout, dtype, seed++);
+    }
+    const BinaryCase first_binary = float_binary_cases().front();
+    for (const BinaryLayout& layout : binary_layouts()) {
+      const Tensor a = random_tensor(layout.base_a, dtype, seed++, -2.0, 2.0);
+      const Tensor b = random_tensor(layout.base_b, dtype, seed++, -2.0, 2.0);
+      check_binary(first_binary, layout, a, b, dtype_tolerance(dtype));
+      check_binary_backward(first_binary, layout, dtype, seed++);
+    }
+  }
 }
 
 TEST_CASE("cuda elementwise: integer unary ops match the cpu exactly") {
@@ -363,7 +396,8 @@ TEST_CASE("cuda elementwise: NaN and infinities propagate as on the cpu") {
   }
 }
 
-TEST_CASE("cuda elementwise: floating binary ops match the cpu in every dtype and layout") {
+TEST_CASE("cuda elementwise: floating binary ops match the cpu in every dtype and layout",
+          "[heavy]") {
   uint64_t seed = 400;
   for (const BinaryCase& c : float_binary_cases())
     for (DType dtype : kFloatTypes)
@@ -533,7 +567,7 @@ TEST_CASE("cuda elementwise: operands on different devices are an error naming t
 
 // ---- backward parity ----
 
-TEST_CASE("cuda elementwise: unary backward matches the cpu") {
+TEST_CASE("cuda elementwise: unary backward matches the cpu", "[heavy]") {
   uint64_t seed = 1000;
   for (const UnaryCase& c : float_unary_cases())
     for (DType dtype : kFloatTypes)
@@ -541,7 +575,7 @@ TEST_CASE("cuda elementwise: unary backward matches the cpu") {
         if (!needs_reduction(layout)) check_unary_backward(c, layout, dtype, seed++);
 }
 
-TEST_CASE("cuda elementwise: binary backward matches the cpu (same shapes)") {
+TEST_CASE("cuda elementwise: binary backward matches the cpu (same shapes)", "[heavy]") {
   uint64_t seed = 1100;
   for (const BinaryCase& c : float_binary_cases())
     for (DType dtype : kFloatTypes)
@@ -550,7 +584,7 @@ TEST_CASE("cuda elementwise: binary backward matches the cpu (same shapes)") {
 }
 
 // Broadcast operands sum their gradient (sum_to): this needs the cuda reduction kernels too.
-TEST_CASE("cuda elementwise: backward through broadcasting matches the cpu") {
+TEST_CASE("cuda elementwise: backward through broadcasting matches the cpu", "[heavy]") {
   uint64_t seed = 1200;
   for (DType dtype : kFloatTypes) {
     for (const BinaryCase& c : float_binary_cases())
@@ -578,7 +612,7 @@ TEST_CASE("cuda elementwise: where backward matches the cpu") {
   }
 }
 
-TEST_CASE("cuda elementwise: f64 gradcheck of unary ops on cuda") {
+TEST_CASE("cuda elementwise: f64 gradcheck of unary ops on cuda", "[heavy]") {
   for (const UnaryCase& c : float_unary_cases()) {
     INFO(c.name);
     Tensor x = random_f64({3, 5}, 1400, c.low, c.high);
@@ -589,7 +623,7 @@ TEST_CASE("cuda elementwise: f64 gradcheck of unary ops on cuda") {
   }
 }
 
-TEST_CASE("cuda elementwise: f64 gradcheck of binary ops and where on cuda") {
+TEST_CASE("cuda elementwise: f64 gradcheck of binary ops and where on cuda", "[heavy]") {
   for (const BinaryCase& c : float_binary_cases()) {
     INFO(c.name);
     auto f = c.f;

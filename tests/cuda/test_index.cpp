@@ -238,7 +238,7 @@ TEST_CASE("cuda index: an out-of-range index raises the cpu's IndexError") {
   CHECK_THROWS_AS(one_hot(tensor<int64_t>({0, 3}).to(kGpu), 3), IndexError);
 }
 
-TEST_CASE("cuda index: gradcheck in f64 through the GPU") {
+TEST_CASE("cuda index: gradcheck in f64 through the GPU", "[heavy]") {
   Tensor idx = indices({3, 4}, 5, 41);
   CHECK_GRADCHECK(
       [&](const std::vector<Tensor>& in) { return gather(in[0].to(kGpu), 1, idx.to(kGpu)).cpu(); },

@@ -257,7 +257,7 @@ TEST_CASE("cuda matmul: backward of linear matches the CPU") {
   }
 }
 
-TEST_CASE("cuda matmul: gradcheck of matmul and linear on the GPU in f64") {
+TEST_CASE("cuda matmul: gradcheck of matmul and linear on the GPU in f64", "[heavy]") {
   // gradcheck perturbs its leaves on the CPU; the functions move them to the GPU and back, so the
   // analytic gradients come from the GPU backward (through differentiable copies).
   auto on_gpu = [](const Tensor& t) { return t.defined() ? t.to(kGpu) : t; };

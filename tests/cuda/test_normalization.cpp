@@ -158,7 +158,7 @@ TEST_CASE("cuda normalization: batch_norm on an empty batch keeps the running st
   CHECK(equal(rv.cpu(), c.running_var));
 }
 
-TEST_CASE("cuda normalization: batch_norm gradcheck in f64 through the GPU") {
+TEST_CASE("cuda normalization: batch_norm gradcheck in f64 through the GPU", "[heavy]") {
   Tensor x = random_f64({3, 2, 4}, 70), w = random_f64({2}, 71, 0.5, 1.5), b = random_f64({2}, 72);
   for (bool training : {true, false}) {
     INFO("training " << training);
@@ -229,7 +229,7 @@ TEST_CASE("cuda normalization: layer_norm on zero rows") {
   CHECK(y.device().is_cuda());
 }
 
-TEST_CASE("cuda normalization: layer_norm gradcheck in f64 through the GPU") {
+TEST_CASE("cuda normalization: layer_norm gradcheck in f64 through the GPU", "[heavy]") {
   Tensor x = random_f64({3, 5}, 95), w = random_f64({5}, 96, 0.5, 1.5), b = random_f64({5}, 97);
   CHECK_GRADCHECK(
       [&](const std::vector<Tensor>& in) {

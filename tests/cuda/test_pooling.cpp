@@ -178,7 +178,7 @@ TEST_CASE("cuda pooling: non-contiguous, 3-D and empty-batch inputs") {
         Shape{1, 2, 0, 0});
 }
 
-TEST_CASE("cuda pooling: gradcheck in f64 through the GPU") {
+TEST_CASE("cuda pooling: gradcheck in f64 through the GPU", "[heavy]") {
   // Distinct values keep max_pool2d's choice stable under gradcheck's perturbation.
   Tensor x = distinct({1, 2, 7, 8});
   CHECK_GRADCHECK(

@@ -375,7 +375,7 @@ TEST_CASE("cuda reduce: sum_to (broadcast backward) matches the CPU") {
   }
 }
 
-TEST_CASE("cuda reduce: f64 gradcheck of the reductions on the GPU") {
+TEST_CASE("cuda reduce: f64 gradcheck of the reductions on the GPU", "[heavy]") {
   Tensor x = random_f64({3, 4, 5}, 25);
   CHECK_GRADCHECK(on_gpu([](const Tensor& t) { return sum(t, {0, 2}); }), {x});
   CHECK_GRADCHECK(on_gpu([](const Tensor& t) { return mean(t, {-1}, true); }), {x});

@@ -192,7 +192,7 @@ TEST_CASE("cuda softmax: backward through a strided upstream gradient") {
   check_parity(xg.grad(), xc.grad(), 1e-12, 1e-12);
 }
 
-TEST_CASE("cuda softmax: f64 gradcheck on the GPU") {
+TEST_CASE("cuda softmax: f64 gradcheck on the GPU", "[heavy]") {
   Tensor x = random_f64({3, 4, 5}, 9, -2.0, 2.0);
   for (int64_t dim : {0, 1, 2}) {
     INFO("dim " << dim);
@@ -305,7 +305,7 @@ TEST_CASE("cuda loss: mse_loss matches the CPU") {
   }
 }
 
-TEST_CASE("cuda loss: f64 gradcheck of nll_loss and cross_entropy on the GPU") {
+TEST_CASE("cuda loss: f64 gradcheck of nll_loss and cross_entropy on the GPU", "[heavy]") {
   Tensor logits = random_f64({5, 4, 3}, 25, -2.0, 2.0);
   Tensor target = targets({5, 3}, 4, 4, -100, 26);
   Tensor weight = random_f64({4}, 27, 0.5, 2.0);
