@@ -1,8 +1,13 @@
-# Decides KILN_WITH_CUDA from KILN_CUDA (AUTO|ON|OFF) and sets up the CUDA language.
+# Decides KILN_WITH_CUDA from KILN_CUDA (AUTO|ON|OFF), sets up the CUDA language, and finds cuDNN
+# and NCCL.
 #
 # CMAKE_CUDA_ARCHITECTURES: "native" when a GPU is visible at configure time; otherwise "80;90"
 # (Ampere and Hopper: the A100, H100 and H200 kiln is measured on). Override with
 # -DCMAKE_CUDA_ARCHITECTURES=... as for any CMake project.
+#
+# cuDNN and NCCL are looked for under the CUDA toolkit first, then inside the pip wheels PyTorch
+# installs (python3's nvidia.cudnn and nvidia.nccl packages), which is where a machine with only
+# PyTorch has them. Set KILN_CUDNN_INCLUDE_DIR / KILN_CUDNN_LIBRARY (and KILN_NCCL_*) to choose.
 set(KILN_WITH_CUDA OFF)
 string(TOUPPER "${KILN_CUDA}" KILN_CUDA)
 if(NOT KILN_CUDA MATCHES "^(AUTO|ON|OFF)$")
@@ -21,6 +26,22 @@ if(NOT KILN_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "KILN_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER)")
   endif()
 endif()
+
+# kiln_wheel_dir(<var> <module>): the folder of python3's package <module> (nvidia.cudnn, ...), or
+# empty. Python runs with an argument vector, no shell.
+function(kiln_wheel_dir var module)
+  set(${var} "" PARENT_SCOPE)
+  find_program(KILN_PYTHON3 python3)
+  if(NOT KILN_PYTHON3)
+    return()
+  endif()
+  execute_process(
+    COMMAND ${KILN_PYTHON3} -c "import ${module} as m; print(list(m.__path__)[0])"
+    OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE result)
+  if(result EQUAL 0 AND IS_DIRECTORY "${dir}")
+    set(${var} "${dir}" PARENT_SCOPE)
+  endif()
+endfunction()
 
 if(KILN_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -41,7 +62,36 @@ if(KILN_WITH_CUDA)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
-  message(STATUS "kiln: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+
+  kiln_wheel_dir(kiln_cudnn_wheel nvidia.cudnn)
+  find_path(KILN_CUDNN_INCLUDE_DIR cudnn.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} ${kiln_cudnn_wheel}/include)
+  # The wheel ships only libcudnn.so.9 (no unversioned link), hence the second name.
+  find_library(KILN_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib ${kiln_cudnn_wheel}/lib
+               PATH_SUFFIXES lib lib64)
+  if(NOT KILN_CUDNN_INCLUDE_DIR OR NOT KILN_CUDNN_LIBRARY)
+    message(FATAL_ERROR "kiln: the CUDA backend needs cuDNN 9: none under the CUDA toolkit "
+                        "(${CUDAToolkit_LIBRARY_ROOT}) nor in python3's nvidia.cudnn wheel. "
+                        "Set KILN_CUDNN_INCLUDE_DIR and KILN_CUDNN_LIBRARY, or KILN_CUDA=OFF.")
+  endif()
+
+  # NCCL is optional: distributed training over GPUs needs it, the rest of kiln does not.
+  kiln_wheel_dir(kiln_nccl_wheel nvidia.nccl)
+  find_path(KILN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${kiln_nccl_wheel}/include)
+  find_library(KILN_NCCL_LIBRARY NAMES nccl libnccl.so.2
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib ${kiln_nccl_wheel}/lib
+               PATH_SUFFIXES lib lib64)
+  if(KILN_NCCL_INCLUDE_DIR AND KILN_NCCL_LIBRARY)
+    set(KILN_WITH_NCCL ON)
+    set(kiln_nccl_status "NCCL ${KILN_NCCL_LIBRARY}")
+  else()
+    set(KILN_WITH_NCCL OFF)
+    set(kiln_nccl_status "no NCCL")
+  endif()
+  message(STATUS "kiln: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "
+                 "${CMAKE_CUDA_ARCHITECTURES}; cuDNN ${KILN_CUDNN_LIBRARY}; ${kiln_nccl_status})")
 else()
+  set(KILN_WITH_NCCL OFF)
   message(STATUS "kiln: CUDA backend OFF (CPU only)")
 endif()

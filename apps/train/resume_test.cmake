@@ -3,6 +3,7 @@
 # run C is interrupted in the middle of epoch 1 (as by Ctrl-C, after 2 batches) and resumed.
 # The saved models must be byte-identical: weights, BatchNorm statistics and counters, with the
 # optimizer's momentum, the data order and the random state all carried by the checkpoint.
+cmake_minimum_required(VERSION 3.25)  # the policies of the project, under CMake 4 too
 file(REMOVE_RECURSE ${WORK_DIR})
 set(common --dataset synthetic --synthetic-size 256 --batch-size 32 --max-batches 3 --workers 1
            --threads 1 --schedule none --lr 0.05)

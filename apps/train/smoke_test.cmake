@@ -1,5 +1,6 @@
 # cmake -P script: kiln-train for one short epoch with a checkpoint directory, then resumed for a
 # second; checks the exit codes, the files written and the final accuracy line.
+cmake_minimum_required(VERSION 3.25)  # the policies of the project, under CMake 4 too
 file(REMOVE_RECURSE ${WORK_DIR})
 set(common --dataset synthetic --synthetic-size 256 --batch-size 32 --max-batches 4 --workers 1
            --threads 2 --checkpoint-dir ${WORK_DIR})

@@ -1,5 +1,6 @@
 # cmake -P script: install the kiln build into WORK_DIR/prefix, configure and build the consumer
 # project against it, and run it. Any failing step fails the test.
+cmake_minimum_required(VERSION 3.25)  # the policies of the project, under CMake 4 too
 file(REMOVE_RECURSE ${WORK_DIR})
 function(run_step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
