@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -97,6 +98,10 @@ std::string Tensor::str() const {
     os << ", requires_grad=true";
   os << ')';
   return os.str();
+}
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) {
+  return out << t.str();
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -108,8 +109,10 @@ class Tensor {
   Tensor pin_memory() const;  // a copy in page-locked host memory (itself if pinned); needs a GPU
   bool is_pinned() const;     // in memory from cuda::pinned_allocator()
   Tensor clone() const;  // contiguous copy, differentiable
-  template <class T>
-  T item() const;                      // the one element of a one-element tensor, converted to T
+  // The one element of a one-element tensor, converted to T: item() is a double (as a Python
+  // float), item<int64_t>() exact for every integer.
+  template <class T = double>
+  T item() const;
   std::vector<double> tolist() const;  // every element, in row-major order, as double
   std::string str() const;             // printed like PyTorch, with shape, dtype and device
 
@@ -200,5 +203,8 @@ T Tensor::item() const {
   }
   return convert<T>(item_as_double(*this));
 }
+
+// Prints t.str(), as PyTorch's print(t): std::cout << t.
+std::ostream& operator<<(std::ostream& out, const Tensor& t);
 
 }  // namespace kiln

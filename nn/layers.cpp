@@ -196,12 +196,20 @@ std::string Dropout::extra_repr() const {
 }
 
 std::string MaxPool2d::extra_repr() const {
-  return fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
-                     pair_str(pool_stride(stride_, kernel_size_)), pair_str(padding_));
+  std::string s = fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
+                              pair_str(pool_stride(options_.stride, kernel_size_)),
+                              pair_str(options_.padding));
+  if (options_.dilation != Pair{1, 1}) s += ", dilation=" + pair_str(options_.dilation);
+  if (options_.ceil_mode) s += ", ceil_mode=True";
+  return s;
 }
 std::string AvgPool2d::extra_repr() const {
-  return fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
-                     pair_str(pool_stride(stride_, kernel_size_)), pair_str(padding_));
+  std::string s = fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
+                              pair_str(pool_stride(options_.stride, kernel_size_)),
+                              pair_str(options_.padding));
+  if (options_.ceil_mode) s += ", ceil_mode=True";
+  if (!options_.count_include_pad) s += ", count_include_pad=False";
+  return s;
 }
 std::string AdaptiveAvgPool2d::extra_repr() const {
   return fmt::format("output_size={}", pair_str(output_size_));

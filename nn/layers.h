@@ -34,9 +34,8 @@ struct Conv2dOptions {
 
 class Conv2d : public Module {
  public:
+  // kernel_size 3 means 3x3 (a Pair takes one integer for both sides).
   Conv2d(int64_t in_channels, int64_t out_channels, Pair kernel_size, Conv2dOptions options = {});
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {})
-      : Conv2d(in_channels, out_channels, Pair{kernel_size, kernel_size}, options) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
@@ -120,33 +119,52 @@ class Dropout : public Module {
   double p_;
 };
 
+// stride 0 means the kernel size, as PyTorch's default stride=None.
+struct MaxPool2dOptions {
+  Pair stride = 0;
+  Pair padding = 0;
+  Pair dilation = 1;
+  bool ceil_mode = false;
+};
+
+// nn::MaxPool2d pool(2) or pool(3, {.stride = 2, .padding = 1}), as torch.nn.MaxPool2d.
 class MaxPool2d : public Module {
  public:
-  MaxPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0}, bool ceil_mode = false)
-      : kernel_size_(kernel_size), stride_(stride), padding_(padding), ceil_mode_(ceil_mode) {}
+  explicit MaxPool2d(Pair kernel_size, MaxPool2dOptions options = {})
+      : kernel_size_(kernel_size), options_(options) {}
   Tensor forward(const Tensor& x) override {
-    return max_pool2d(x, kernel_size_, stride_, padding_, {1, 1}, ceil_mode_);
+    return max_pool2d(x, kernel_size_, options_.stride, options_.padding, options_.dilation,
+                      options_.ceil_mode);
   }
   std::string name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
 
  private:
-  Pair kernel_size_, stride_, padding_;
-  bool ceil_mode_;
+  Pair kernel_size_;
+  MaxPool2dOptions options_;
+};
+
+struct AvgPool2dOptions {
+  Pair stride = 0;  // 0: the kernel size
+  Pair padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
 };
 
 class AvgPool2d : public Module {
  public:
-  AvgPool2d(Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0})
-      : kernel_size_(kernel_size), stride_(stride), padding_(padding) {}
+  explicit AvgPool2d(Pair kernel_size, AvgPool2dOptions options = {})
+      : kernel_size_(kernel_size), options_(options) {}
   Tensor forward(const Tensor& x) override {
-    return avg_pool2d(x, kernel_size_, stride_, padding_);
+    return avg_pool2d(x, kernel_size_, options_.stride, options_.padding, options_.ceil_mode,
+                      options_.count_include_pad);
   }
   std::string name() const override { return "AvgPool2d"; }
   std::string extra_repr() const override;
 
  private:
-  Pair kernel_size_, stride_, padding_;
+  Pair kernel_size_;
+  AvgPool2dOptions options_;
 };
 
 class AdaptiveAvgPool2d : public Module {

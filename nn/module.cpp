@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <cxxabi.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <set>
+#include <typeinfo>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,6 +74,17 @@ NamedTensors Module::named_buffers(bool recurse) const {
   NamedTensors out;
   collect("", recurse, true, out);
   return out;
+}
+
+std::string Module::name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string full = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  // "kiln::nn::Conv2d" -> "Conv2d"; "(anonymous namespace)::Net" -> "Net".
+  const size_t colons = full.rfind("::");
+  return colons == std::string::npos ? full : full.substr(colons + 2);
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {

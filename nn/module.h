@@ -28,8 +28,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // The layer's computation; modules that take something other than one tensor leave it alone.
   virtual Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
-  // The type name shown by str(): "Conv2d", "ResNet".
-  virtual std::string name() const = 0;
+  // The type name shown by str() and in errors: "Conv2d", "ResNet". By default the class's own
+  // name without its namespaces, as PyTorch prints a module; override it to show another.
+  virtual std::string name() const;
   // Constructor arguments shown by str(): "3, 64, kernel_size=(3, 3)".
   virtual std::string extra_repr() const { return ""; }
 

@@ -88,7 +88,7 @@ ResNet::ResNet(const std::string& block, std::vector<int64_t> layers, std::vecto
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(in_planes_));
   if (!small_input_)
     maxpool_ =
-        register_module("maxpool", std::make_shared<MaxPool2d>(Pair{3, 3}, Pair{2, 2}, Pair{1, 1}));
+        register_module("maxpool", std::make_shared<MaxPool2d>(3, MaxPool2dOptions{.stride = 2, .padding = 1}));
   for (size_t i = 0; i < layers.size(); ++i) {
     int64_t stride = i == 0 ? 1 : 2;
     stages_.push_back(

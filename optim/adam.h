@@ -19,10 +19,11 @@ struct AdamOptions {
   bool amsgrad = false;
 };
 
+// Adam(model.parameters()) takes PyTorch's defaults (lr 1e-3, betas 0.9 and 0.999, eps 1e-8).
 class Adam : public Optimizer {
  public:
-  Adam(std::vector<Tensor> params, AdamOptions options);
-  Adam(std::vector<ParamGroup> groups, AdamOptions options);
+  Adam(std::vector<Tensor> params, AdamOptions options = {});
+  Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
   void step() override;
 
  protected:
@@ -33,11 +34,18 @@ class Adam : public Optimizer {
   bool decoupled_ = false;
 };
 
-// Adam with decoupled weight decay (Loshchilov & Hutter); PyTorch's default weight_decay is 0.01.
+// AdamW's defaults: Adam's, with PyTorch's weight_decay of 0.01.
+inline AdamOptions adamw_defaults() {
+  AdamOptions o;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+// Adam with decoupled weight decay (Loshchilov & Hutter).
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, AdamOptions options);
-  AdamW(std::vector<ParamGroup> groups, AdamOptions options);
+  AdamW(std::vector<Tensor> params, AdamOptions options = adamw_defaults());
+  AdamW(std::vector<ParamGroup> groups, AdamOptions options = adamw_defaults());
 };
 
 }  // namespace kiln::optim

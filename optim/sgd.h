@@ -11,8 +11,9 @@
 
 namespace kiln::optim {
 
+// PyTorch's defaults: SGD(model.parameters()) runs plain SGD at lr 1e-3.
 struct SGDOptions {
-  double lr = 0.01;
+  double lr = 1e-3;
   double momentum = 0.0;
   double dampening = 0.0;
   double weight_decay = 0.0;
@@ -21,8 +22,8 @@ struct SGDOptions {
 
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<Tensor> params, SGDOptions options);
-  SGD(std::vector<ParamGroup> groups, SGDOptions options);
+  SGD(std::vector<Tensor> params, SGDOptions options = {});
+  SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
   void step() override;
 
  protected:

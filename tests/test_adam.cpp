@@ -313,3 +313,17 @@ TEST_CASE("adam: loaded state takes the parameter's dtype") {
   b.set_grad(tensor({1.0f, 1.0f}));
   CHECK_NOTHROW(other.step());
 }
+
+TEST_CASE("adam: Adam(params) and AdamW(params) take PyTorch's defaults") {
+  Tensor p = zeros({3}).requires_grad_();
+  optim::Adam adam({p});
+  const auto& o = adam.param_groups().front().options;
+  CHECK(o.at("lr") == 1e-3);
+  CHECK(o.at("beta1") == 0.9);
+  CHECK(o.at("beta2") == 0.999);
+  CHECK(o.at("eps") == 1e-8);
+  CHECK(o.at("weight_decay") == 0.0);
+  optim::AdamW adamw({p});
+  CHECK(adamw.param_groups().front().options.at("weight_decay") == 0.01);
+  CHECK(adamw.param_groups().front().options.at("lr") == 1e-3);
+}

@@ -344,7 +344,11 @@ TEST_CASE("nn layers: the pools equal their ops, forward and backward") {
     CHECK(y.shape() == Shape{2, 3, 3, 3});
     CHECK(y.tolist() == max_pool2d(x, {2, 2}).tolist());
     CHECK(pool.extra_repr() == "kernel_size=(2, 2), stride=(2, 2), padding=(0, 0)");
-    nn::MaxPool2d strided({3, 3}, {2, 2}, {1, 1}, /*ceil_mode=*/true);
+    CHECK(nn::MaxPool2d(2)(x).tolist() == y.tolist());  // an int means both sides, as PyTorch
+    CHECK(max_pool2d(x, 2).tolist() == y.tolist());
+    nn::MaxPool2d strided(3, {.stride = 2, .padding = 1, .ceil_mode = true});
+    CHECK(strided.extra_repr() ==
+          "kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), ceil_mode=True");
     Tensor x2 = leaf_copy(x);
     Tensor ys = strided(x), expected = max_pool2d(x2, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
     CHECK(ys.tolist() == expected.tolist());
@@ -354,7 +358,7 @@ TEST_CASE("nn layers: the pools equal their ops, forward and backward") {
     CHECK(x.grad().tolist() == x2.grad().tolist());
   }
   SECTION("AvgPool2d") {
-    nn::AvgPool2d pool({3, 2}, {2, 2}, {1, 0});
+    nn::AvgPool2d pool({3, 2}, {.stride = 2, .padding = {1, 0}});
     Tensor x2 = leaf_copy(x);
     Tensor y = pool(x), expected = avg_pool2d(x2, {3, 2}, {2, 2}, {1, 0});
     CHECK(y.tolist() == expected.tolist());
@@ -362,7 +366,7 @@ TEST_CASE("nn layers: the pools equal their ops, forward and backward") {
     y.backward(g);
     expected.backward(g);
     check_close(x.grad(), x2.grad());
-    CHECK(nn::AvgPool2d({2, 2})(x).shape() == Shape{2, 3, 3, 3});
+    CHECK(nn::AvgPool2d(2)(x).shape() == Shape{2, 3, 3, 3});
   }
   SECTION("AdaptiveAvgPool2d") {
     nn::AdaptiveAvgPool2d pool({1, 1});

@@ -365,3 +365,18 @@ TEST_CASE("nn module: a module without a one-tensor forward says so") {
   CHECK_THROWS_AS(list.forward(zeros({1})), NotImplementedError);
   CHECK_THROWS_WITH(list.forward(zeros({1})), Catch::Contains("ModuleList"));
 }
+
+namespace {
+// A user's module that does not override name(), as a PyTorch user writes one.
+struct TwoLayerNet : nn::Module {
+  std::shared_ptr<nn::Linear> fc = register_module("fc", std::make_shared<nn::Linear>(4, 2));
+  Tensor forward(const Tensor& x) override { return fc->forward(x); }
+};
+}  // namespace
+
+TEST_CASE("nn module: name() defaults to the class's own name, as PyTorch prints a module") {
+  TwoLayerNet net;
+  CHECK(net.name() == "TwoLayerNet");
+  CHECK_THAT(net.str(), Catch::StartsWith("TwoLayerNet(\n  (fc): Linear("));
+  CHECK(nn::Linear(2, 3).name() == "Linear");
+}

@@ -393,3 +393,12 @@ TEST_CASE("sgd: load_state_dict rejects a mismatched state and changes nothing")
   bad_value["param_groups.0.lr"] = scalar_tensor(-1.0, DType::f64);
   CHECK_THROWS_AS(third.load_state_dict(bad_value), ValueError);
 }
+
+TEST_CASE("sgd: SGD(params) takes PyTorch's defaults") {
+  Tensor p = zeros({3}).requires_grad_();
+  optim::SGD sgd({p});
+  const auto& o = sgd.param_groups().front().options;
+  CHECK(o.at("lr") == 1e-3);
+  CHECK(o.at("momentum") == 0.0);
+  CHECK(o.at("weight_decay") == 0.0);
+}

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -540,4 +541,25 @@ TEST_CASE("tensor: copies made by make_tensor share storage") {
   CHECK(alias.tolist() == std::vector<double>{0, 1, 2, 3});
   Tensor handle = t;
   CHECK(handle.is_same(t));
+}
+
+TEST_CASE("tensor: == and != are elementwise, as PyTorch's; equal() is the one bool") {
+  Tensor a = tensor({1.f, 2.f, 3.f}), b = tensor({1.f, 0.f, 3.f});
+  Tensor same = a == b;
+  CHECK(same.dtype() == DType::boolean);
+  CHECK(same.tolist() == std::vector<double>{1, 0, 1});
+  CHECK((a != b).tolist() == std::vector<double>{0, 1, 0});
+  CHECK((a == 2.0).tolist() == std::vector<double>{0, 1, 0});
+  CHECK((2.0 != a).tolist() == std::vector<double>{1, 0, 1});
+  CHECK_FALSE(equal(a, b));
+}
+
+TEST_CASE("tensor: std::cout << t prints str(), and item() needs no type") {
+  Tensor t = tensor({1.5, -2.0});
+  std::ostringstream out;
+  out << t;
+  CHECK(out.str() == t.str());
+  CHECK(scalar_tensor(2.5).item() == 2.5);
+  CHECK(scalar_tensor(7, DType::i64).item() == 7.0);
+  CHECK(scalar_tensor(int64_t{1} << 60, DType::i64).item<int64_t>() == int64_t{1} << 60);
 }

@@ -679,6 +679,24 @@ Tensor operator*(double a, const Tensor& b) {
 Tensor operator/(double a, const Tensor& b) {
   return rdiv(a, b);
 }
+Tensor operator==(const Tensor& a, const Tensor& b) {
+  return eq(a, b);
+}
+Tensor operator!=(const Tensor& a, const Tensor& b) {
+  return ne(a, b);
+}
+Tensor operator==(const Tensor& a, double b) {
+  return eq(a, b);
+}
+Tensor operator!=(const Tensor& a, double b) {
+  return ne(a, b);
+}
+Tensor operator==(double a, const Tensor& b) {
+  return eq(b, a);
+}
+Tensor operator!=(double a, const Tensor& b) {
+  return ne(b, a);
+}
 Tensor operator<(const Tensor& a, const Tensor& b) {
   return lt(a, b);
 }

@@ -88,6 +88,13 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
+// a == b and a != b are elementwise, as in PyTorch: bool tensors, not one bool (equal() is that).
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator==(double a, const Tensor& b);
+Tensor operator!=(double a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);

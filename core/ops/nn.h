@@ -11,7 +11,13 @@
 
 namespace kiln {
 
-using Pair = std::array<int64_t, 2>;
+// A window's two sizes, height then width. One integer means both, as in PyTorch:
+// max_pool2d(x, 2) and conv2d(x, w, b, /*stride=*/2) take Pair{2} == Pair{2, 2}.
+struct Pair : std::array<int64_t, 2> {
+  Pair() : std::array<int64_t, 2>{0, 0} {}
+  Pair(int64_t both) : std::array<int64_t, 2>{both, both} {}  // NOLINT: implicit, as PyTorch's int
+  Pair(int64_t height, int64_t width) : std::array<int64_t, 2>{height, width} {}
+};
 
 enum class Reduction { none, mean, sum };
 
