@@ -12,10 +12,19 @@
 
 namespace kiln {
 
-int64_t shape_numel(const Shape& shape) {
+int64_t shape_numel(const Shape& shape, const char* op) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), ShapeError,
+               "{}: shape {} has more elements than an int64 can count", op, shape_str(shape));
   return n;
+}
+
+int64_t checked_mul(const char* op, const char* what, int64_t a, int64_t b) {
+  int64_t product = 0;
+  KILN_CHECK(!__builtin_mul_overflow(a, b, &product), ShapeError,
+             "{}: {} overflows int64 ({} x {})", op, what, a, b);
+  return product;
 }
 
 Shape contiguous_strides(const Shape& shape) {

@@ -10,7 +10,11 @@ namespace kiln {
 
 using Shape = std::vector<int64_t>;
 
-int64_t shape_numel(const Shape& shape);
+// The number of elements of `shape`. Throws ShapeError naming `op` when the product of the sizes
+// does not fit in int64, so that no tensor can claim fewer elements than it spans.
+int64_t shape_numel(const Shape& shape, const char* op = "shape_numel");
+// a * b for two non-negative sizes; throws ShapeError naming `op` and `what` on overflow.
+int64_t checked_mul(const char* op, const char* what, int64_t a, int64_t b);
 Shape contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[2, 3]"
 

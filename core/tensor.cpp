@@ -86,6 +86,9 @@ void* Tensor::data_ptr() const {
 
 Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset,
                    DType dtype) {
+  // Every tensor, views included, passes here: an element count that overflows is refused once,
+  // so numel() and every product of a tensor's sizes can be trusted downstream.
+  shape_numel(shape, "make_tensor");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->shape = std::move(shape);
@@ -95,16 +98,23 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides,
   return Tensor(std::move(impl));
 }
 
+// The bytes a contiguous tensor of `shape` takes; ShapeError naming `op` when they (or the element
+// count) overflow int64, before anything is allocated.
+size_t tensor_nbytes(const char* op, const Shape& shape, DType dtype) {
+  check_shape(op, shape);
+  const int64_t numel = shape_numel(shape, op);
+  return static_cast<size_t>(checked_mul(op, "the byte size of the tensor", numel,
+                                         static_cast<int64_t>(dtype_size(dtype))));
+}
+
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  check_shape("empty", shape);
-  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  size_t nbytes = tensor_nbytes("empty", shape, dtype);
   auto storage = std::make_shared<Storage>(nbytes, allocator_for(device));
   return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
 Tensor empty_pinned(const Shape& shape, DType dtype) {
-  check_shape("empty_pinned", shape);
-  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  size_t nbytes = tensor_nbytes("empty_pinned", shape, dtype);
   auto storage = std::make_shared<Storage>(nbytes, cuda::pinned_allocator());
   return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }

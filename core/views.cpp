@@ -128,7 +128,7 @@ Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const S
       infer = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(out[i] >= 0, ValueError, "{}: negative size in {}", op, shape_str(requested));
-      known *= out[i];
+      known = checked_mul(op, "the product of the requested sizes", known, out[i]);
     }
   }
   if (infer >= 0) {
@@ -137,7 +137,7 @@ Shape infer_shape(const char* op, const Shape& requested, int64_t numel, const S
                shape_str(requested), shape_str(from), numel);
     out[infer] = numel / known;
   }
-  KILN_CHECK(shape_numel(out) == numel, ShapeError,
+  KILN_CHECK(shape_numel(out, op) == numel, ShapeError,
              "{}: shape {} is invalid for input of shape {} ({} elements)", op,
              shape_str(requested), shape_str(from), numel);
   return out;
@@ -283,6 +283,7 @@ Tensor Tensor::expand(const Shape& requested) const {
     new_shape[i] = want;
     new_strides[i] = have == want ? strides()[i - lead] : 0;
   }
+  shape_numel(new_shape, "expand");
   Tensor out = alias_with(*this, new_shape, new_strides, offset());
   if (should_record({this})) {
     auto node = std::make_shared<ExpandBackward>();
@@ -345,10 +346,15 @@ Tensor Tensor::as_strided(const Shape& new_shape, const Shape& new_strides,
     KILN_CHECK(new_shape[i] >= 0 && new_strides[i] >= 0, ValueError,
                "as_strided: negative size or stride in {} / {}", shape_str(new_shape),
                shape_str(new_strides));
-    if (new_shape[i] == 0)
+    if (new_shape[i] == 0) {
       last = new_offset - 1;
-    else
-      last += (new_shape[i] - 1) * new_strides[i];
+    } else {
+      const int64_t reach =
+          checked_mul("as_strided", "the view's reach", new_shape[i] - 1, new_strides[i]);
+      KILN_CHECK(!__builtin_add_overflow(last, reach, &last), ShapeError,
+                 "as_strided: shape {} and strides {} reach past int64", shape_str(new_shape),
+                 shape_str(new_strides));
+    }
   }
   int64_t capacity = static_cast<int64_t>(storage()->nbytes() / element_size());
   KILN_CHECK(new_offset >= 0 && last < capacity, IndexError,

@@ -361,3 +361,30 @@ TEST_CASE("factories: cuda devices throw DeviceError without CUDA") {
   CHECK_THROWS_AS(zeros({2}, DType::f32, Device::cuda()), DeviceError);
   CHECK_THROWS_AS(memory_stats(Device::cuda()), DeviceError);
 }
+
+TEST_CASE("factories: sizes whose element count or byte size overflows are a clear ShapeError") {
+  // 2^62 f64 elements need 2^65 bytes: the byte count wrapped to 0 and randn wrote past it.
+  CHECK_THROWS_AS(randn({int64_t{1} << 62}, DType::f64), ShapeError);
+  CHECK_THROWS_WITH(randn({int64_t{1} << 62}, DType::f64),
+                    Catch::Contains("empty") && Catch::Contains("byte size"));
+  // 2^32 x 2^32 elements: numel() wrapped to 0.
+  CHECK_THROWS_WITH(zeros({int64_t{1} << 32, int64_t{1} << 32}),
+                    Catch::Contains("[4294967296, 4294967296]") &&
+                        Catch::Contains("more elements than an int64 can count"));
+  CHECK_THROWS_AS(ones({int64_t{1} << 40, int64_t{1} << 40, 2}), ShapeError);
+  CHECK_THROWS_AS(empty({int64_t{1} << 61, 8}, DType::u8), ShapeError);
+  CHECK_THROWS_AS(full({3, int64_t{1} << 62}, 1.0, DType::f32), ShapeError);
+}
+
+TEST_CASE("factories: views that would overflow the element count are refused") {
+  Tensor x = zeros({1, 1});
+  CHECK_THROWS_WITH(x.expand({int64_t{1} << 32, int64_t{1} << 32}),
+                    Catch::Contains("expand") && Catch::Contains("more elements"));
+  Tensor row = zeros({4});
+  CHECK_THROWS_WITH(row.reshape({int64_t{1} << 40, int64_t{1} << 40, -1}),
+                    Catch::Contains("reshape") && Catch::Contains("overflows"));
+  CHECK_THROWS_AS(row.view({int64_t{1} << 62, 4, 0}), ShapeError);
+  CHECK_THROWS_AS(row.as_strided({int64_t{1} << 40, 2}, {int64_t{1} << 40, 1}, 0), ShapeError);
+  // An empty tensor may have any sizes whose product fits.
+  CHECK(zeros({0, int64_t{1} << 40}).numel() == 0);
+}
