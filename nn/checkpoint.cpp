@@ -1,13 +1,17 @@
 #include "kiln/nn/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <vector>
 
 #include "kiln/nn/safetensors.h"
 
@@ -50,6 +54,52 @@ uint64_t metadata_u64(const Metadata& meta, const std::string& key, const std::s
   return metadata_number<uint64_t>(meta, key, path);
 }
 
+// Resuming must continue the very run that was saved: a tensor of another dtype or shape means the
+// file is not that run's (or was altered), and converting it would train on something else.
+void require_exact_model(const std::string& path, const std::map<std::string, Tensor>& saved,
+                         const Module& model) {
+  std::vector<std::string> wrong;
+  for (const auto& [name, t] : model.state_dict()) {
+    auto it = saved.find(name);
+    if (it == saved.end()) continue;  // missing keys: load_state_dict's strict check names them
+    const Tensor& s = it->second;
+    if (s.dtype() != t.dtype() || s.shape() != t.shape())
+      wrong.push_back(fmt::format("model.{}: checkpoint {} {}, model {} {}", name,
+                                  dtype_name(s.dtype()), shape_str(s.shape()),
+                                  dtype_name(t.dtype()), shape_str(t.shape())));
+  }
+  KILN_CHECK(wrong.empty(), ValueError,
+             "load_training_checkpoint: {}: {} model tensors differ from the model being resumed "
+             "({}); a training checkpoint resumes only the run that wrote it (load_state_dict "
+             "loads weights into another model, converting dtypes)",
+             path, wrong.size(), fmt::join(wrong, "; "));
+}
+
+// Per-element optimizer state ("state.<i>.<name>" of one or more dims) has parameter i's dtype
+// and shape when the run that saved it is the one resuming.
+void require_exact_optimizer(const std::string& path, const std::map<std::string, Tensor>& saved,
+                             const optim::Optimizer& optimizer) {
+  std::vector<Tensor> params;
+  for (const optim::ParamGroup& g : optimizer.param_groups())
+    params.insert(params.end(), g.params.begin(), g.params.end());
+  std::vector<std::string> wrong;
+  for (const auto& [key, t] : saved) {
+    if (key.rfind("state.", 0) != 0 || t.dim() == 0) continue;
+    const size_t dot = key.find('.', 6);
+    size_t index = 0;
+    const auto [end, error] = std::from_chars(key.data() + 6, key.data() + dot, index);
+    if (error != std::errc() || end != key.data() + dot || index >= params.size()) continue;
+    const Tensor& p = params[index];
+    if (t.dtype() != p.dtype() || t.shape() != p.shape())
+      wrong.push_back(fmt::format("optimizer.{}: checkpoint {} {}, parameter {} {}", key,
+                                  dtype_name(t.dtype()), shape_str(t.shape()),
+                                  dtype_name(p.dtype()), shape_str(p.shape())));
+  }
+  KILN_CHECK(wrong.empty(), ValueError,
+             "load_training_checkpoint: {}: optimizer state differs from its parameters ({})", path,
+             fmt::join(wrong, "; "));
+}
+
 // The entries of `tensors` under "<prefix>.", with the prefix removed.
 std::map<std::string, Tensor> with_prefix(const TensorMap& tensors, const std::string& prefix) {
   std::map<std::string, Tensor> out;
@@ -70,7 +120,13 @@ void save_state_dict(const Module& module, const std::string& path) {
 LoadResult load_state_dict(Module& module, const std::string& path, bool strict) {
   SafetensorsFile file = load_safetensors(path);
   StateDict state(file.tensors.begin(), file.tensors.end());
-  return module.load_state_dict(state, strict);
+  LoadResult result = module.load_state_dict(state, strict);
+  if (!result.converted_keys.empty())
+    std::fprintf(stderr,
+                 "kiln: load_state_dict %s: converted %zu tensors to the model's dtypes: %s\n",
+                 path.c_str(), result.converted_keys.size(),
+                 fmt::format("{}", fmt::join(result.converted_keys, ", ")).c_str());
+  return result;
 }
 
 void save_training_checkpoint(const std::string& path, const TrainingState& state) {
@@ -108,17 +164,18 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
   position.batch_in_epoch = metadata_count(meta, "batch_in_epoch", path);
   position.global_step = metadata_count(meta, "global_step", path);
 
-  if (state.model) {
-    auto model = with_prefix(file.tensors, "model");
-    state.model->load_state_dict(StateDict(model.begin(), model.end()), true);
-  }
+  const auto model = with_prefix(file.tensors, "model");
+  const auto optimizer = with_prefix(file.tensors, "optimizer");
+  if (state.model) require_exact_model(path, model, *state.model);
   if (state.optimizer) {
     auto name = meta.find("optimizer");
     KILN_CHECK(name != meta.end() && name->second == state.optimizer->name(), ValueError,
                "load_training_checkpoint: {}: saved optimizer is '{}', resuming with '{}'", path,
                name == meta.end() ? "none" : name->second, state.optimizer->name());
-    state.optimizer->load_state_dict(with_prefix(file.tensors, "optimizer"));
+    require_exact_optimizer(path, optimizer, *state.optimizer);
   }
+  if (state.model) state.model->load_state_dict(StateDict(model.begin(), model.end()), true);
+  if (state.optimizer) state.optimizer->load_state_dict(optimizer);
   if (state.scheduler)
     state.scheduler->set_last_epoch(metadata_int(meta, "scheduler.last_epoch", path));
   if (state.generator)

@@ -19,7 +19,9 @@ namespace kiln::nn {
 // Writes module.state_dict() atomically (temporary file, fsync, rename).
 void save_state_dict(const Module& module, const std::string& path);
 // Loads a file written by save_state_dict (or by PyTorch's safetensors.torch.save_file) into
-// module, strictly unless strict is false; tensors go to each parameter's own device.
+// module, strictly unless strict is false; tensors go to each parameter's own device. A tensor of
+// another dtype is converted, as PyTorch's load_state_dict does, and said so on stderr (and in the
+// result's converted_keys).
 LoadResult load_state_dict(Module& module, const std::string& path, bool strict = true);
 
 // Where training stands: the epoch in progress and how many of its batches are done.
@@ -38,8 +40,11 @@ struct TrainingState {
 };
 
 void save_training_checkpoint(const std::string& path, const TrainingState& state);
-// Restores every part that is non-null in `state` and returns the saved position. Throws if the
-// file lacks a part that `state` asks for.
+// Restores every part that is non-null in `state` and returns the saved position. Resuming is
+// strict: the file must hold every part `state` asks for, every model tensor with the model's
+// exact dtype and shape, and optimizer state of its parameters' dtypes; anything else throws
+// before the model or optimizer is touched. Whether the position fits the run (epochs, batches)
+// is the caller's to check: only it knows them.
 TrainingPosition load_training_checkpoint(const std::string& path, TrainingState& state);
 
 }  // namespace kiln::nn

@@ -1,16 +1,15 @@
 #include "kiln/nn/module.h"
 
-#include <fmt/format.h>
-
 #include <cxxabi.h>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <memory>
 #include <set>
-#include <typeinfo>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -176,6 +175,9 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
       mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", n,
                                        shape_str(it->second.shape()), shape_str(t.shape())));
     }
+    if (it->second.dtype() != t.dtype())
+      result.converted_keys.push_back(
+          fmt::format("{} ({} -> {})", n, dtype_name(it->second.dtype()), dtype_name(t.dtype())));
   }
   for (auto& [n, t] : state)
     if (!known.count(n)) result.unexpected_keys.push_back(n);

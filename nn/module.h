@@ -19,6 +19,8 @@ using StateDict = std::map<std::string, Tensor>;
 struct LoadResult {
   std::vector<std::string> missing_keys;     // in the module, not in the state dict
   std::vector<std::string> unexpected_keys;  // in the state dict, not in the module
+  // Loaded but converted to the module's dtype, as PyTorch's copy does: "fc.weight (f64 -> f32)".
+  std::vector<std::string> converted_keys;
 };
 
 class Module : public std::enable_shared_from_this<Module> {
@@ -54,8 +56,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // Parameters and buffers by their dotted names; the tensors are detached aliases.
   StateDict state_dict() const;
-  // Copies values into the module's tensors. strict: any missing or unexpected key, or any shape
-  // mismatch, throws a ValueError listing them; otherwise the keys are returned.
+  // Copies values into the module's tensors, converting dtypes as PyTorch does (and listing those
+  // in converted_keys). strict: any missing or unexpected key throws a ValueError listing them;
+  // otherwise the keys are returned. A shape mismatch always throws.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
 
   // The module tree, PyTorch style, with parameter counts.

@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -358,6 +360,7 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
     host.emplace_back(name, t.detach().to(Device::cpu()).contiguous());
   }
   std::string header = make_header(path, host, metadata);
+  remove_stale_temporaries(path);
 
   TempFile temp;
   temp.path = fmt::format("{}.tmp.{}", path, ::getpid());
@@ -383,6 +386,28 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
     throw_save_errno(path, fmt::format("renaming {} over it", temp.path), errno);
   temp.renamed = true;
   sync_parent_directory(path);
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code error;
+  int removed = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    pid_t pid = 0;
+    const auto [end, parsed] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (parsed != std::errc() || end != digits.data() + digits.size() || pid <= 0) continue;
+    // kill(pid, 0) delivers nothing; ESRCH says no such process. A live writer (or a process we
+    // may not signal, EPERM) keeps its file.
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (fs::remove(entry.path(), error)) ++removed;
+  }
+  return removed;
 }
 
 SafetensorsFile load_safetensors(const std::string& path, Device device) {

@@ -20,6 +20,12 @@ using Metadata = std::map<std::string, std::string>;
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const Metadata& metadata = {});
 
+// Removes the temporary files "<path>.tmp.<pid>" that a save_safetensors killed mid-write (by
+// SIGKILL, say) left beside `path`: those whose process is no longer running. Returns how many it
+// removed. save_safetensors calls it before each save; a program resuming from `path` calls it
+// first thing, so nothing is left behind for good.
+int remove_stale_temporaries(const std::string& path);
+
 struct SafetensorsFile {
   TensorMap tensors;
   Metadata metadata;

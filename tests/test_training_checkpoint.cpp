@@ -1,7 +1,12 @@
 // Training checkpoints (nn/checkpoint.h): a round trip of every part, and the metadata a loader
 // must refuse, each with the file, the key and the text in the message.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "temp_dir.h"
@@ -86,4 +91,89 @@ TEST_CASE("training checkpoint: malformed metadata is refused with the key and t
     CHECK_THROWS_WITH(nn::load_training_checkpoint(bad, state),
                       Catch::Contains(bad) && Catch::Contains(c.message));
   }
+}
+
+namespace {
+
+// `path` rewritten with `edit` applied to its tensors: how a file altered after saving looks.
+void rewrite(const std::string& path, const std::function<void(nn::TensorMap&)>& edit) {
+  nn::SafetensorsFile file = nn::load_safetensors(path);
+  edit(file.tensors);
+  nn::save_safetensors(path, file.tensors, file.metadata);
+}
+
+}  // namespace
+
+TEST_CASE("training checkpoint: resuming refuses a model tensor of another dtype or shape") {
+  TempDir dir("kiln_test_checkpoint");
+  const std::string path = dir.file("last.safetensors");
+  Training saved;
+  saved.step();
+  nn::save_training_checkpoint(path, saved.state());
+  // The newcomer's case: a weight relabelled I32 trained on (at 10% accuracy) after resuming.
+  rewrite(path, [](nn::TensorMap& t) { t["model.weight"] = t["model.weight"].to(DType::i32); });
+  Training loaded;
+  nn::TrainingState state = loaded.state();
+  const std::vector<double> before = loaded.model.weight.tolist();
+  CHECK_THROWS_WITH(nn::load_training_checkpoint(path, state),
+                    Catch::Contains("model.weight: checkpoint i32 [2, 3], model f32 [2, 3]") &&
+                        Catch::Contains("resumes only the run that wrote it"));
+  CHECK(loaded.model.weight.tolist() == before);  // nothing was loaded
+
+  nn::save_training_checkpoint(path, saved.state());
+  rewrite(path, [](nn::TensorMap& t) { t["model.bias"] = zeros({3}); });
+  CHECK_THROWS_WITH(nn::load_training_checkpoint(path, state),
+                    Catch::Contains("model.bias: checkpoint f32 [3], model f32 [2]"));
+}
+
+TEST_CASE("training checkpoint: resuming refuses optimizer state of another dtype") {
+  TempDir dir("kiln_test_checkpoint");
+  const std::string path = dir.file("last.safetensors");
+  Training saved;
+  saved.step();
+  nn::save_training_checkpoint(path, saved.state());
+  std::string key;
+  for (const auto& [name, t] : nn::load_safetensors(path).tensors)
+    if (name.rfind("optimizer.state.", 0) == 0 && t.dim() > 0) key = name;
+  REQUIRE_FALSE(key.empty());
+  rewrite(path, [&](nn::TensorMap& t) { t[key] = t[key].to(DType::f64); });
+  Training loaded;
+  nn::TrainingState state = loaded.state();
+  CHECK_THROWS_WITH(nn::load_training_checkpoint(path, state),
+                    Catch::Contains(key + ": checkpoint f64") &&
+                        Catch::Contains("differs from its parameters"));
+}
+
+TEST_CASE("training checkpoint: loading weights converts dtypes as PyTorch does, and says so") {
+  TempDir dir("kiln_test_checkpoint");
+  const std::string path = dir.file("model.safetensors");
+  nn::Linear source(3, 2);
+  source.to(DType::f64);
+  nn::save_state_dict(source, path);
+  nn::Linear target(3, 2);
+  const nn::LoadResult r = nn::load_state_dict(target, path);
+  CHECK(r.converted_keys == std::vector<std::string>{"weight (f64 -> f32)", "bias (f64 -> f32)"});
+  CHECK(target.weight.dtype() == DType::f32);
+  CHECK(target.weight.tolist() == source.weight.to(DType::f32).tolist());
+}
+
+TEST_CASE("training checkpoint: temporaries of killed writers are removed, live ones kept") {
+  TempDir dir("kiln_test_checkpoint");
+  const std::string path = dir.file("last.safetensors");
+  auto touch = [&](const std::string& name) { std::ofstream(dir.file(name)) << "partial"; };
+  // pid_max is at most 2^22 on Linux: no process has these.
+  touch("last.safetensors.tmp.2147483646");
+  touch("last.safetensors.tmp.2147483645");
+  const std::string live = "last.safetensors.tmp." + std::to_string(::getppid());
+  touch(live);
+  touch("last.safetensors.tmp.notapid");
+  touch("other.safetensors.tmp.2147483646");
+  CHECK(nn::remove_stale_temporaries(path) == 2);
+  const std::vector<std::string> left = dir.entries();
+  CHECK(left == std::vector<std::string>{live, "last.safetensors.tmp.notapid",
+                                         "other.safetensors.tmp.2147483646"});
+  // A save cleans up before it writes, so a run that was killed leaves nothing behind for good.
+  touch("last.safetensors.tmp.2147483646");
+  nn::save_state_dict(nn::Linear(2, 2), path);
+  CHECK_FALSE(std::filesystem::exists(dir.file("last.safetensors.tmp.2147483646")));
 }
