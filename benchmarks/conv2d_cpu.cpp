@@ -14,6 +14,7 @@
 
 #include "kiln/core/ops/conv.h"
 #include "kiln/kiln.h"
+#include "main_guard.h"
 
 using namespace kiln;
 
@@ -56,34 +57,36 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", threads)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  omp_set_num_threads(threads);
-  manual_seed(0);
+  return kiln::apps::run_main("conv2d_cpu", [&] {
+    omp_set_num_threads(threads);
+    manual_seed(0);
 
-  std::printf("kiln conv2d, f32, batch %lld, %d threads: ms per call (GFLOP/s)\n",
-              static_cast<long long>(batch_size), threads);
-  std::printf("%-20s %18s %18s %18s\n", "layer", "forward", "input grad", "weight grad");
-  double total_ms = 0;
-  for (const Layer& l : kLayers) {
-    const Pair stride{l.stride, l.stride}, padding{l.padding, l.padding};
-    Tensor x = randn({batch_size, l.in_channels, l.side, l.side});
-    Tensor w = randn({l.out_channels, l.in_channels, l.kernel, l.kernel});
-    Tensor out = conv2d(x, w, Tensor(), stride, padding);
-    Tensor grad = randn(out.shape());
-    const double gflop = 2.0 * static_cast<double>(out.numel() * l.in_channels * l.kernel *
-                                                   l.kernel) / 1e9;
-    const double ms[3] = {
-        best_ms(repeats, [&] { conv2d(x, w, Tensor(), stride, padding); }),
-        best_ms(repeats, [&] { conv2d_backward_input(grad, w, x.shape(), stride, padding); }),
-        best_ms(repeats, [&] { conv2d_backward_weight(grad, x, w.shape(), stride, padding); }),
-    };
-    std::printf("%-20s", l.name);
-    for (double t : ms) {
-      std::printf(" %8.2f (%6.1f)", t, gflop / (t / 1e3));
-      total_ms += t;
+    std::printf("kiln conv2d, f32, batch %lld, %d threads: ms per call (GFLOP/s)\n",
+                static_cast<long long>(batch_size), threads);
+    std::printf("%-20s %18s %18s %18s\n", "layer", "forward", "input grad", "weight grad");
+    double total_ms = 0;
+    for (const Layer& l : kLayers) {
+      const Pair stride{l.stride, l.stride}, padding{l.padding, l.padding};
+      Tensor x = randn({batch_size, l.in_channels, l.side, l.side});
+      Tensor w = randn({l.out_channels, l.in_channels, l.kernel, l.kernel});
+      Tensor out = conv2d(x, w, Tensor(), stride, padding);
+      Tensor grad = randn(out.shape());
+      const double gflop =
+          2.0 * static_cast<double>(out.numel() * l.in_channels * l.kernel * l.kernel) / 1e9;
+      const double ms[3] = {
+          best_ms(repeats, [&] { conv2d(x, w, Tensor(), stride, padding); }),
+          best_ms(repeats, [&] { conv2d_backward_input(grad, w, x.shape(), stride, padding); }),
+          best_ms(repeats, [&] { conv2d_backward_weight(grad, x, w.shape(), stride, padding); }),
+      };
+      std::printf("%-20s", l.name);
+      for (double t : ms) {
+        std::printf(" %8.2f (%6.1f)", t, gflop / (t / 1e3));
+        total_ms += t;
+      }
+      std::printf("\n");
     }
-    std::printf("\n");
-  }
-  std::printf("total: %.1f ms per batch for one call of each kernel on each layer shape\n",
-              total_ms);
-  return 0;
+    std::printf("total: %.1f ms per batch for one call of each kernel on each layer shape\n",
+                total_ms);
+    return 0;
+  });
 }

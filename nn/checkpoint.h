@@ -1,5 +1,5 @@
-// Checkpoints as safetensors files (DESIGN.md point 8): a model's state_dict alone, or a whole
-// training state (model, optimizer, scheduler, position, random state) in one file.
+// Checkpoints as safetensors files: a model's state_dict alone, or a whole training state (model,
+// optimizer, scheduler, position, random state) in one file.
 //
 // A training checkpoint names its tensors "model.<name>" and "optimizer.<key>"; the position,
 // scheduler step and generator state go in the header's metadata, so `kiln-checkpoint show` and

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "main_guard.h"
 
 using namespace kiln;
 
@@ -42,36 +43,38 @@ struct Mlp {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = argc > 1 ? std::atoi(argv[1]) : 600;
-  Generator data_gen(1);
-  Tensor x = uniform({1024, 2}, -1.0, 1.0, DType::f32, Device::cpu(), &data_gen);
-  Tensor y = mul(sin(mul(x.select(1, 0), 3.0)), cos(mul(x.select(1, 1), 2.0))).unsqueeze(1);
+  return apps::run_main("kiln-demo", [&] {
+    int steps = argc > 1 ? std::atoi(argv[1]) : 600;
+    Generator data_gen(1);
+    Tensor x = uniform({1024, 2}, -1.0, 1.0, DType::f32, Device::cpu(), &data_gen);
+    Tensor y = mul(sin(mul(x.select(1, 0), 3.0)), cos(mul(x.select(1, 1), 2.0))).unsqueeze(1);
 
-  Mlp model(64);
-  std::vector<Tensor> velocity;
-  for (const Tensor& p : model.params) velocity.push_back(zeros_like(p));
-  const double lr = 0.1, momentum = 0.9;
+    Mlp model(64);
+    std::vector<Tensor> velocity;
+    for (const Tensor& p : model.params) velocity.push_back(zeros_like(p));
+    const double lr = 0.1, momentum = 0.9;
 
-  std::printf(
-      "kiln-demo: MLP 2-64-64-1 fitting sin(3 x0) cos(2 x1) on %s, %d steps of SGD "
-      "(lr %.2f, momentum %.1f)\n",
-      Device::cpu().str().c_str(), steps, lr, momentum);
-  double first = 0, last = 0;
-  for (int step = 0; step <= steps; ++step) {
-    Tensor loss = mse_loss(model.forward(x), y);
-    for (Tensor& p : model.params) p.zero_grad();
-    loss.backward();
-    {
-      NoGradGuard no_grad;
-      for (size_t i = 0; i < model.params.size(); ++i) {
-        velocity[i].mul_(momentum).add_(model.params[i].grad());
-        model.params[i].add_(velocity[i], -lr);
+    std::printf(
+        "kiln-demo: MLP 2-64-64-1 fitting sin(3 x0) cos(2 x1) on %s, %d steps of SGD "
+        "(lr %.2f, momentum %.1f)\n",
+        Device::cpu().str().c_str(), steps, lr, momentum);
+    double first = 0, last = 0;
+    for (int step = 0; step <= steps; ++step) {
+      Tensor loss = mse_loss(model.forward(x), y);
+      for (Tensor& p : model.params) p.zero_grad();
+      loss.backward();
+      {
+        NoGradGuard no_grad;
+        for (size_t i = 0; i < model.params.size(); ++i) {
+          velocity[i].mul_(momentum).add_(model.params[i].grad());
+          model.params[i].add_(velocity[i], -lr);
+        }
       }
+      last = loss.item<double>();
+      if (step == 0) first = last;
+      if (step % 50 == 0) std::printf("step %4d  loss %.6f\n", step, last);
     }
-    last = loss.item<double>();
-    if (step == 0) first = last;
-    if (step % 50 == 0) std::printf("step %4d  loss %.6f\n", step, last);
-  }
-  std::printf("loss fell from %.6f to %.6f (%.1fx)\n", first, last, first / last);
-  return last < first ? 0 : 1;
+    std::printf("loss fell from %.6f to %.6f (%.1fx)\n", first, last, first / last);
+    return last < first ? 0 : 1;
+  });
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kiln/kiln.h"
+#include "main_guard.h"
 
 using namespace kiln;
 
@@ -54,7 +55,7 @@ bool check_device(int index) {
 }  // namespace
 
 int main() {
-  try {
+  return apps::run_main("kiln-device-info", [] {
     std::printf("kiln built with CUDA: %s\n", cuda::is_built() ? "yes" : "no");
     if (cuda::is_built()) {
       const cuda::LibraryVersions v = cuda::library_versions();
@@ -82,8 +83,5 @@ int main() {
     }
     std::printf("GPU check against the CPU: %s\n", ok ? "passed" : "FAILED");
     return ok ? 0 : 1;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "kiln-device-info: %s\n", e.what());
-    return 1;
-  }
+  });
 }

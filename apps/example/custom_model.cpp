@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/kiln.h"
+#include "main_guard.h"
 
 using namespace kiln;
 
@@ -14,9 +15,12 @@ using namespace kiln;
 class SmallCnn : public nn::Module {
  public:
   SmallCnn() {
-    conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(1, 16, 3, nn::Conv2dOptions{.padding = {1, 1}}));
+    conv1_ = register_module(
+        "conv1", std::make_shared<nn::Conv2d>(1, 16, 3, nn::Conv2dOptions{.padding = {1, 1}}));
     bn1_ = register_module("bn1", std::make_shared<nn::BatchNorm2d>(16));
-    conv2_ = register_module("conv2", std::make_shared<nn::Conv2d>(16, 32, 3, nn::Conv2dOptions{.stride = {2, 2}, .padding = {1, 1}}));
+    conv2_ = register_module(
+        "conv2", std::make_shared<nn::Conv2d>(
+                     16, 32, 3, nn::Conv2dOptions{.stride = {2, 2}, .padding = {1, 1}}));
     fc_ = register_module("fc", std::make_shared<nn::Linear>(32, 10));
   }
   Tensor forward(const Tensor& x) override {
@@ -33,24 +37,29 @@ class SmallCnn : public nn::Module {
 };
 
 int main(int argc, char** argv) {
-  const int64_t batches = argc > 1 ? std::atoll(argv[1]) : 200;
-  manual_seed(0);
-  auto train = std::make_shared<data::MnistDataset>(data::MnistDataset::fashion("/usr/share/datasets/fashion-mnist", true));
-  data::DataLoader loader(train, data::compose({data::to_float(), data::normalize({0.286}, {0.353})}),
-                          {.batch_size = 64, .shuffle = true, .num_workers = 1});
-  auto model = std::make_shared<SmallCnn>();
-  optim::Adam adam(model->parameters(), {.lr = 3e-3});
-  std::printf("%s\n", model->str().c_str());
-  int64_t step = 0;
-  for (data::Batch& batch : loader) {
-    Tensor loss = cross_entropy(model->forward(batch[0]), batch[1]);
-    adam.zero_grad();
-    loss.backward();
-    adam.step();
-    if (++step % 50 == 0) std::printf("step %lld loss %.4f\n", static_cast<long long>(step), loss.item<double>());
-    if (step == batches) break;
-  }
-  nn::save_state_dict(*model, "small_cnn.safetensors");
-  std::printf("saved small_cnn.safetensors\n");
-  return 0;
+  return apps::run_main("kiln-example-custom-model", [&] {
+    const int64_t batches = argc > 1 ? std::atoll(argv[1]) : 200;
+    manual_seed(0);
+    auto train = std::make_shared<data::MnistDataset>(
+        data::MnistDataset::fashion("/usr/share/datasets/fashion-mnist", true));
+    data::DataLoader loader(train,
+                            data::compose({data::to_float(), data::normalize({0.286}, {0.353})}),
+                            {.batch_size = 64, .shuffle = true, .num_workers = 1});
+    auto model = std::make_shared<SmallCnn>();
+    optim::Adam adam(model->parameters(), {.lr = 3e-3});
+    std::printf("%s\n", model->str().c_str());
+    int64_t step = 0;
+    for (data::Batch& batch : loader) {
+      Tensor loss = cross_entropy(model->forward(batch[0]), batch[1]);
+      adam.zero_grad();
+      loss.backward();
+      adam.step();
+      if (++step % 50 == 0)
+        std::printf("step %lld loss %.4f\n", static_cast<long long>(step), loss.item<double>());
+      if (step == batches) break;
+    }
+    nn::save_state_dict(*model, "small_cnn.safetensors");
+    std::printf("saved small_cnn.safetensors\n");
+    return 0;
+  });
 }

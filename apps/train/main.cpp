@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,12 @@
 #include "kiln/optim/adam.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/sgd.h"
+#include "main_guard.h"
+#include "plot.h"
 #include "progress.h"
 #include "recipe.h"
+#include "resume.h"
+#include "run_dir.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -86,15 +91,22 @@ Split load_data(const apps::Recipe& r) {
                   r.dataset));
 }
 
+// "auto" is the best device present: the first GPU when kiln was built with CUDA and one is
+// visible, else the CPU.
 Device pick_device(const std::string& name) {
   if (name != "auto") return Device::parse(name);
-  // The CUDA kernels of every op arrive with the CUDA backend; until then the CPU is the best
-  // device kiln can train on, even with a GPU visible.
-  if (cuda::is_available())
-    std::fprintf(
-        stderr,
-        "kiln-train: a GPU is visible, but kiln's CUDA kernels are not built yet: using cpu\n");
-  return Device::cpu();
+  return cuda::is_available() ? Device::cuda(0) : Device::cpu();
+}
+
+// Training and test images must have one shape: a model trained on one size says nothing useful
+// (or fails late) on another.
+void check_image_shapes(const Split& split) {
+  if (split.train->size() == 0 || split.test->size() == 0) return;
+  const Shape train = split.train->get(0)[0].shape(), test = split.test->get(0)[0].shape();
+  KILN_CHECK(train == test, ShapeError,
+             "the test images are {} but the training images {}: both splits must hold images "
+             "of one size",
+             shape_str(test), shape_str(train));
 }
 
 struct EpochStats {
@@ -123,47 +135,13 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
           static_cast<double>(correct) / static_cast<double>(seen), 0, 0};
 }
 
-void append_metrics(const std::string& path, int64_t epoch, const EpochStats& train,
-                    const EpochStats& test, double lr) {
-  bool fresh = !fs::exists(path);
-  std::ofstream out(path, std::ios::app);
-  KILN_CHECK(out.good(), Error, "kiln-train: cannot write metrics to {}", path);
-  if (fresh)
-    out << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,lr,images_per_second,seconds\n";
-  out << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6g},{:.1f},{:.1f}\n", epoch + 1, train.loss,
-                     train.accuracy, test.loss, test.accuracy, lr, train.images_per_second,
-                     train.seconds);
-}
-
-// Renders loss and accuracy curves with gnuplot when it is installed; skipped quietly otherwise.
-void plot_metrics(const std::string& csv, const std::string& png) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) return;
-  std::string script = fmt::format(
-      "set datafile separator ','; set terminal png size 1000,400; set output '{}'; set multiplot "
-      "layout 1,2; "
-      "set xlabel 'epoch'; set title 'loss'; plot '{}' using 1:2 with linespoints title 'train', "
-      "'' using 1:4 "
-      "with linespoints title 'test'; set title 'accuracy'; plot '{}' using 1:3 with linespoints "
-      "title 'train', "
-      "'' using 1:5 with linespoints title 'test'; unset multiplot",
-      png, csv, csv);
-  std::string command = "gnuplot -e \"" + script + "\" 2>/dev/null";
-  if (std::system(command.c_str()) == 0) std::printf("curves: %s\n", png.c_str());
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  apps::Recipe r;
-  CLI::App app{"kiln-train: train a ResNet with kiln"};
-  apps::add_recipe_flags(app, r);
-  CLI11_PARSE(app, argc, argv);
-
-  try {
-    if (r.threads > 0) omp_set_num_threads(r.threads);
-    manual_seed(r.seed);
-    Device device = pick_device(r.device);
-    Split split = load_data(r);
+int train(const apps::Recipe& r) {
+  if (r.threads > 0) omp_set_num_threads(r.threads);
+  manual_seed(r.seed);
+  Device device = pick_device(r.device);
+  Split split = load_data(r);
+  check_image_shapes(split);
+  {
     data::Transform eval_transform =
         data::compose({data::to_float(), data::normalize(split.mean, split.std)});
     std::vector<data::Transform> train_steps = {data::to_float()};
@@ -202,8 +180,13 @@ int main(int argc, char** argv) {
         r.max_batches > 0 ? std::min(r.max_batches, loader.num_batches()) : loader.num_batches();
     std::unique_ptr<optim::LRScheduler> scheduler;
     bool per_batch_schedule = true;
-    if (r.schedule == "onecycle") {
-      scheduler = std::make_unique<optim::OneCycleLR>(*optimizer, r.lr, steps_per_epoch * r.epochs);
+    const int64_t total_steps = steps_per_epoch * r.epochs;
+    if (r.schedule == "onecycle" && total_steps < 2) {
+      // One step has no warm-up and no annealing to do.
+      std::printf("one-cycle schedule over %lld step: training at a constant lr %g instead\n",
+                  static_cast<long long>(total_steps), r.lr);
+    } else if (r.schedule == "onecycle") {
+      scheduler = std::make_unique<optim::OneCycleLR>(*optimizer, r.lr, total_steps);
     } else if (r.schedule == "cosine") {
       scheduler =
           std::make_unique<optim::CosineAnnealingLR>(*optimizer, steps_per_epoch * r.epochs);
@@ -215,13 +198,16 @@ int main(int argc, char** argv) {
 
     nn::TrainingState state{
         model.get(), optimizer.get(), scheduler.get(), &default_generator(), {}};
-    if (!r.checkpoint_dir.empty()) fs::create_directories(r.checkpoint_dir);
-    const std::string last_path =
-        r.checkpoint_dir.empty() ? "" : (fs::path(r.checkpoint_dir) / "last.safetensors").string();
+    const apps::RunDir run_dir(r.checkpoint_dir);
+    const std::string last_path = run_dir.enabled() ? run_dir.path("last.safetensors") : "";
     if (!r.resume.empty()) {
       std::string path = r.resume == "last" ? last_path : r.resume;
-      KILN_CHECK(!path.empty(), ValueError, "kiln-train: --resume last needs --checkpoint-dir");
+      KILN_CHECK(!path.empty(), ValueError, "--resume last needs --checkpoint-dir");
       nn::TrainingPosition p = nn::load_training_checkpoint(path, state);
+      apps::RunLength run{r.epochs, steps_per_epoch, scheduler != nullptr, per_batch_schedule};
+      apps::check_resume_position(
+          path, p, scheduler ? std::optional<int64_t>(scheduler->last_epoch()) : std::nullopt, run);
+      run_dir.drop_metrics_after(p.epoch);
       std::printf("resumed from %s at epoch %lld, batch %lld\n", path.c_str(),
                   static_cast<long long>(p.epoch + 1), static_cast<long long>(p.batch_in_epoch));
     }
@@ -300,23 +286,32 @@ int main(int argc, char** argv) {
           "s\n",
           static_cast<long long>(epoch + 1), train.loss, 100 * train.accuracy, test.loss,
           100 * test.accuracy, train.images_per_second, train.seconds);
-      std::fflush(stdout);
+      // The row goes first: a run killed before the checkpoint below redoes this epoch, and
+      // resuming drops the row (RunDir::drop_metrics_after); the other order lost it for good.
+      run_dir.append_metrics({epoch + 1, train.loss, train.accuracy, test.loss, test.accuracy, lr,
+                              train.images_per_second, train.seconds});
       state.position.epoch = epoch + 1;
       state.position.batch_in_epoch = 0;
       save();
-      if (!r.checkpoint_dir.empty()) {
-        std::string csv = (fs::path(r.checkpoint_dir) / "metrics.csv").string();
-        append_metrics(csv, epoch, train, test, lr);
-        plot_metrics(csv, (fs::path(r.checkpoint_dir) / "curves.png").string());
-      }
+      if (run_dir.enabled() && apps::plot_metrics(run_dir.dir(), run_dir.metrics_rows()))
+        std::printf("curves: %s\n", run_dir.path("curves.png").c_str());
     }
     if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device);
-    if (!r.checkpoint_dir.empty())
-      nn::save_state_dict(*model, (fs::path(r.checkpoint_dir) / "model.safetensors").string());
+    if (run_dir.enabled()) nn::save_state_dict(*model, run_dir.path("model.safetensors"));
     std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);
     return 0;
-  } catch (const kiln::Error& e) {
-    std::fprintf(stderr, "kiln-train: %s\n", e.what());
-    return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Line by line, so that with output piped the header and epoch lines keep their place among the
+  // progress lines (stderr is unbuffered).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  apps::Recipe r;
+  CLI::App app{"kiln-train: train a ResNet with kiln"};
+  apps::add_recipe_flags(app, r);
+  CLI11_PARSE(app, argc, argv);
+  return apps::run_main("kiln-train", [&] { return train(r); });
 }

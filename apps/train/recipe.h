@@ -1,11 +1,48 @@
 // The training recipe: every knob of kiln-train, its default, and its command-line flag.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <system_error>
 
 namespace kiln::apps {
+
+// Integer flags checked with messages a person reads ("--epochs: must be at least 1, got -1"),
+// where CLI11's own range check prints its bound as a 300-digit number.
+inline CLI::Validator integer_in(int64_t low, int64_t high) {
+  const std::string bounds =
+      high == INT64_MAX ? fmt::format("at least {}", low) : fmt::format("from {} to {}", low, high);
+  return CLI::Validator(
+      [low, high, bounds](std::string& text) -> std::string {
+        int64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size())
+          return fmt::format("expected a whole number {}, got '{}'", bounds, text);
+        if (value < low || value > high) return fmt::format("must be {}, got {}", bounds, text);
+        return "";
+      },
+      bounds == fmt::format("at least {}", low) ? fmt::format(">= {}", low)
+                                                : fmt::format("{}..{}", low, high));
+}
+
+inline CLI::Validator number_in(double low, double high) {
+  return CLI::Validator(
+      [low, high](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size())
+          return fmt::format("expected a number from {} to {}, got '{}'", low, high, text);
+        if (!(value >= low && value <= high))
+          return fmt::format("must be from {} to {}, got {}", low, high, text);
+        return "";
+      },
+      fmt::format("{}..{}", low, high));
+}
 
 // The defaults are the recipe of docs/results.md: CIFAR-style ResNet-20 on Fashion-MNIST, SGD with
 // Nesterov momentum and a one-cycle schedule.
@@ -45,27 +82,31 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   app.add_option("--data-dir", r.data_dir,
                  "folder holding the data set's files (MNIST IDX or CIFAR binary)");
   app.add_option("--synthetic-size", r.synthetic_size, "training images of the synthetic data set")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 1'000'000'000));
   app.add_option("--epochs", r.epochs, "epochs to train")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, INT64_MAX));
   app.add_option("--batch-size", r.batch_size, "images per step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, INT64_MAX));
   app.add_option("--optimizer", r.optimizer, "sgd|adam|adamw")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", r.lr, "learning rate (the peak rate with --schedule onecycle)")
       ->capture_default_str();
   app.add_option("--momentum", r.momentum, "SGD momentum")->capture_default_str();
-  app.add_flag("--nesterov,!--no-nesterov", r.nesterov, "Nesterov momentum for SGD")
-      ->capture_default_str();
+  // Two flags rather than CLI11's "--nesterov,!--no-nesterov", whose help reads
+  // "--no-nesterov{false}".
+  app.add_flag("--nesterov", r.nesterov, "Nesterov momentum for SGD (the default)");
+  app.add_flag_callback("--no-nesterov", [&r] { r.nesterov = false; }, "plain momentum for SGD");
   app.add_option("--weight-decay", r.weight_decay, "weight decay")->capture_default_str();
   app.add_option("--schedule", r.schedule, "onecycle|cosine|step|none")
       ->capture_default_str()
       ->check(CLI::IsMember({"onecycle", "cosine", "step", "none"}));
   app.add_option("--label-smoothing", r.label_smoothing, "cross-entropy label smoothing")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0.0, 1.0));
   app.add_flag("--augment", r.augment, "random crop (with padding) and horizontal flip");
   app.add_flag("--random-erasing", r.random_erasing, "random erasing after normalisation");
   app.add_flag("--large-input-stem", r.large_input_stem,
@@ -73,17 +114,22 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   app.add_option("--seed", r.seed, "seed for initialisation, shuffling, augmentation and dropout")
       ->capture_default_str();
   app.add_option("--threads", r.threads, "OpenMP threads for the kernels (0: all cores)")
-      ->capture_default_str();
-  app.add_option("--workers", r.workers, "DataLoader worker threads")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 4096));
+  app.add_option("--workers", r.workers, "DataLoader worker threads")
+      ->capture_default_str()
+      ->check(integer_in(0, 4096));
   app.add_option("--device", r.device, "auto|cpu|cuda|cuda:N")->capture_default_str();
   app.add_option("--checkpoint-dir", r.checkpoint_dir,
                  "where last.safetensors, model.safetensors, metrics.csv and curves.png go");
   app.add_option("--max-batches", r.max_batches,
                  "train at most this many batches per epoch (0: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, INT64_MAX));
   app.add_option("--interrupt-after", r.interrupt_after,
                  "act as if Ctrl-C came after this many batches of this run (0: never; for tests)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, INT64_MAX));
   app.add_option("--resume", r.resume,
                  "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");
 }

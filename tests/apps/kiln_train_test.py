@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""kiln-train driven as a newcomer drove it: hostile checkpoint directories, impossible sizes,
+files left by killed runs, altered checkpoints, mismatched data and bad flags. Each case is one
+that kiln-train got wrong once (shell injection, SIGABRT, silent resumes, unreadable messages).
+And kiln-checkpoint, which shows what such a checkpoint holds.
+
+    kiln_train_test.py --train build/apps/kiln-train --checkpoint build/apps/kiln-checkpoint
+
+Programs run from an argument vector (subprocess without a shell), in a fresh temporary folder.
+"""
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TRAIN = None
+CHECKPOINT = None
+# Small and fast: 2 batches of 64 synthetic 28x28 images per epoch.
+QUICK = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "64",
+         "--workers", "1", "--threads", "2"]
+
+
+def run(*args, cwd=None):
+    """kiln-train's exit status, stdout and stderr."""
+    p = subprocess.run([TRAIN, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def write_safetensors(path, header, data):
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def write_idx(path, code, dims, payload):
+    with gzip.open(path, "wb") as f:
+        f.write(struct.pack(">I", code) + b"".join(struct.pack(">I", d) for d in dims) + payload)
+
+
+class KilnTrainTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kiln_train_test_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def assert_one_line_error(self, rc, err, *needles):
+        """Exit 1 with one line 'kiln-train: ...' naming each needle: no abort, no trace."""
+        self.assertEqual(rc, 1, err)
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("kiln-train: "), err)
+        self.assertNotIn("kiln-train: kiln-train:", err)
+        self.assertNotIn("terminate called", err)
+        for needle in needles:
+            self.assertIn(needle, lines[0])
+
+    def train_once(self, directory, *extra):
+        rc, out, err = run(*QUICK, "--epochs", "1", "--checkpoint-dir", directory, *extra)
+        self.assertEqual(rc, 0, out + err)
+        return out
+
+    # ---- security and crashes ----
+
+    def test_checkpoint_dir_is_never_run_as_a_command(self):
+        marker = os.path.join(self.tmp, "pwned")
+        for name in ["x/$(touch %s)" % marker, "it's `touch %s`" % marker, 'a "quoted" dir']:
+            directory = os.path.join(self.tmp, name)
+            out = self.train_once(directory)
+            self.assertFalse(os.path.exists(marker), "the directory name ran as a command")
+            if shutil.which("gnuplot"):
+                self.assertTrue(os.path.exists(os.path.join(directory, "curves.png")), out)
+                self.assertIn("curves: ", out)
+
+    def test_checkpoint_dir_that_is_a_file_is_one_clear_error(self):
+        path = os.path.join(self.tmp, "a-file")
+        open(path, "w").close()
+        rc, _, err = run(*QUICK, "--epochs", "1", "--checkpoint-dir", path)
+        self.assert_one_line_error(rc, err, "--checkpoint-dir", path, "Not a directory")
+
+    def test_checkpoint_dir_under_proc_is_one_clear_error(self):
+        rc, _, err = run(*QUICK, "--epochs", "1", "--checkpoint-dir", "/proc/kiln/run")
+        self.assert_one_line_error(rc, err, "--checkpoint-dir /proc/kiln/run")
+
+    def test_impossible_synthetic_size_is_refused_by_the_flag(self):
+        rc, _, err = run("--dataset", "synthetic", "--synthetic-size", "4611686018427387904")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--synthetic-size: must be from 1 to 1000000000", err)
+        self.assertNotIn("terminate called", err)
+
+    # ---- losing nothing, accepting nothing broken ----
+
+    def test_temporaries_of_a_killed_save_are_removed_on_the_next_start(self):
+        directory = os.path.join(self.tmp, "run")
+        os.makedirs(directory)
+        stale = os.path.join(directory, "last.safetensors.tmp.2147483646")  # no such process
+        with open(stale, "wb") as f:
+            f.write(b"half a checkpoint")
+        rc, out, err = run(*QUICK, "--epochs", "1", "--max-batches", "1", "--interrupt-after",
+                           "1", "--checkpoint-dir", directory)
+        self.assertEqual(rc, 130, out + err)
+        self.assertFalse(os.path.exists(stale))
+
+    def test_a_kill_between_metrics_row_and_checkpoint_keeps_every_row_once(self):
+        directory = os.path.join(self.tmp, "run")
+        self.train_once(directory)
+        csv = os.path.join(directory, "metrics.csv")
+        # What a kill leaves after epoch 2's row is written and before its checkpoint is.
+        with open(csv, "a") as f:
+            f.write("2,9.9,0.1,9.9,0.1,0.1,1.0,1.0\n")
+        rc, out, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", directory, "--resume",
+                           "last")
+        self.assertEqual(rc, 0, out + err)
+        with open(csv) as f:
+            epochs = [line.split(",")[0] for line in f.read().splitlines()[1:]]
+        self.assertEqual(epochs, ["1", "2"])
+        with open(csv) as f:
+            self.assertNotIn("9.9", f.read())
+
+    def altered_checkpoint(self, alter):
+        """A run stopped after its first batch (as by Ctrl-C), its checkpoint then altered."""
+        directory = os.path.join(self.tmp, "run")
+        rc, out, err = run(*QUICK, "--epochs", "2", "--interrupt-after", "1", "--checkpoint-dir",
+                           directory)
+        self.assertEqual(rc, 130, out + err)
+        path = os.path.join(directory, "last.safetensors")
+        header, data = read_safetensors(path)
+        alter(header)
+        write_safetensors(path, header, data)
+        return directory
+
+    def test_resume_refuses_a_tensor_relabelled_to_another_dtype(self):
+        def relabel(header):
+            header["model.conv1.weight"]["dtype"] = "I32"  # same bytes, other meaning
+        directory = self.altered_checkpoint(relabel)
+        rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", directory, "--resume", "last")
+        self.assert_one_line_error(rc, err, "model.conv1.weight: checkpoint i32",
+                                   "model f32")
+
+    def test_resume_refuses_a_batch_beyond_the_epoch(self):
+        def beyond(header):
+            header["__metadata__"]["batch_in_epoch"] = "99999"
+        directory = self.altered_checkpoint(beyond)
+        rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", directory, "--resume", "last")
+        self.assert_one_line_error(rc, err, "batch_in_epoch is 99999, beyond the 2 batches")
+
+    def test_resume_refuses_a_global_step_off_the_position(self):
+        def huge(header):
+            header["__metadata__"]["global_step"] = "9223372036854775000"
+        directory = self.altered_checkpoint(huge)
+        rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", directory, "--resume", "last")
+        self.assert_one_line_error(rc, err, "global_step is 9223372036854775000")
+
+    def test_resume_refuses_a_schedule_step_past_the_run(self):
+        def ahead(header):
+            header["__metadata__"]["scheduler.last_epoch"] = "1000"
+        directory = self.altered_checkpoint(ahead)
+        rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", directory, "--resume", "last")
+        self.assert_one_line_error(rc, err, "1000")
+
+    def test_test_images_of_another_size_are_refused(self):
+        data = os.path.join(self.tmp, "data")
+        os.makedirs(data)
+        for prefix, height in (("train", 28), ("t10k", 27)):
+            write_idx(os.path.join(data, prefix + "-images-idx3-ubyte.gz"), 0x803,
+                      [4, height, 28], bytes(4 * height * 28))
+            write_idx(os.path.join(data, prefix + "-labels-idx1-ubyte.gz"), 0x801, [4],
+                      bytes([0, 1, 2, 3]))
+        rc, _, err = run("--dataset", "fashion-mnist", "--data-dir", data, "--batch-size", "2",
+                         "--epochs", "1", "--workers", "1")
+        self.assert_one_line_error(rc, err, "test images are [1, 27, 28]",
+                                   "training images [1, 28, 28]")
+
+    # ---- the newcomer's path ----
+
+    def test_one_batch_per_epoch_trains(self):
+        rc, out, err = run("--dataset", "synthetic", "--synthetic-size", "64", "--batch-size", "64",
+                           "--epochs", "1", "--workers", "1")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("constant lr", out)
+        self.assertRegex(out, r"test accuracy: [0-9.]+%")
+
+    def test_range_errors_name_the_bound_readably(self):
+        for flag, value, message in (("--epochs", "-1", "--epochs: must be at least 1, got -1"),
+                                     ("--batch-size", "0", "--batch-size: must be at least 1"),
+                                     ("--threads=-3", None, "--threads: must be from 0 to 4096"),
+                                     ("--label-smoothing", "2", "--label-smoothing: must be from")):
+            rc, _, err = run(flag, value) if value is not None else run(flag)
+            self.assertNotEqual(rc, 0, flag)
+            self.assertIn(message, err)
+            self.assertIsNone(re.search(r"[0-9]{30}", err), err)
+
+    def test_help_shows_no_cli11_internals(self):
+        rc, out, _ = run("--help")
+        self.assertEqual(rc, 0)
+        self.assertNotIn("{false}", out)
+        self.assertIn("--no-nesterov", out)
+
+    def test_errors_carry_the_program_name_once(self):
+        rc, _, err = run("--dataset", "cifar10")
+        self.assert_one_line_error(rc, err, "--data-dir is required for cifar10")
+        rc, _, err = run("--dataset", "imagenet")
+        self.assert_one_line_error(rc, err, "unknown dataset 'imagenet'")
+
+    def test_piped_output_keeps_its_order(self):
+        p = subprocess.run([TRAIN, *QUICK, "--epochs", "1"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        lines = p.stdout.splitlines()
+        header = next(i for i, line in enumerate(lines) if line.startswith("kiln-train: resnet20"))
+        first_progress = next(i for i, line in enumerate(lines) if line.startswith("epoch 1/1 ["))
+        self.assertLess(header, first_progress, p.stdout)
+
+    def test_curves_of_one_epoch_have_an_axis_around_it(self):
+        directory = os.path.join(self.tmp, "run")
+        self.train_once(directory)
+        if not shutil.which("gnuplot"):
+            self.skipTest("gnuplot is not installed")
+        with open(os.path.join(directory, "curves.gp")) as f:
+            self.assertIn("set xrange [0.5:1.5]", f.read())
+
+    def test_auto_device_is_the_best_present(self):
+        rc, out, err = run(*QUICK, "--epochs", "1", "--max-batches", "1")
+        self.assertEqual(rc, 0, out + err)
+        if shutil.which("nvidia-smi") is None:
+            self.assertIn("device cpu", out)
+        else:  # a GPU may be visible: kiln takes it when it was built with CUDA
+            self.assertRegex(out, r"device (cpu|cuda:0)")
+
+
+class KilnCheckpointTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kiln_checkpoint_test_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def show(self, path):
+        p = subprocess.run([CHECKPOINT, "show", path], capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_show_lists_metadata_and_every_tensor(self):
+        rc, out, err = run(*QUICK, "--epochs", "1", "--checkpoint-dir", self.tmp)
+        self.assertEqual(rc, 0, out + err)
+        rc, out, err = self.show(os.path.join(self.tmp, "last.safetensors"))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("format = kiln.training_checkpoint.v1", out)
+        self.assertIn("epoch = 1", out)
+        self.assertIn("optimizer = SGD", out)
+        self.assertRegex(out, r"model\.conv1\.weight +f32 +\[16, 1, 3, 3\] +576")
+        header, _ = read_safetensors(os.path.join(self.tmp, "last.safetensors"))
+        tensors = [name for name in header if name != "__metadata__"]
+        self.assertIn("%d tensors" % len(tensors), out)
+        for name in tensors:
+            self.assertIn(name, out)
+
+    def test_show_of_a_broken_file_is_one_clear_error(self):
+        path = os.path.join(self.tmp, "broken.safetensors")
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", 12) + b'{"a": 1}')
+        rc, _, err = self.show(path)
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertTrue(err.startswith("kiln-checkpoint: load_safetensors: " + path), err)
+
+
+def main():
+    global TRAIN, CHECKPOINT
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train", required=True, help="the kiln-train executable")
+    parser.add_argument("--checkpoint", required=True, help="the kiln-checkpoint executable")
+    args, rest = parser.parse_known_args()
+    TRAIN = os.path.abspath(args.train)
+    CHECKPOINT = os.path.abspath(args.checkpoint)
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
