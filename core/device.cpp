@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <ostream>
 #include <string>
 
 #include "kiln/core/error.h"
@@ -25,6 +26,10 @@ Device Device::parse(const std::string& text) {
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index);
+}
+
+std::ostream& operator<<(std::ostream& out, const Device& device) {
+  return out << device.str();
 }
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 namespace kiln {
@@ -23,5 +24,7 @@ struct Device {
   std::string str() const;  // "cpu", "cuda:0"
   bool operator==(const Device&) const = default;
 };
+
+std::ostream& operator<<(std::ostream& out, const Device& device);  // "cuda:0", as str()
 
 }  // namespace kiln

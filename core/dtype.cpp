@@ -1,6 +1,7 @@
 #include "kiln/core/dtype.h"
 
 #include <cstddef>
+#include <ostream>
 #include <string>
 
 namespace kiln {
@@ -103,6 +104,10 @@ DType promote_types(DType a, DType b) {
     return ra > rb ? a : b;
   }
   return int_rank(a) > int_rank(b) ? a : b;
+}
+
+std::ostream& operator<<(std::ostream& out, DType dtype) {
+  return out << dtype_name(dtype);
 }
 
 }  // namespace kiln

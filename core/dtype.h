@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <type_traits>
 
@@ -19,6 +20,7 @@ inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool"
+std::ostream& operator<<(std::ostream& out, DType dtype);  // as dtype_name
 DType dtype_from_name(const std::string& name);
 bool is_floating(DType dtype);
 bool is_integral(DType dtype, bool include_bool = false);

@@ -88,6 +88,7 @@ class Tensor {
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }  // t[i], a view, as PyTorch's
   Tensor expand(const Shape& shape) const;  // -1 keeps a size
   Tensor expand_as(const Tensor& other) const;
   Tensor squeeze() const;
@@ -143,6 +144,15 @@ class Tensor {
   Tensor& mul_(double value);
   Tensor& div_(const Tensor& other);
   Tensor& div_(double value);
+  // t += u is t.add_(u), in place, as in PyTorch (and so on for -=, *=, /=).
+  Tensor& operator+=(const Tensor& other) { return add_(other); }
+  Tensor& operator+=(double value) { return add_(value); }
+  Tensor& operator-=(const Tensor& other) { return sub_(other); }
+  Tensor& operator-=(double value) { return sub_(value); }
+  Tensor& operator*=(const Tensor& other) { return mul_(other); }
+  Tensor& operator*=(double value) { return mul_(value); }
+  Tensor& operator/=(const Tensor& other) { return div_(other); }
+  Tensor& operator/=(double value) { return div_(value); }
   Tensor& clamp_(double min, double max);
   Tensor& relu_();
   Tensor& neg_();

@@ -12,7 +12,7 @@
 namespace kiln::nn {
 
 struct CrossEntropyLossOptions {
-  Tensor weight;  // per-class weights [C], or undefined
+  Tensor weight{};  // per-class weights [C], or undefined
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::mean;
   double label_smoothing = 0.0;

@@ -36,14 +36,14 @@ void Module::check_new_name(const char* kind, const std::string& name) const {
              this->name(), kind, name);
 }
 
-Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_new_name("parameter", name);
   if (tensor.defined() && requires_grad) tensor.requires_grad_();
   parameters_.emplace_back(name, tensor);
   return parameters_.back().second;
 }
 
-Tensor& Module::register_buffer(const std::string& name, Tensor tensor) {
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
   check_new_name("buffer", name);
   buffers_.emplace_back(name, tensor);
   return buffers_.back().second;

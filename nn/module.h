@@ -65,8 +65,10 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string str() const;
 
  protected:
-  Tensor& register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  Tensor& register_buffer(const std::string& name, Tensor tensor);
+  // Both return the registered tensor (a handle sharing its data), by value: a reference into the
+  // module's list would dangle once the next registration grows it.
+  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  Tensor register_buffer(const std::string& name, Tensor tensor);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);

@@ -33,10 +33,16 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
   add_param_groups(std::move(groups));
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamOptions options)
-    : Adam(one_group(std::move(params)), options, true) {}
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions options)
-    : Adam(std::move(groups), options, true) {}
+namespace {
+AdamOptions as_adam(const AdamWOptions& o) {
+  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad};
+}
+}  // namespace
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : Adam(one_group(std::move(params)), as_adam(options), true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
+    : Adam(std::move(groups), as_adam(options), true) {}
 
 void Adam::check_options(const Options& o) const {
   const double lr = o.at("lr"), eps = o.at("eps"), weight_decay = o.at("weight_decay");

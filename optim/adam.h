@@ -34,18 +34,22 @@ class Adam : public Optimizer {
   bool decoupled_ = false;
 };
 
-// AdamW's defaults: Adam's, with PyTorch's weight_decay of 0.01.
-inline AdamOptions adamw_defaults() {
-  AdamOptions o;
-  o.weight_decay = 0.01;
-  return o;
-}
+// AdamW's options: Adam's, with PyTorch's weight_decay of 0.01 as the default, so that
+// AdamW(params, {.lr = 3e-3}) still decays.
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  bool amsgrad = false;
+};
 
 // Adam with decoupled weight decay (Loshchilov & Hutter).
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, AdamOptions options = adamw_defaults());
-  AdamW(std::vector<ParamGroup> groups, AdamOptions options = adamw_defaults());
+  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
 };
 
 }  // namespace kiln::optim

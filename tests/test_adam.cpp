@@ -69,6 +69,11 @@ Tensor grad_for_step(const Tensor& p, int step) {
   return random_f64(p.shape(), 2000 + static_cast<uint64_t>(step), -2.0, 2.0).to(p.dtype());
 }
 
+// The same numbers as AdamW's own options struct (whose default weight_decay is 0.01, not 0).
+AdamWOptions adamw(const AdamOptions& o) {
+  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad};
+}
+
 void check_against_reference(AdamOptions o, bool decoupled, DType dtype) {
   Tensor p = random_f64({3, 4}, 11).to(dtype);
   p.requires_grad_();
@@ -76,7 +81,7 @@ void check_against_reference(AdamOptions o, bool decoupled, DType dtype) {
   AdamReference ref{o, decoupled, {}, {}, {}};
   std::unique_ptr<Adam> opt;
   if (decoupled)
-    opt = std::make_unique<AdamW>(std::vector<Tensor>{p}, o);
+    opt = std::make_unique<AdamW>(std::vector<Tensor>{p}, adamw(o));
   else
     opt = std::make_unique<Adam>(std::vector<Tensor>{p}, o);
   for (int step = 0; step < 3; ++step) {
@@ -144,7 +149,7 @@ TEST_CASE("adam: AdamW decoupled weight decay by hand") {
   // p = 1 * 0.95 - 0.1 = 0.85;  p = 0.85 * 0.95 - 0.0962250449 = 0.7112749551;
   // p = 0.7112749551 * 0.95 - 0.0104828484 = 0.6652283590
   Tensor p = param({1.0});
-  AdamW opt({p}, options(0.1, 0.5, 0.5, 0.0, 0.5));
+  AdamW opt({p}, adamw(options(0.1, 0.5, 0.5, 0.0, 0.5)));
   CHECK(opt.name() == "AdamW");
   run_hand_sequence(opt, p);
   CHECK(p.item<double>() == Approx(0.66522835901109).epsilon(1e-14));
@@ -234,9 +239,9 @@ TEST_CASE("adam: invalid hyperparameters are rejected") {
                     Catch::Contains("betas must be in [0, 1)"));
   CHECK_THROWS_AS(Adam({a}, options(1e-3, -0.1, 0.999, 1e-8)), ValueError);
   CHECK_THROWS_AS(Adam({a}, options(1e-3, 0.9, 1.0, 1e-8)), ValueError);
-  CHECK_THROWS_AS(AdamW({a}, options(1e-3, 0.9, 1.5, 1e-8)), ValueError);
+  CHECK_THROWS_AS(AdamW({a}, adamw(options(1e-3, 0.9, 1.5, 1e-8))), ValueError);
   CHECK_THROWS_AS(Adam({a}, options(1e-3, 0.9, 0.999, -1e-8)), ValueError);
-  CHECK_THROWS_AS(AdamW({a}, options(1e-3, 0.9, 0.999, 1e-8, -0.01)), ValueError);
+  CHECK_THROWS_AS(AdamW({a}, adamw(options(1e-3, 0.9, 0.999, 1e-8, -0.01))), ValueError);
   CHECK_THROWS_AS(Adam({ParamGroup{{a}, {{"beta2", 1.0}}}}, {}), ValueError);
   CHECK_NOTHROW(Adam({a}, options(0.0, 0.0, 0.0, 0.0)));
 }
@@ -253,7 +258,7 @@ TEST_CASE("adam: save after 3 steps, resume for 3 == 6 straight steps (bit-exact
     };
     auto make = [&](const Tensor& a, const Tensor& b, AdamOptions opts) -> std::unique_ptr<Adam> {
       std::vector<ParamGroup> groups{ParamGroup{{a}, {}}, ParamGroup{{b}, {{"lr", 0.01}}}};
-      if (decoupled) return std::make_unique<AdamW>(std::move(groups), opts);
+      if (decoupled) return std::make_unique<AdamW>(std::move(groups), adamw(opts));
       return std::make_unique<Adam>(std::move(groups), opts);
     };
     auto run = [](Adam& opt, Tensor& a, Tensor& b, int from, int to) {
@@ -323,7 +328,11 @@ TEST_CASE("adam: Adam(params) and AdamW(params) take PyTorch's defaults") {
   CHECK(o.at("beta2") == 0.999);
   CHECK(o.at("eps") == 1e-8);
   CHECK(o.at("weight_decay") == 0.0);
-  optim::AdamW adamw({p});
-  CHECK(adamw.param_groups().front().options.at("weight_decay") == 0.01);
-  CHECK(adamw.param_groups().front().options.at("lr") == 1e-3);
+  optim::AdamW adamw_default({p});
+  CHECK(adamw_default.param_groups().front().options.at("weight_decay") == 0.01);
+  CHECK(adamw_default.param_groups().front().options.at("lr") == 1e-3);
+  // Setting another field keeps AdamW's own weight decay (its options struct is its own).
+  optim::AdamW faster({p}, {.lr = 3e-3});
+  CHECK(faster.param_groups().front().options.at("weight_decay") == 0.01);
+  CHECK(faster.param_groups().front().options.at("lr") == 3e-3);
 }

@@ -563,3 +563,19 @@ TEST_CASE("tensor: std::cout << t prints str(), and item() needs no type") {
   CHECK(scalar_tensor(7, DType::i64).item() == 7.0);
   CHECK(scalar_tensor(int64_t{1} << 60, DType::i64).item<int64_t>() == int64_t{1} << 60);
 }
+
+TEST_CASE("tensor: indexing t(i) by subscript, compound assignment, printing dtypes and devices") {
+  Tensor m = tensor({{1.f, 2.f}, {3.f, 4.f}});
+  CHECK(m[1].tolist() == std::vector<double>{3, 4});
+  m[0] += 10.0;  // a view: writes into m, as m[0] += 10 in PyTorch
+  CHECK(m.tolist() == std::vector<double>{11, 12, 3, 4});
+  Tensor v = tensor({1.f, 2.f});
+  v += tensor({1.f, 1.f});
+  v *= 3.0;
+  v -= 1.0;
+  v /= tensor({2.f, 4.f});
+  CHECK(v.tolist() == std::vector<double>{2.5, 2.0});
+  std::ostringstream out;
+  out << DType::bf16 << " " << Device::cuda(1) << " " << Device::cpu();
+  CHECK(out.str() == "bf16 cuda:1 cpu");
+}

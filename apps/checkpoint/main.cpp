@@ -31,8 +31,7 @@ int show(const std::string& path) {
   }
   std::printf("%s: %lld bytes on disk, %zu tensors, %lld elements (%lld bytes of data)\n",
               path.c_str(), static_cast<long long>(std::filesystem::file_size(path)),
-              file.tensors.size(), static_cast<long long>(elements),
-              static_cast<long long>(bytes));
+              file.tensors.size(), static_cast<long long>(elements), static_cast<long long>(bytes));
   if (!file.metadata.empty()) {
     std::printf("metadata:\n");
     for (const auto& [key, value] : file.metadata)
@@ -40,14 +39,13 @@ int show(const std::string& path) {
   }
   std::printf("tensors:\n");
   std::printf("%s\n", fmt::format("  {:<{}}  {:<5}  {:<20}  {:>12}", "name", name_width, "dtype",
-                                   "shape", "bytes")
+                                  "shape", "bytes")
                           .c_str());
   for (const auto& [name, t] : file.tensors)
-    std::printf("%s\n",
-                fmt::format("  {:<{}}  {:<5}  {:<20}  {:>12}", name, name_width,
-                            dtype_name(t.dtype()), shape_str(t.shape()),
-                            t.numel() * static_cast<int64_t>(t.element_size()))
-                    .c_str());
+    std::printf("%s\n", fmt::format("  {:<{}}  {:<5}  {:<20}  {:>12}", name, name_width,
+                                    dtype_name(t.dtype()), shape_str(t.shape()),
+                                    t.numel() * static_cast<int64_t>(t.element_size()))
+                            .c_str());
   return 0;
 }
 
@@ -57,8 +55,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln-checkpoint: inspect safetensors checkpoints"};
   app.require_subcommand(1);
   std::string path;
-  CLI::App* show_command = app.add_subcommand(
-      "show", "metadata and each tensor's name, dtype, shape and size");
+  CLI::App* show_command =
+      app.add_subcommand("show", "metadata and each tensor's name, dtype, shape and size");
   show_command->add_option("file", path, "a .safetensors file")->required();
   CLI11_PARSE(app, argc, argv);
   return apps::run_main("kiln-checkpoint", [&] { return show(path); });

@@ -174,7 +174,7 @@ int train(const apps::Recipe& r) {
           params, optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
     else
       optimizer = std::make_unique<optim::AdamW>(
-          params, optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
+          params, optim::AdamWOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
 
     const int64_t steps_per_epoch =
         r.max_batches > 0 ? std::min(r.max_batches, loader.num_batches()) : loader.num_batches();
