@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <ratio>
 
-#include "kiln/core/ops/conv.h"
+#include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
 #include "main_guard.h"
 

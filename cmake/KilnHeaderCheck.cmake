@@ -6,8 +6,9 @@
 function(kiln_add_header_check)
   file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
        ${PROJECT_SOURCE_DIR}/core/*.h ${PROJECT_SOURCE_DIR}/kernels/*.h
-       ${PROJECT_SOURCE_DIR}/nn/*.h ${PROJECT_SOURCE_DIR}/optim/*.h
-       ${PROJECT_SOURCE_DIR}/data/*.h ${PROJECT_SOURCE_DIR}/dist/*.h
+       ${PROJECT_SOURCE_DIR}/ops/*.h ${PROJECT_SOURCE_DIR}/nn/*.h ${PROJECT_SOURCE_DIR}/optim/*.h
+       ${PROJECT_SOURCE_DIR}/data/*.h ${PROJECT_SOURCE_DIR}/train/*.h
+       ${PROJECT_SOURCE_DIR}/dist/*.h
        ${PROJECT_SOURCE_DIR}/kernels/*.cuh)
   list(APPEND headers kiln.h)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/header_check)

@@ -7,7 +7,7 @@ install(TARGETS kiln EXPORT kilnTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
-install(DIRECTORY core kernels nn optim data dist
+install(DIRECTORY core kernels ops nn optim data train dist
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln
   FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh"
   PATTERN "cuda_runtime" EXCLUDE)  # the runtime's internal header needs CUDA's; not kiln's API

@@ -163,7 +163,7 @@ class Tensor {
   Tensor& zero_();
   Tensor& copy_(const Tensor& src);  // broadcasts and converts src into this
 
-  // ---- method forms of common ops (see core/ops/*.h for every op) ----
+  // ---- method forms of common ops (see ops/*.h for every op) ----
   Tensor sum() const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor mean() const;
@@ -213,6 +213,9 @@ T Tensor::item() const {
   }
   return convert<T>(item_as_double(*this));
 }
+
+// "[2, 3] f32 cpu": how errors describe a tensor ("undefined" for an undefined one).
+std::string describe(const Tensor& t);
 
 // Prints t.str(), as PyTorch's print(t): std::cout << t.
 std::ostream& operator<<(std::ostream& out, const Tensor& t);

@@ -9,10 +9,10 @@
 #include <utility>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/index.h"
-#include "kiln/core/ops/linalg.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/index.h"
+#include "kiln/ops/linalg.h"
 #include "kiln/nn/init.h"
 
 namespace kiln::nn {

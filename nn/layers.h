@@ -1,4 +1,4 @@
-// The layers: each a Module holding its parameters and calling one op from core/ops.
+// The layers: each a Module holding its parameters and calling one op from ops.
 #pragma once
 
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "kiln/core/ops/nn.h"
+#include "kiln/ops/nn.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "kiln/core/ops/nn.h"
+#include "kiln/ops/nn.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {

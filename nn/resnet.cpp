@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/ops/elementwise.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/nn/init.h"
 
 namespace kiln::nn {

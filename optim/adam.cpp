@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/elementwise.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/elementwise.h"
 
 namespace kiln::optim {
 

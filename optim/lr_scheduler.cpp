@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduce.h"
 
 namespace kiln::optim {
 

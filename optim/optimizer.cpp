@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/factories.h"
+#include "kiln/ops/factories.h"
 
 namespace kiln::optim {
 

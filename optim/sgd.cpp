@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/ops/elementwise.h"
+#include "kiln/ops/elementwise.h"
 
 namespace kiln::optim {
 

@@ -97,7 +97,8 @@ for header, names in HEADERS.items():
 for name, extra in ALSO.items():
     SYMBOL_HEADERS.setdefault(name, set()).update(extra)
 
-SOURCE_DIRS = ["core", "kernels", "nn", "optim", "data", "dist", "apps", "benchmarks", "tests"]
+SOURCE_DIRS = ["core", "kernels", "ops", "nn", "optim", "data", "train", "dist", "apps",
+               "benchmarks", "tests"]
 SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
 
 CODE_NOISE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)

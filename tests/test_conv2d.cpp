@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "kiln/core/ops/conv.h"
+#include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "kiln/core/ops/pooling.h"
+#include "kiln/ops/pooling.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;

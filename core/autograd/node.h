@@ -57,33 +57,8 @@ class Node : public std::enable_shared_from_this<Node> {
   bool released = false;
 };
 
-// The node a leaf's gradient flows into: it runs the leaf's hooks, adds into .grad, then runs the
-// post-accumulate hooks.
-class AccumulateGrad : public Node {
- public:
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
-  std::string name() const override { return "AccumulateGrad"; }
-  std::vector<Tensor> apply(const Tensor& grad_output) override;
-  bool is_reusable() const override { return true; }
-
- private:
-  std::shared_ptr<TensorImpl> leaf_;
-};
-
-// The edge through which a gradient reaches `tensor`: its grad_fn, its leaf accumulator, or none.
-Edge gradient_edge(const Tensor& tensor);
-
 // True when grad mode is on and any defined input requires grad.
 bool should_record(std::initializer_list<const Tensor*> inputs);
-
-// Connects `node` to the inputs' edges and makes it the grad_fn of `output`.
-void record(Tensor& output, std::shared_ptr<Node> node,
-            std::initializer_list<const Tensor*> inputs);
-void record(Tensor& output, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs);
-
-// Runs the backward pass from `roots` with the given gradients (see Tensor::backward).
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                  bool retain_graph);
 
 // Checks an in-place op on `self` against autograd's rules, before the data changes.
 void check_inplace(const char* op, const Tensor& self);

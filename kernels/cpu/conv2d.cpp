@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "kiln/core/factories.h"
+#include "kiln/core/tensor.h"
 #include "kiln/kernels/cpu/conv2d_direct.h"
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/matmul.h"

@@ -11,7 +11,7 @@
 
 namespace kiln::cpu {
 
-// Sizes of one convolution, already checked by core/ops/conv.cpp.
+// Sizes of one convolution, already checked by ops/conv.cpp.
 struct Conv2dGeometry {
   int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0;
   int64_t out_channels = 0, kernel_h = 0, kernel_w = 0, out_h = 0, out_w = 0;
@@ -19,7 +19,7 @@ struct Conv2dGeometry {
   int64_t groups = 1;
 };
 
-// Every tensor is contiguous and f32 or f64, all of one dtype, and non-empty (core/ops/conv.cpp
+// Every tensor is contiguous and f32 or f64, all of one dtype, and non-empty (ops/conv.cpp
 // settles the zero-size cases); bias may be undefined.
 // out [N, O, OH, OW] = conv(x [N, C, H, W], weight [O, C/groups, kH, kW]) + bias [O].
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,

@@ -1,5 +1,5 @@
 // CPU elementwise kernels. Inputs arrive already converted to the compute dtype and expanded to the
-// output's shape (core/ops/elementwise.cpp does that); outputs may be strided.
+// output's shape (ops/elementwise.cpp does that); outputs may be strided.
 #pragma once
 
 #include "kiln/core/tensor.h"

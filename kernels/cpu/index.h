@@ -1,4 +1,4 @@
-// CPU joining and indexing kernels. Entry points (core/ops/index.cpp, core/ops/gather_scatter.cpp)
+// CPU joining and indexing kernels. Entry points (ops/index.cpp, ops/gather_scatter.cpp)
 // check shapes and dtypes, convert indices to i64 and check every index is in range before
 // calling these, so a kernel never writes past a tensor and never fails half way.
 #pragma once

@@ -1,4 +1,4 @@
-// CPU normalisation kernels. Inputs arrive contiguous in f32 or f64 (core/ops/normalization.cpp
+// CPU normalisation kernels. Inputs arrive contiguous in f32 or f64 (ops/normalization.cpp
 // converts the 16-bit floats); statistics accumulate in double and are stored in x's dtype.
 #pragma once
 

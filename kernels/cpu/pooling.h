@@ -1,5 +1,5 @@
 // CPU pooling kernels. Every tensor arrives contiguous as [N, C, H, W] in f32 or f64 (the op entry
-// points in core/ops/pooling.cpp convert the 16-bit floats); each (n, c) plane is one unit of
+// points in ops/pooling.cpp convert the 16-bit floats); each (n, c) plane is one unit of
 // OpenMP work, so no two threads ever write the same element.
 #pragma once
 

@@ -25,7 +25,6 @@
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
-#include "kiln/core/ops/dispatch.h"
 #include "kiln/kernels/cuda/handles.h"
 
 namespace kiln::gpu {
@@ -444,7 +443,7 @@ void require_operands(const char* op, std::initializer_list<const Tensor*> tenso
   }
 }
 
-// core/ops/conv.cpp settles every zero-size case itself (cuDNN rejects zero-size descriptors);
+// ops/conv.cpp settles every zero-size case itself (cuDNN rejects zero-size descriptors);
 // reaching here with one is a bug in the caller.
 void require_non_empty(const char* op, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)

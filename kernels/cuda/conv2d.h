@@ -13,7 +13,7 @@ namespace kiln::gpu {
 
 #if KILN_WITH_CUDA
 
-// Every tensor is contiguous, on one GPU, non-empty (core/ops/conv.cpp settles the zero-size
+// Every tensor is contiguous, on one GPU, non-empty (ops/conv.cpp settles the zero-size
 // cases), and of one dtype among f32, f64, f16 and bf16 (the 16-bit types accumulate in f32); bias
 // may be undefined.
 // out [N, O, OH, OW] = conv(x [N, C, H, W], weight [O, C/groups, kH, kW]) + bias [O].

@@ -3,7 +3,7 @@
 // layout is nll_loss's (kernels/cpu/loss.h): logits contiguous [N, C, S], i64 targets contiguous
 // [N, S] that passed scan_nll_targets, weight contiguous [C] of the logits' dtype or undefined.
 // A row is one (n, s); R = N * S rows. There is no CPU twin: the CPU composes log_softmax and
-// nll_loss (core/ops/loss.cpp).
+// nll_loss (ops/loss.cpp).
 #pragma once
 
 #include <cstdint>

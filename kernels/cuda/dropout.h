@@ -1,5 +1,5 @@
 // Fused CUDA dropout: draws the keep mask and applies it in one pass. Element i is kept iff
-// philox_uniform(seed, offset, i) >= p, the rule of the composed path in core/ops/dropout.cpp,
+// philox_uniform(seed, offset, i) >= p, the rule of the composed path in ops/dropout.cpp,
 // so one seed and offset give the CPU's mask.
 #pragma once
 

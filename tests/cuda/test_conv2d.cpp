@@ -13,7 +13,7 @@
 
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
-#include "kiln/core/ops/conv.h"
+#include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;

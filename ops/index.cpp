@@ -1,7 +1,7 @@
 // Joining and splitting: cat and stack copy into a new tensor and record a node that hands each
 // input its window of the gradient; split and chunk return narrow() views, which record their own
 // backward.
-#include "kiln/core/ops/index.h"
+#include "kiln/ops/index.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/dispatch.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/kernels/cpu/index.h"
 #include "kiln/kernels/cuda/index.h"
 

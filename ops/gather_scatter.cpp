@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/index.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/index.h"
 #include "kiln/kernels/cpu/index.h"
 #include "kiln/kernels/cuda/index.h"
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kiln/core/ops/nn.h"
+#include "kiln/ops/nn.h"
 
 namespace kiln {
 

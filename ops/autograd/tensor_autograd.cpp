@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/ops/elementwise.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/elementwise.h"
 
 namespace kiln {
 

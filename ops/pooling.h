@@ -1,8 +1,8 @@
-// Pooling beyond the forwards in core/ops/nn.h: max pooling with its argmax indices, and the
+// Pooling beyond the forwards in ops/nn.h: max pooling with its argmax indices, and the
 // backward ops the pooling nodes call. The backward ops are not differentiable themselves.
 #pragma once
 
-#include "kiln/core/ops/nn.h"
+#include "kiln/ops/nn.h"
 
 namespace kiln {
 

@@ -21,7 +21,4 @@ void require_index_dtype(const char* op, const Tensor& t, const char* argument =
 // Throws ValueError naming op and argument for an undefined tensor.
 void require_defined(const char* op, const Tensor& t, const char* argument = "input");
 
-// "[2, 3] f32 cpu": how errors describe a tensor.
-std::string describe(const Tensor& t);
-
 }  // namespace kiln

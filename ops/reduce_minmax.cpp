@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/reduce.h"
-#include "kiln/core/ops/reduce_dims.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduce.h"
+#include "kiln/ops/reduce_dims.h"
 #include "kiln/kernels/cpu/reduce.h"
 #include "kiln/kernels/cuda/reduce_minmax.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/reduce.h"
 
 namespace kiln {
 

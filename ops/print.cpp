@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
+#include "kiln/ops/autograd/record.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln {

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/nn.h"
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/reduce.h"
 #include "kiln/kernels/cuda/softmax.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-#include "kiln/core/factories.h"
+#include "kiln/ops/factories.h"
 
 #include <cmath>
 #include <cstdint>

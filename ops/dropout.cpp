@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
 #include "kiln/core/generator.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/nn.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/nn.h"
 
 namespace kiln {
 

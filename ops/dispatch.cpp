@@ -1,14 +1,9 @@
-#include "kiln/core/ops/dispatch.h"
+#include "kiln/ops/dispatch.h"
 
 #include <initializer_list>
 #include <string>
 
 namespace kiln {
-
-std::string describe(const Tensor& t) {
-  if (!t.defined()) return "undefined";
-  return fmt::format("{} {} {}", shape_str(t.shape()), dtype_name(t.dtype()), t.device().str());
-}
 
 Device common_device(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;

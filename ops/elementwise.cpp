@@ -1,6 +1,6 @@
 // Elementwise op entry points: promotion and broadcasting, the kernel call, and each op's backward
 // written right below its forward with the same ops.
-#include "kiln/core/ops/elementwise.h"
+#include "kiln/ops/elementwise.h"
 
 #include <cctype>
 #include <cmath>
@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/reduce.h"
 #include "kiln/kernels/cpu/elementwise.h"
 #include "kiln/kernels/cuda/elementwise.h"
 

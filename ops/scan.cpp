@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/reduce.h"
 #include "kiln/kernels/cuda/scan.h"
 
 namespace kiln {

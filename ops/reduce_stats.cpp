@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/reduce.h"
-#include "kiln/core/ops/reduce_dims.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduce.h"
+#include "kiln/ops/reduce_dims.h"
 
 namespace kiln {
 

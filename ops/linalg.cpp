@@ -1,15 +1,15 @@
 // Matrix product entry points: NumPy's promotion and broadcasting rules, the Eigen (CPU) or cuBLAS
 // (GPU) kernel call, and each backward written with the same products.
-#include "kiln/core/ops/linalg.h"
+#include "kiln/ops/linalg.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/reduce.h"
 #include "kiln/kernels/cpu/copy.h"
 #include "kiln/kernels/cpu/matmul.h"
 #include "kiln/kernels/cuda/matmul.h"

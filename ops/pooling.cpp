@@ -1,16 +1,16 @@
 // Pooling entry points: PyTorch's window and output-size rules, the kernel call on a contiguous
 // [N, C, H, W] copy, and each op's backward node next to its forward. 3-D [C, H, W] inputs are
 // pooled as a batch of one.
-#include "kiln/core/ops/pooling.h"
+#include "kiln/ops/pooling.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/dispatch.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/kernels/cpu/pooling.h"
 #include "kiln/kernels/cuda/pooling.h"
 

@@ -1,12 +1,12 @@
 // Method forms of common ops (x.sum(), x.matmul(w)): each forwards to the one entry point in
-// core/ops, so a method never behaves differently from its free function.
+// ops, so a method never behaves differently from its free function.
 #include <cstdint>
 #include <vector>
 
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/linalg.h"
-#include "kiln/core/ops/nn.h"
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/reduce.h"
 
 namespace kiln {
 

@@ -1,7 +1,7 @@
 // conv2d and its two gradient ops: argument checks, the output geometry, the kernels (im2col +
 // GEMM in kernels/cpu/conv2d.cpp, cuDNN in kernels/cuda/conv2d.cpp), and conv2d's backward written
 // with the gradient ops.
-#include "kiln/core/ops/conv.h"
+#include "kiln/ops/conv.h"
 
 #include <cstdint>
 #include <initializer_list>
@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/elementwise.h"
-#include "kiln/core/ops/reduce.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduce.h"
 #include "kiln/kernels/cpu/conv2d.h"
 #include "kiln/kernels/cuda/conv2d.h"
 

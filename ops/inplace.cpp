@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/core/autograd/node.h"
-#include "kiln/core/factories.h"
-#include "kiln/core/ops/dispatch.h"
-#include "kiln/core/ops/elementwise.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/kernels/cpu/elementwise.h"
 #include "kiln/kernels/cuda/elementwise.h"
 

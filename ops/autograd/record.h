@@ -1,0 +1,42 @@
+// Recording the tape: the node a leaf's gradient flows into, the edges from a node to its inputs,
+// and the backward pass that runs them. On the ops floor because accumulating a gradient is
+// arithmetic, an op like any other; core/autograd/node.h holds the tape's types.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/autograd/node.h"
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+// The node a leaf's gradient flows into: it runs the leaf's hooks, adds into .grad, then runs the
+// post-accumulate hooks.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  bool is_reusable() const override { return true; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// The edge through which a gradient reaches `tensor`: its grad_fn, its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& tensor);
+
+// Connects `node` to the inputs' edges and makes it the grad_fn of `output`.
+void record(Tensor& output, std::shared_ptr<Node> node,
+            std::initializer_list<const Tensor*> inputs);
+void record(Tensor& output, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs);
+
+// Runs the backward pass from `roots` with the given gradients (see Tensor::backward).
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph);
+
+}  // namespace kiln
