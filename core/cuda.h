@@ -101,9 +101,12 @@ class Stream {
   CUstream_st* handle_ = nullptr;
 };
 
-// The stream this thread's kernels on `device` launch on (gpu::stream() is the current device's).
+// The stream this thread's kernels on `device` launch on.
 Stream current_stream(int device = -1);
 void set_current_stream(const Stream& stream);
+// current_stream().handle() of the current device, without building a Stream: what kiln's CUDA
+// kernels launch on (a cudaStream_t).
+CUstream_st* current_stream_handle();
 
 // Makes `stream` current on its device, and its device current, for the enclosing scope.
 class StreamGuard {

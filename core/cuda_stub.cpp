@@ -76,6 +76,9 @@ void Stream::wait_stream(const Stream&) const {
 Stream current_stream(int) {
   not_built("cuda::current_stream");
 }
+CUstream_st* current_stream_handle() {
+  not_built("cuda::current_stream_handle");
+}
 void set_current_stream(const Stream&) {
   not_built("cuda::set_current_stream");
 }

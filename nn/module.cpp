@@ -15,7 +15,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/error.h"
-#include "kiln/ops/dispatch.h"
+#include "kiln/ops/checks.h"
 
 namespace kiln::nn {
 

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/kernels/conv2d.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/kernels/cpu/conv2d.h"
-#include "kiln/kernels/cuda/conv2d.h"
 
 namespace kiln {
 
@@ -27,7 +27,7 @@ struct ConvParams {
   int64_t groups;
 };
 
-cpu::Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shape& weight,
+Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shape& weight,
                                   const ConvParams& p) {
   KILN_CHECK(input.size() == 4, ShapeError, "{}: expected input of shape [N, C, H, W], got {}", op,
              shape_str(input));
@@ -58,7 +58,7 @@ cpu::Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shap
              "(input {}, padding [{}, {}])",
              op, weight[2], weight[3], p.dilation[0], p.dilation[1], span_h, span_w, padded_h,
              padded_w, shape_str(input), p.padding[0], p.padding[1]);
-  cpu::Conv2dGeometry g;
+  Conv2dGeometry g;
   g.batch = input[0], g.in_channels = input[1], g.in_h = input[2], g.in_w = input[3];
   g.out_channels = weight[0], g.kernel_h = weight[2], g.kernel_w = weight[3];
   g.out_h = (padded_h - span_h) / p.stride[0] + 1;
@@ -70,21 +70,21 @@ cpu::Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shap
   return g;
 }
 
-Shape output_shape(const cpu::Conv2dGeometry& g) {
+Shape output_shape(const Conv2dGeometry& g) {
   return {g.batch, g.out_channels, g.out_h, g.out_w};
 }
 
 // The kernels (CPU and cuDNN alike) are only called with every operand non-empty: the output has
 // an element, and each one sums at least one product. The zero-size cases are settled here, once
 // for both devices.
-bool has_work(const cpu::Conv2dGeometry& g) {
+bool has_work(const Conv2dGeometry& g) {
   return g.batch > 0 && g.out_channels > 0 && g.out_h > 0 && g.out_w > 0;
 }
-bool empty_sum(const cpu::Conv2dGeometry& g) {
+bool empty_sum(const Conv2dGeometry& g) {
   return g.in_channels == 0;
 }
 
-void check_grad_output(const char* op, const Tensor& grad_output, const cpu::Conv2dGeometry& g) {
+void check_grad_output(const char* op, const Tensor& grad_output, const Conv2dGeometry& g) {
   KILN_CHECK(grad_output.shape() == output_shape(g), ShapeError,
              "{}: expected grad_output of shape {} (conv2d's output), got {}", op,
              shape_str(output_shape(g)), describe(grad_output));
@@ -100,7 +100,7 @@ void check_not_recording(const char* op, std::initializer_list<const Tensor*> in
 // Kernels take contiguous buffers. The CPU computes in f32 or f64, so 16-bit floats go through
 // f32 there; cuDNN takes them as they are and accumulates in f32.
 DType compute_dtype(DType dtype, Device device) {
-  if (device.is_cuda()) return dtype;
+  if (kernels_for<Conv2dKernels>("conv2d", device).takes_half) return dtype;
   return dtype == DType::f64 ? DType::f64 : DType::f32;
 }
 
@@ -132,7 +132,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
               Pair dilation, int64_t groups) {
   require_same_floating("conv2d", x, weight, "input", "weight");
   const ConvParams params{stride, padding, dilation, groups};
-  const cpu::Conv2dGeometry g = conv_geometry("conv2d", x.shape(), weight.shape(), params);
+  const Conv2dGeometry g = conv_geometry("conv2d", x.shape(), weight.shape(), params);
   if (bias.defined()) {
     require_same_floating("conv2d", x, bias, "input", "bias");
     KILN_CHECK(bias.dim() == 1 && bias.size(0) == g.out_channels, ShapeError,
@@ -149,10 +149,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
     }
   } else if (has_work(g)) {
     out = empty(output_shape(g), compute_dtype(x.dtype(), x.device()), x.device());
-    if (x.device().is_cuda())
-      gpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
-    else
-      cpu::conv2d_forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
+    kernels_for<Conv2dKernels>("conv2d_forward", x.device()).forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
     out = out.to(x.dtype());
   } else {
     out = empty(output_shape(g), x.dtype(), x.device());
@@ -172,7 +169,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
                              int64_t groups) {
   const char* op = "conv2d_backward_input";
   require_same_floating(op, grad_output, weight, "grad_output", "weight");
-  const cpu::Conv2dGeometry g =
+  const Conv2dGeometry g =
       conv_geometry(op, input_shape, weight.shape(), {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
   check_not_recording(op, {&grad_output, &weight});
@@ -180,10 +177,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
   if (!has_work(g) || empty_sum(g)) return zeros(input_shape, weight.dtype(), weight.device());
   Tensor grad_x =
       empty(input_shape, compute_dtype(weight.dtype(), weight.device()), weight.device());
-  if (weight.device().is_cuda())
-    gpu::conv2d_backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
-  else
-    cpu::conv2d_backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
+  kernels_for<Conv2dKernels>("conv2d_backward_input", weight.device()).backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
   return grad_x.to(weight.dtype());
 }
 
@@ -192,7 +186,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
                               int64_t groups) {
   const char* op = "conv2d_backward_weight";
   require_same_floating(op, grad_output, input, "grad_output", "input");
-  const cpu::Conv2dGeometry g =
+  const Conv2dGeometry g =
       conv_geometry(op, input.shape(), weight_shape, {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
   check_not_recording(op, {&grad_output, &input});
@@ -200,10 +194,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
   if (!has_work(g) || empty_sum(g)) return zeros(weight_shape, input.dtype(), input.device());
   Tensor grad_weight =
       empty(weight_shape, compute_dtype(input.dtype(), input.device()), input.device());
-  if (input.device().is_cuda())
-    gpu::conv2d_backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
-  else
-    cpu::conv2d_backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
+  kernels_for<Conv2dKernels>("conv2d_backward_weight", input.device()).backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
   return grad_weight.to(input.dtype());
 }
 

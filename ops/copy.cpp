@@ -10,9 +10,9 @@
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/cuda.h"
 #include "kiln/core/tensor.h"
-#include "kiln/kernels/cpu/copy.h"
-#include "kiln/kernels/cuda/copy.h"
+#include "kiln/kernels/copy.h"
 #include "kiln/ops/autograd/record.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/reduce.h"
 
@@ -29,10 +29,7 @@ namespace {
 void copy_any(const Tensor& src, const Tensor& dst) {
   if (src.numel() == 0) return;
   if (src.device() == dst.device()) {
-    if (dst.device().is_cuda())
-      gpu::copy(src, dst);
-    else
-      cpu::copy(src, dst);
+    kernels_for<CopyKernels>("copy", dst.device()).copy(src, dst);
     return;
   }
   Tensor block = src;
@@ -200,10 +197,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_inplace("fill_", *this);
-  if (device().is_cuda())
-    gpu::fill(*this, value);
-  else
-    cpu::fill(*this, value);
+  kernels_for<CopyKernels>("fill", device()).fill(*this, value);
   storage()->bump_version();
   if (requires_grad() && GradMode::is_enabled()) {
     Tensor self = *this;

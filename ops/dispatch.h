@@ -1,24 +1,28 @@
-// Helpers every op entry point uses before it reaches a kernel: device agreement, the device
-// switch, dtype checks. Kept in one place so every op words its errors alike.
+// The device switch: the one place where kiln chooses between an op's CPU and CUDA kernels.
+//
+// Each kernel family (kernels/<family>.h) is a table of function pointers with one instance per
+// device: Family::cpu, and Family::cuda (null in a build without CUDA). An entry point asks for its
+// operands' device and calls through the table it gets:
+//
+//   kernels_for<ElementwiseKernels>("add", device).binary(BinaryOp::add, a, b, out, 1.0);
+//
+// What differs between devices beyond the code (whether a kernel takes 16-bit floats as they are,
+// fuses an epilogue, or has a fused path at all) is a field of the table, so the entry points
+// never branch on the device themselves. Autocast's dtype policy and the profiler's per-op timing
+// are to hook in here.
 #pragma once
 
-#include <initializer_list>
-#include <string>
-
-#include "kiln/core/tensor.h"
+#include "kiln/core/device.h"
+#include "kiln/core/error.h"
 
 namespace kiln {
 
-// Throws DeviceError naming `op` unless every defined tensor is on one device; returns it.
-Device common_device(const char* op, std::initializer_list<const Tensor*> tensors);
-// Throws DTypeError unless the tensor is floating point.
-void require_floating(const char* op, const Tensor& t, const char* argument = "input");
-// Both defined, on one device, of one floating dtype (matmul, linear, conv2d operands).
-void require_same_floating(const char* op, const Tensor& a, const Tensor& b, const char* a_name,
-                           const char* b_name);
-// Throws DTypeError unless the tensor holds integer class indices (i32 or i64).
-void require_index_dtype(const char* op, const Tensor& t, const char* argument = "index");
-// Throws ValueError naming op and argument for an undefined tensor.
-void require_defined(const char* op, const Tensor& t, const char* argument = "input");
+template <class Family>
+const Family& kernels_for(const char* op, Device device) {
+  if (!device.is_cuda()) return Family::cpu;
+  KILN_CHECK(Family::cuda != nullptr, DeviceError,
+             "{}: kiln was built without CUDA, so no tensor can be on {}", op, device.str());
+  return *Family::cuda;
+}
 
 }  // namespace kiln

@@ -1,17 +1,18 @@
-// dropout: the keep mask comes from the Philox stream through uniform(), so a seed gives the same
+// dropout: the keep mask comes from the Philox stream (kernels/dropout.h), so a seed gives the same
 // mask on every device; the backward multiplies by the same scaled mask.
-#include "kiln/kernels/cuda/dropout.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
 #include "kiln/core/generator.h"
+#include "kiln/kernels/dropout.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/nn.h"
 
 namespace kiln {
@@ -39,19 +40,15 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
     // Every element dropped: the scale 1 / (1 - p) would be infinite, and no draw is needed.
     mask = zeros(x.shape(), x.dtype(), x.device());
     out = mul(x.detach(), mask);
-  } else if (x.device().is_cuda()) {
-    // One fused pass drawing the same stream, from the same offset, as uniform() below.
+  } else {
+    // One fused pass: element i is kept iff philox_uniform(seed, offset, i) >= p, on every device.
     Generator& gen = generator ? *generator : default_generator();
     const uint64_t seed = gen.seed(), offset = gen.next_offset();
     mask = empty(x.shape(), x.dtype(), x.device());
     out = empty(x.shape(), x.dtype(), x.device());
-    gpu::dropout(x.detach().contiguous(), p, seed, offset, out, mask);
-  } else {
-    // f64 holds philox_uniform's float exactly, so `u >= p` compares the same numbers as the
-    // rule "element i is kept iff philox_uniform(seed, offset, i) >= p".
-    Tensor u = uniform(x.shape(), 0.0, 1.0, DType::f64, x.device(), generator);
-    mask = mul(ge(u, p).to(x.dtype()), 1.0 / (1.0 - p));
-    out = mul(x.detach(), mask);
+    if (x.numel() > 0)
+      kernels_for<DropoutKernels>(op, x.device())
+          .dropout(x.detach().contiguous(), p, seed, offset, out, mask);
   }
   if (should_record({&x})) {
     auto node = std::make_shared<DropoutBackward>();

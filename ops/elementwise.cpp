@@ -12,17 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/kernels/elementwise.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/kernels/cpu/elementwise.h"
-#include "kiln/kernels/cuda/elementwise.h"
 
 namespace kiln {
 
-using cpu::BinaryOp;
-using cpu::UnaryOp;
 
 namespace {
 
@@ -49,22 +47,16 @@ Tensor binary_forward(const char* op, BinaryOp kind, const Tensor& a, const Tens
   Tensor ca = a.detach().to(compute).expand(shape);
   Tensor cb = b.detach().to(compute).expand(shape);
   Tensor out = empty(shape, out_dtype, device);
-  if (device.is_cuda())
-    gpu::binary(kind, ca, cb, out, alpha);
-  else
-    cpu::binary(kind, ca, cb, out, alpha);
+  kernels_for<ElementwiseKernels>("binary", device).binary(kind, ca, cb, out, alpha);
   return out;
 }
 
 Tensor unary_forward(const char* op, UnaryOp kind, const Tensor& x, DType compute, DType out_dtype,
-                     cpu::UnaryParams params = {}) {
+                     UnaryParams params = {}) {
   require_defined(op, x);
   Tensor cx = x.detach().to(compute);
   Tensor out = empty(x.shape(), out_dtype, x.device());
-  if (x.device().is_cuda())
-    gpu::unary(kind, cx, out, params);
-  else
-    cpu::unary(kind, cx, out, params);
+  kernels_for<ElementwiseKernels>("unary", x.device()).unary(kind, cx, out, params);
   return out;
 }
 
@@ -338,7 +330,7 @@ enum class Save { none, input, output, both };
 
 Tensor unary_op(const char* op, UnaryOp kind, const Tensor& x, bool fractional, Save save,
                 std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> formula,
-                cpu::UnaryParams params = {}) {
+                UnaryParams params = {}) {
   require_defined(op, x);
   DType t = fractional ? float_compute(x) : x.dtype();
   Tensor out = unary_forward(op, kind, x, t, t, params);
@@ -435,10 +427,7 @@ Tensor relu(const Tensor& x) {
   return unary_op("relu", UnaryOp::relu, x, false, Save::output,
                   [](const Tensor& g, const Tensor&, const Tensor& y) {
                     Tensor out = empty(y.shape(), y.dtype(), y.device());
-                    if (y.device().is_cuda())
-                      gpu::relu_backward(g.to(y.dtype()), y, out);
-                    else
-                      cpu::relu_backward(g.to(y.dtype()), y, out);
+                    kernels_for<ElementwiseKernels>("relu_backward", y.device()).relu_backward(g.to(y.dtype()), y, out);
                     return out;
                   });
 }
@@ -591,10 +580,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   Tensor out = empty(shape, t, device);
   Tensor cc = condition.detach().expand(shape);
   Tensor ca = a.detach().to(t).expand(shape), cb = b.detach().to(t).expand(shape);
-  if (device.is_cuda())
-    gpu::where(cc, ca, cb, out);
-  else
-    cpu::where(cc, ca, cb, out);
+  kernels_for<ElementwiseKernels>("where", device).where(cc, ca, cb, out);
   if (should_record({&a, &b})) {
     auto node = std::make_shared<WhereBackward>();
     node->condition = SavedTensor(condition);

@@ -9,8 +9,9 @@
 
 #include "kiln/core/philox.h"
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/random.h"
+#include "kiln/ops/dispatch.h"
 #ifdef KILN_WITH_CUDA
-#include "kiln/kernels/cuda/random.h"
 #endif
 
 namespace kiln {
@@ -102,23 +103,10 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device 
   KILN_CHECK(low <= high, ValueError, "uniform: low {} is greater than high {}", low, high);
   Generator& gen = pick(generator);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
-#ifdef KILN_WITH_CUDA
-  if (device.is_cuda() && (dtype == DType::f32 || dtype == DType::f64)) {
-    Tensor out = empty(shape, dtype, device);
-    cuda::uniform_fill(out.data_ptr(), dtype, out.numel(), seed, offset, low, high);
-    return out;
-  }
-#endif
-  Tensor out = empty(shape, dtype);
-  visit_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = static_cast<T*>(out.data_ptr());
-    cpu::parallel_for(out.numel(), 8, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        p[i] = philox_uniform_in<T>(seed, offset, static_cast<uint64_t>(i), low, high);
-    });
-  });
-  return out.to(device);
+  Tensor out = empty(shape, dtype, device);
+  if (out.numel() > 0)
+    kernels_for<RandomKernels>("uniform", device).uniform(out, seed, offset, low, high);
+  return out;
 }
 
 Tensor rand(const Shape& shape, DType dtype, Device device, Generator* generator) {

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/index.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"
-#include "kiln/kernels/cpu/index.h"
-#include "kiln/kernels/cuda/index.h"
 
 namespace kiln {
 
@@ -24,20 +24,11 @@ namespace {
 // `range` names what the index points into, for the error ("dim 1 of size 5").
 Tensor checked_index(const char* op, const Tensor& index, int64_t size, const std::string& range) {
   Tensor idx = index.detach().to(DType::i64).contiguous();
-  if (idx.device().is_cuda()) {
-    // A kernel cannot throw, so the indices are checked before any kernel uses them; only a
-    // failure copies the offending value back.
-    const int64_t bad = gpu::first_out_of_range(idx, size);
-    KILN_CHECK(bad < 0, IndexError, "{}: index {} is out of range for {} (valid range [0, {}))", op,
-               idx.reshape({-1}).select(0, bad).item<int64_t>(), range, size);
-    return idx;
-  }
-  const int64_t* values = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i) {
-    KILN_CHECK(values[i] >= 0 && values[i] < size, IndexError,
-               "{}: index {} is out of range for {} (valid range [0, {}))", op, values[i], range,
-               size);
-  }
+  // A kernel cannot throw, so the indices are checked before any kernel uses them; only a
+  // failure reads the offending value back.
+  const int64_t bad = kernels_for<IndexKernels>(op, idx.device()).first_out_of_range(idx, size);
+  KILN_CHECK(bad < 0, IndexError, "{}: index {} is out of range for {} (valid range [0, {}))", op,
+             idx.reshape({-1}).select(0, bad).item<int64_t>(), range, size);
   return idx;
 }
 
@@ -97,10 +88,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, x.dtype(), device);
-  if (device.is_cuda())
-    gpu::index_select(x.detach().contiguous(), d, idx, out);
-  else
-    cpu::index_select(x.detach().contiguous(), d, idx, out);
+  kernels_for<IndexKernels>("index_select", device).index_select(x.detach().contiguous(), d, idx, out);
   if (should_record({&x})) {
     auto node = std::make_shared<IndexSelectBackward>();
     node->index = SavedTensor(index);
@@ -135,10 +123,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_fits(op, index, x, "the input", d, false);
   Tensor idx = checked_index(op, index, x.size(d), dim_range(d, x.size(d)));
   Tensor out = empty(index.shape(), x.dtype(), device);
-  if (device.is_cuda())
-    gpu::gather(x.detach(), d, idx, out);
-  else
-    cpu::gather(x.detach(), d, idx, out);
+  kernels_for<IndexKernels>("gather", device).gather(x.detach(), d, idx, out);
   if (should_record({&x})) {
     auto node = std::make_shared<GatherBackward>();
     node->index = SavedTensor(index);
@@ -192,10 +177,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   check_index_fits(op, index, src, "src", d, true);
   Tensor idx = checked_index(op, index, self.size(d), dim_range(d, self.size(d)));
   Tensor out = self.detach().clone();
-  if (device.is_cuda())
-    gpu::scatter_add_(out, d, idx, src.detach());
-  else
-    cpu::scatter_add_(out, d, idx, src.detach());
+  kernels_for<IndexKernels>("scatter_add_", device).scatter_add_(out, d, idx, src.detach());
   if (should_record({&self, &src})) {
     auto node = std::make_shared<ScatterAddBackward>();
     node->index = SavedTensor(index);
@@ -241,10 +223,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
              describe(src), shape_str(expected), describe(self), d, index.numel());
   Tensor idx = checked_index(op, index, self.size(d), dim_range(d, self.size(d)));
   Tensor out = self.detach().clone();
-  if (device.is_cuda())
-    gpu::index_add_(out, d, idx, src.detach().contiguous());
-  else
-    cpu::index_add_(out, d, idx, src.detach().contiguous());
+  kernels_for<IndexKernels>("index_add_", device).index_add_(out, d, idx, src.detach().contiguous());
   if (should_record({&self, &src})) {
     auto node = std::make_shared<IndexAddBackward>();
     node->index = SavedTensor(index);
@@ -273,10 +252,7 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes) {
   Shape out_shape = labels.shape();
   out_shape.push_back(num_classes);
   Tensor out = zeros(out_shape, DType::i64, labels.device());
-  if (out.device().is_cuda())
-    gpu::one_hot(flat, out);
-  else
-    cpu::one_hot(flat, out);
+  kernels_for<IndexKernels>("one_hot", out.device()).one_hot(flat, out);
   return out;
 }
 
@@ -317,12 +293,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   Shape out_shape = indices.shape();
   out_shape.push_back(width);
   Tensor out = empty(out_shape, weight.dtype(), device);
-  if (device.is_cuda())
-    gpu::index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}),
-                      out.view({idx.numel(), width}));
-  else
-    cpu::index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}),
-                      out.view({idx.numel(), width}));
+  kernels_for<IndexKernels>("index_select", device).index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}), out.view({idx.numel(), width}));
   if (should_record({&weight})) {
     auto node = std::make_shared<EmbeddingBackward>();
     node->indices = SavedTensor(indices);

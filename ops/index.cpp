@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/kernels/index.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
-#include "kiln/kernels/cpu/index.h"
-#include "kiln/kernels/cuda/index.h"
+#include "kiln/ops/factories.h"
 
 namespace kiln {
 
@@ -123,10 +123,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
 
   Tensor out = empty(out_shape, dtype, first.device());
-  if (out.device().is_cuda())
-    gpu::cat(parts, d, out);
-  else
-    cpu::cat(parts, d, out);
+  kernels_for<IndexKernels>("cat", out.device()).cat(parts, d, out);
   if (any_requires_grad(tensors)) record(out, node, tensors);
   return out;
 }
@@ -151,10 +148,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   Shape out_shape = shape;
   out_shape.insert(out_shape.begin() + d, static_cast<int64_t>(tensors.size()));
   Tensor out = empty(out_shape, dtype, tensors[0].device());
-  if (out.device().is_cuda())
-    gpu::cat(parts, d, out);
-  else
-    cpu::cat(parts, d, out);
+  kernels_for<IndexKernels>("cat", out.device()).cat(parts, d, out);
   if (any_requires_grad(tensors)) record(out, node, tensors);
   return out;
 }

@@ -5,12 +5,12 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/kernels/elementwise.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
-#include "kiln/kernels/cpu/elementwise.h"
-#include "kiln/kernels/cuda/elementwise.h"
+#include "kiln/ops/factories.h"
 
 namespace kiln {
 
@@ -62,20 +62,17 @@ Tensor& inplace(const char* op, Tensor& self, std::initializer_list<const Tensor
 }
 
 // The fast path the optimizers rely on: same dtype, one device, no autograd, b broadcast to self.
-bool direct_binary(Tensor& self, const Tensor& other, cpu::BinaryOp kind, double alpha) {
+bool direct_binary(Tensor& self, const Tensor& other, BinaryOp kind, double alpha) {
   if (!other.defined() || !self.defined()) return false;
   if (GradMode::is_enabled() && (self.requires_grad() || other.requires_grad())) return false;
   if (self.dtype() != other.dtype() || self.device() != other.device()) return false;
   if (self.dtype() == DType::boolean) return false;
-  if (kind == cpu::BinaryOp::div && !is_floating(self.dtype())) return false;
+  if (kind == BinaryOp::div && !is_floating(self.dtype())) return false;
   Shape shape = broadcast_shapes("in-place op", self.shape(), other.shape());
   if (shape != self.shape()) return false;
   // An overlapping other (the same storage) could be read after it was written.
   if (other.storage() == self.storage() && !other.is_same(self)) return false;
-  if (self.device().is_cuda())
-    gpu::binary(kind, self, other.detach().expand(shape), self, alpha);
-  else
-    cpu::binary(kind, self, other.detach().expand(shape), self, alpha);
+  kernels_for<ElementwiseKernels>("binary", self.device()).binary(kind, self, other.detach().expand(shape), self, alpha);
   self.storage()->bump_version();
   return true;
 }
@@ -83,28 +80,28 @@ bool direct_binary(Tensor& self, const Tensor& other, cpu::BinaryOp kind, double
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  if (direct_binary(*this, other, cpu::BinaryOp::add, alpha)) return *this;
+  if (direct_binary(*this, other, BinaryOp::add, alpha)) return *this;
   return inplace("add_", *this, {&other}, [&](const Tensor& s) { return add(s, other, alpha); });
 }
 Tensor& Tensor::add_(double value) {
   return inplace("add_", *this, {}, [&](const Tensor& s) { return add(s, value); });
 }
 Tensor& Tensor::sub_(const Tensor& other) {
-  if (direct_binary(*this, other, cpu::BinaryOp::sub, 1.0)) return *this;
+  if (direct_binary(*this, other, BinaryOp::sub, 1.0)) return *this;
   return inplace("sub_", *this, {&other}, [&](const Tensor& s) { return sub(s, other); });
 }
 Tensor& Tensor::sub_(double value) {
   return inplace("sub_", *this, {}, [&](const Tensor& s) { return sub(s, value); });
 }
 Tensor& Tensor::mul_(const Tensor& other) {
-  if (direct_binary(*this, other, cpu::BinaryOp::mul, 1.0)) return *this;
+  if (direct_binary(*this, other, BinaryOp::mul, 1.0)) return *this;
   return inplace("mul_", *this, {&other}, [&](const Tensor& s) { return mul(s, other); });
 }
 Tensor& Tensor::mul_(double value) {
   return inplace("mul_", *this, {}, [&](const Tensor& s) { return mul(s, value); });
 }
 Tensor& Tensor::div_(const Tensor& other) {
-  if (direct_binary(*this, other, cpu::BinaryOp::div, 1.0)) return *this;
+  if (direct_binary(*this, other, BinaryOp::div, 1.0)) return *this;
   return inplace("div_", *this, {&other}, [&](const Tensor& s) { return div(s, other); });
 }
 Tensor& Tensor::div_(double value) {

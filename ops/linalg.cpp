@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/copy.h"
+#include "kiln/kernels/matmul.h"
 #include "kiln/ops/autograd/record.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/kernels/cpu/copy.h"
-#include "kiln/kernels/cpu/matmul.h"
-#include "kiln/kernels/cuda/matmul.h"
 
 namespace kiln {
 
@@ -32,21 +32,15 @@ DType compute_dtype(DType dtype) {
 // of `dtype`; `addend` (broadcastable to the result) is added when defined.
 Tensor product(const Tensor& a, const Tensor& b, Shape out_shape, DType dtype,
                const Tensor& addend = Tensor()) {
-  if (a.device().is_cuda()) {
-    // cuBLAS reads f16/bf16 as they are and accumulates in f32: no f32 copies of the operands.
-    Tensor ga = gpu::as_gemm_operand(a.detach());
-    Tensor gb = gpu::as_gemm_operand(b.detach());
-    Tensor out = empty(out_shape, dtype, a.device());
-    if (addend.defined()) out.copy_(addend.detach().expand(out_shape));
-    gpu::batched_matmul(ga, gb, out, addend.defined());
-    return out;
-  }
-  const DType compute = compute_dtype(dtype);
-  Tensor ca = cpu::as_gemm_operand(a.detach().to(compute));
-  Tensor cb = cpu::as_gemm_operand(b.detach().to(compute));
+  const MatmulKernels& k = kernels_for<MatmulKernels>("matmul", a.device());
+  // cuBLAS reads f16/bf16 as they are and accumulates in f32; Eigen gets f32 copies of them.
+  const DType compute = k.takes_half ? dtype : compute_dtype(dtype);
+  Tensor ca = k.as_gemm_operand(a.detach().to(compute));
+  Tensor cb = k.as_gemm_operand(b.detach().to(compute));
   Tensor out = empty(out_shape, compute, a.device());
-  if (addend.defined()) cpu::copy(addend.detach().expand(out_shape), out);
-  cpu::batched_matmul(ca, cb, out, addend.defined());
+  if (addend.defined())
+    kernels_for<CopyKernels>("matmul", a.device()).copy(addend.detach().expand(out_shape), out);
+  k.batched_matmul(ca, cb, out, addend.defined());
   return out.to(dtype);
 }
 

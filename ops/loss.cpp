@@ -1,21 +1,21 @@
 // Losses: nll_loss with its own forward and backward kernels, cross_entropy composed from
 // log_softmax and nll_loss on the CPU (so its gradient comes from theirs) and fused on the GPU,
 // and mse_loss from elementwise ops.
-#include "kiln/kernels/cpu/loss.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/cross_entropy.h"
+#include "kiln/kernels/loss.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/kernels/cuda/cross_entropy.h"
-#include "kiln/kernels/cuda/loss.h"
 
 namespace kiln {
 
@@ -66,9 +66,8 @@ NllArgs check_nll_args(const char* op, const Tensor& input, const Tensor& target
   a.loss_shape = expected;
   a.target = target.detach().to(DType::i64).contiguous().reshape({batch, inner});
 
-  cpu::NllTargetScan scan = device.is_cuda()
-                                ? gpu::scan_nll_targets(a.target, a.weight, classes, ignore_index)
-                                : cpu::scan_nll_targets(a.target, a.weight, classes, ignore_index);
+  const NllTargetScan scan = kernels_for<LossKernels>(op, device)
+                                 .scan_nll_targets(a.target, a.weight, classes, ignore_index);
   if (scan.bad_position >= 0) {
     const int64_t bad = a.target.cpu().data<int64_t>()[scan.bad_position];
     throw IndexError(fmt::format(
@@ -100,12 +99,7 @@ struct NllLossBackward : Node {
       per_target = per_target.reshape({1, 1}).expand(per_target_shape).contiguous();
     }
     Tensor grad_input = zeros(input_3d, dtype, g.device());
-    if (grad_input.device().is_cuda())
-      gpu::nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
-                             grad_input);
-    else
-      cpu::nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
-                             grad_input);
+    kernels_for<LossKernels>("nll_loss_backward", grad_input.device()).nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index, grad_input);
     return {grad_input.reshape(input_shape)};
   }
   void release_saved() override { target.reset(), weight.reset(); }
@@ -118,14 +112,10 @@ Tensor nll_loss_checked(const Tensor& log_probs, const NllArgs& a, int64_t ignor
   if (reduction == Reduction::none) {
     out = empty(a.loss_shape, log_probs.dtype(), log_probs.device());
     const Tensor losses = out.reshape({a.input_3d[0], a.input_3d[2]});
-    if (lp.device().is_cuda())
-      gpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, losses);
-    else
-      cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, losses);
+    kernels_for<LossKernels>("nll_loss_forward", lp.device()).nll_loss_forward(lp, a.target, a.weight, ignore_index, losses);
   } else {
-    double total = lp.device().is_cuda()
-                       ? gpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor())
-                       : cpu::nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor());
+    const double total = kernels_for<LossKernels>("nll_loss_forward", lp.device())
+                             .nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor());
     // As PyTorch: a mean over no (or zero-weight) targets is 0 / 0 = nan.
     double value = reduction == Reduction::mean ? total / a.total_weight : total;
     out = scalar_tensor(value, log_probs.dtype(), log_probs.device());
@@ -167,18 +157,21 @@ struct CrossEntropyBackward : Node {
     Tensor weight_sum;
     if (w.defined() && label_smoothing != 0.0) weight_sum = sum(w.to(l.dtype()));
     Tensor grad = empty(x.shape(), x.dtype(), x.device());
-    gpu::cross_entropy_backward(per_row, reduction == Reduction::none, x, target.unpack(*this), w,
-                                weight_sum, l, ignore_index, label_smoothing,
-                                reduction == Reduction::mean ? total_weight : 1.0, grad);
+    kernels_for<CrossEntropyKernels>("cross_entropy", x.device())
+        .backward(per_row, reduction == Reduction::none, x, target.unpack(*this), w, weight_sum, l,
+                  ignore_index, label_smoothing, reduction == Reduction::mean ? total_weight : 1.0,
+                  grad);
     return {grad.reshape(input_shape)};
   }
   void release_saved() override { logits.reset(), target.reset(), weight.reset(), lse.reset(); }
 };
 
-// cross_entropy on a GPU: one kernel for the per-row losses and logsumexp. Under mean and sum
-// the per-row losses are kept in f64 and summed by kiln's (deterministic) sum on the device.
-Tensor cross_entropy_fused(const Tensor& logits, const NllArgs& a, int64_t ignore_index,
-                           Reduction reduction, double label_smoothing) {
+// cross_entropy where the device has fused kernels (the GPU): one kernel for the per-row losses
+// and logsumexp. Under mean and sum the per-row losses are kept in f64 and summed by kiln's
+// (deterministic) sum on the device.
+Tensor cross_entropy_fused(const CrossEntropyKernels& fused, const Tensor& logits,
+                           const NllArgs& a, int64_t ignore_index, Reduction reduction,
+                           double label_smoothing) {
   const Tensor x = logits.detach().contiguous().reshape(a.input_3d);
   const int64_t rows = a.input_3d[0] * a.input_3d[2];
   const DType acc = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
@@ -186,11 +179,10 @@ Tensor cross_entropy_fused(const Tensor& logits, const NllArgs& a, int64_t ignor
   Tensor out;
   if (reduction == Reduction::none) {
     out = empty(a.loss_shape, logits.dtype(), logits.device());
-    gpu::cross_entropy_forward(x, a.target, a.weight, ignore_index, label_smoothing, lse,
-                               out.reshape({rows}));
+    fused.forward(x, a.target, a.weight, ignore_index, label_smoothing, lse, out.reshape({rows}));
   } else {
     const Tensor losses = empty({rows}, DType::f64, logits.device());
-    gpu::cross_entropy_forward(x, a.target, a.weight, ignore_index, label_smoothing, lse, losses);
+    fused.forward(x, a.target, a.weight, ignore_index, label_smoothing, lse, losses);
     Tensor total = sum(losses);
     // As PyTorch: a mean over no (or zero-weight) targets is 0 / 0 = nan.
     if (reduction == Reduction::mean) total = div(total, a.total_weight);
@@ -228,8 +220,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
              "{}: label_smoothing must be in [0, 1], got {}", op, label_smoothing);
   NllArgs a = check_nll_args(op, logits, target, weight, ignore_index);
-  if (logits.device().is_cuda())
-    return cross_entropy_fused(logits, a, ignore_index, reduction, label_smoothing);
+  const CrossEntropyKernels& fused = kernels_for<CrossEntropyKernels>(op, logits.device());
+  if (fused.forward != nullptr)
+    return cross_entropy_fused(fused, logits, a, ignore_index, reduction, label_smoothing);
+  // Elsewhere (the CPU), composed from log_softmax and nll_loss, whose gradients it then takes.
   const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
   Tensor log_probs = log_softmax(logits, class_dim);
   Tensor nll = nll_loss_checked(log_probs, a, ignore_index, reduction);

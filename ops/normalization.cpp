@@ -2,7 +2,6 @@
 // backward in closed form (PyTorch's formulas) next to its forward: batch norm's as one fused
 // kernel (it runs after every convolution of a ResNet), layer norm's written with kiln ops.
 // batch_norm_relu folds the ReLU that follows most batch norms into both passes on the CPU.
-#include "kiln/kernels/cpu/normalization.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -11,13 +10,14 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/kernels/normalization.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/kernels/cuda/normalization.h"
 
 namespace kiln {
 
@@ -71,13 +71,11 @@ struct BatchNormBackward : NormBackward {
     Tensor grad_x = wants(0) ? empty(flat, compute, x.device()) : Tensor();
     Tensor sum_g = empty({channels}, compute, x.device());
     Tensor sum_g_x_hat = empty({channels}, compute, x.device());
-    if (x.device().is_cuda())
-      gpu::batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x,
-                               sum_g, sum_g_x_hat);
-    else
-      cpu::batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x,
-                               sum_g, sum_g_x_hat, relu,
-                               kernel_operand(bias.unpack(*this), compute));
+    // relu is only ever set where the device's kernels fuse it (see batch_norm_relu).
+    kernels_for<NormalizationKernels>("batch_norm_backward", x.device())
+        .batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g,
+                             sum_g_x_hat, relu,
+                             relu ? kernel_operand(bias.unpack(*this), compute) : Tensor());
     return {wants(0) ? grad_x.view(x.shape()).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
             wants(2) ? sum_g.to(bias_dtype) : Tensor()};
@@ -163,10 +161,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
   if (training) {
     mean = empty({channels}, compute, device);
     Tensor var = empty({channels}, compute, device);
-    if (device.is_cuda())
-      gpu::batch_norm_stats(cx, mean, var);
-    else
-      cpu::batch_norm_stats(cx, mean, var);
+    kernels_for<NormalizationKernels>("batch_norm_stats", device).batch_norm_stats(cx, mean, var);
     NoGradGuard no_grad;
     invstd = rsqrt(add(var, eps));
     // An empty batch carries no statistics, so the running ones stay as they were.
@@ -180,12 +175,9 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
     invstd = rsqrt(add(kernel_operand(running_var, compute), eps));
   }
   Tensor out = empty(cx.shape(), compute, device);
-  if (device.is_cuda())
-    gpu::batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
-                          kernel_operand(bias, compute), out);
-  else
-    cpu::batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
-                          kernel_operand(bias, compute), out, relu);
+  kernels_for<NormalizationKernels>(op, device)
+      .batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
+                        kernel_operand(bias, compute), out, relu);
   Tensor result = out.view(x.shape()).to(x.dtype());
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<BatchNormBackward>();
@@ -213,7 +205,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training, double momentum,
                        double eps) {
-  if (x.defined() && x.device().is_cuda())
+  // Where the device's kernels do not fold the ReLU into batch norm's passes, it is the two ops.
+  if (x.defined() && !kernels_for<NormalizationKernels>("batch_norm_relu", x.device()).fuses_relu)
     return relu(batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps));
   return batch_norm_impl("batch_norm_relu", x, running_mean, running_var, weight, bias, training,
                          momentum, eps, true);
@@ -243,12 +236,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor out = empty({rows, k}, compute, device);
   Tensor mean = empty({rows}, compute, device);
   Tensor invstd = empty({rows}, compute, device);
-  if (device.is_cuda())
-    gpu::layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out,
-                    mean, invstd);
-  else
-    cpu::layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out,
-                    mean, invstd);
+  kernels_for<NormalizationKernels>("layer_norm", device).layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out, mean, invstd);
   Tensor result = out.view(x.shape()).to(x.dtype());
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<LayerNormBackward>();

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/pooling.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
-#include "kiln/kernels/cpu/pooling.h"
-#include "kiln/kernels/cuda/pooling.h"
+#include "kiln/ops/factories.h"
 
 namespace kiln {
 
@@ -80,7 +80,7 @@ int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int
   return out;
 }
 
-cpu::Pool2dGeometry pool_geometry(const char* op, const Shape& input_shape, Pair kernel,
+Pool2dGeometry pool_geometry(const char* op, const Shape& input_shape, Pair kernel,
                                   Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
   KILN_CHECK(kernel[0] > 0 && kernel[1] > 0, ValueError,
              "{}: kernel_size must be positive, got ({}, {})", op, kernel[0], kernel[1]);
@@ -96,7 +96,7 @@ cpu::Pool2dGeometry pool_geometry(const char* op, const Shape& input_shape, Pair
              "{}: padding should be at most half of kernel_size, got padding ({}, {}) for "
              "kernel_size ({}, {})",
              op, padding[0], padding[1], kernel[0], kernel[1]);
-  cpu::Pool2dGeometry g;
+  Pool2dGeometry g;
   g.in_h = input_shape[input_shape.size() - 2];
   g.in_w = input_shape[input_shape.size() - 1];
   g.kernel_h = kernel[0], g.kernel_w = kernel[1];
@@ -158,16 +158,13 @@ MaxPool2dResult max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair 
                                         Pair padding, Pair dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
   check_pool_input(op, x);
-  cpu::Pool2dGeometry g =
+  Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, dilation, ceil_mode);
   Tensor cx = kernel_operand(x);
   Shape out_shape = with_plane(cx.shape(), g.out_h, g.out_w);
   Tensor values = empty(out_shape, cx.dtype(), x.device());
   Tensor indices = empty(out_shape, DType::i64, x.device());
-  if (x.device().is_cuda())
-    gpu::max_pool2d(cx, values, indices, g);
-  else
-    cpu::max_pool2d(cx, values, indices, g);
+  kernels_for<PoolingKernels>("max_pool2d", x.device()).max_pool2d(cx, values, indices, g);
   Shape result_shape = with_plane(x.shape(), g.out_h, g.out_w);
   MaxPool2dResult result{values.view(result_shape).to(x.dtype()), indices.view(result_shape)};
   if (should_record({&x})) {
@@ -203,10 +200,7 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
              shape_str(grad_output.shape()), describe(indices));
   Tensor g = kernel_operand(grad_output);
   Tensor grad_input = zeros(batched(input_shape), g.dtype(), grad_output.device());
-  if (grad_output.device().is_cuda())
-    gpu::max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
-  else
-    cpu::max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
+  kernels_for<PoolingKernels>("max_pool2d_backward", grad_output.device()).max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
   return grad_input.view(input_shape).to(grad_output.dtype());
 }
 
@@ -214,14 +208,11 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
                   bool count_include_pad) {
   const char* op = "avg_pool2d";
   check_pool_input(op, x);
-  cpu::Pool2dGeometry g =
+  Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, {1, 1}, ceil_mode);
   Tensor cx = kernel_operand(x);
   Tensor out = empty(with_plane(cx.shape(), g.out_h, g.out_w), cx.dtype(), x.device());
-  if (x.device().is_cuda())
-    gpu::avg_pool2d(cx, out, g, count_include_pad);
-  else
-    cpu::avg_pool2d(cx, out, g, count_include_pad);
+  kernels_for<PoolingKernels>("avg_pool2d", x.device()).avg_pool2d(cx, out, g, count_include_pad);
   Tensor result = out.view(with_plane(x.shape(), g.out_h, g.out_w)).to(x.dtype());
   if (should_record({&x})) {
     auto node = std::make_shared<AvgPool2dBackward>();
@@ -242,15 +233,12 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape, 
   require_defined(op, grad_output, "grad_output");
   require_floating(op, grad_output, "grad_output");
   check_input_shape(op, input_shape);
-  cpu::Pool2dGeometry g =
+  Pool2dGeometry g =
       pool_geometry(op, input_shape, kernel_size, stride, padding, {1, 1}, ceil_mode);
   check_grad_output(op, grad_output, input_shape, g.out_h, g.out_w);
   Tensor go = kernel_operand(grad_output);
   Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
-  if (grad_output.device().is_cuda())
-    gpu::avg_pool2d_backward(go, grad_input, g, count_include_pad);
-  else
-    cpu::avg_pool2d_backward(go, grad_input, g, count_include_pad);
+  kernels_for<PoolingKernels>("avg_pool2d_backward", grad_output.device()).avg_pool2d_backward(go, grad_input, g, count_include_pad);
   return grad_input.view(input_shape).to(grad_output.dtype());
 }
 
@@ -263,10 +251,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   Tensor cx = kernel_operand(x);
   Tensor out =
       empty(with_plane(cx.shape(), output_size[0], output_size[1]), cx.dtype(), x.device());
-  if (x.device().is_cuda())
-    gpu::adaptive_avg_pool2d(cx, out);
-  else
-    cpu::adaptive_avg_pool2d(cx, out);
+  kernels_for<PoolingKernels>("adaptive_avg_pool2d", x.device()).adaptive_avg_pool2d(cx, out);
   Tensor result = out.view(with_plane(x.shape(), output_size[0], output_size[1])).to(x.dtype());
   if (should_record({&x})) {
     auto node = std::make_shared<AdaptiveAvgPool2dBackward>();
@@ -287,10 +272,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& inpu
   check_grad_output(op, grad_output, input_shape, grad_output.size(-2), grad_output.size(-1));
   Tensor go = kernel_operand(grad_output);
   Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
-  if (grad_output.device().is_cuda())
-    gpu::adaptive_avg_pool2d_backward(go, grad_input);
-  else
-    cpu::adaptive_avg_pool2d_backward(go, grad_input);
+  kernels_for<PoolingKernels>("adaptive_avg_pool2d_backward", grad_output.device()).adaptive_avg_pool2d_backward(go, grad_input);
   return grad_input.view(input_shape).to(grad_output.dtype());
 }
 

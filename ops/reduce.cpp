@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/reduce.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/reduce_dims.h"
-#include "kiln/kernels/cpu/reduce.h"
-#include "kiln/kernels/cuda/reduce.h"
 
 namespace kiln {
 
@@ -66,11 +66,7 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Dims& dims, bool keepd
     out_dtype = DType::i64;
   }
   Tensor out = empty(r.out_shape, out_dtype, x.device());
-  // The GPU reduces the strided input where it lies; the CPU lays it out as rows first.
-  if (x.device().is_cuda())
-    gpu::sum_reduce(x.detach(), r.reduced, out, mean);
-  else
-    cpu::sum_rows(cpu::reduced_last_2d(x.detach(), r.reduced), out, mean);
+  kernels_for<ReduceKernels>(mean ? "mean" : "sum", x.device()).sum(x.detach(), r.reduced, out, mean);
   if (should_record({&x})) {
     auto node = std::make_shared<SumBackward>();
     node->input_shape = x.shape();

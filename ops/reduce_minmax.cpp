@@ -1,19 +1,18 @@
 // max/min along a dim (values and indices) or over dims (amax/amin), and argmax/argmin.
-#include "kiln/kernels/cpu/reduce_minmax.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/reduce_minmax.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/reduce_dims.h"
-#include "kiln/kernels/cpu/reduce.h"
-#include "kiln/kernels/cuda/reduce_minmax.h"
 
 namespace kiln {
 
@@ -35,11 +34,8 @@ Extremes reduce_extremes(const char* op, const Tensor& x, const Dims& dims, bool
              op, describe(x), dims.empty() ? std::string("all") : shape_str(dims));
   if (want_values) e.values = empty(e.shape.out_shape, x.dtype(), x.device());
   if (want_indices) e.indices = empty(e.shape.out_shape, DType::i64, x.device());
-  if (x.device().is_cuda())
-    gpu::minmax_reduce(x.detach(), e.shape.reduced, is_max, e.values, e.indices);
-  else
-    cpu::minmax_rows(cpu::reduced_last_2d(x.detach(), e.shape.reduced), is_max, e.values,
-                     e.indices);
+  kernels_for<MinMaxKernels>(op, x.device())
+      .minmax(x.detach(), e.shape.reduced, is_max, e.values, e.indices);
   return e;
 }
 

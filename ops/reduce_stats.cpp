@@ -10,7 +10,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/dispatch.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/reduce_dims.h"

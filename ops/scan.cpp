@@ -1,15 +1,15 @@
 // cumsum, and the reversed running sum that is its backward (and whose backward it is).
-#include "kiln/kernels/cpu/scan.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/scan.h"
 #include "kiln/ops/autograd/record.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/reduce.h"
-#include "kiln/kernels/cuda/scan.h"
 
 namespace kiln {
 
@@ -37,10 +37,7 @@ Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse) {
   const Tensor in = x.dim() == 0 ? x.detach().reshape({1}) : x.detach();
   const Tensor dst = x.dim() == 0 ? out.view({1}) : out;
   const int64_t line_dim = x.dim() == 0 ? 0 : dim;
-  if (x.device().is_cuda())
-    gpu::cumsum(in, line_dim, reverse, dst);
-  else
-    cpu::cumsum(in, line_dim, reverse, dst);
+  kernels_for<ScanKernels>("cumsum", x.device()).cumsum(in, line_dim, reverse, dst);
   if (should_record({&x})) {
     auto node = std::make_shared<CumsumBackward>();
     node->dim = dim;

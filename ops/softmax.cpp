@@ -1,17 +1,14 @@
-// softmax and log_softmax: checks, the CPU kernel, and the backward of each right below it.
-#include "kiln/kernels/cpu/softmax.h"
-
+// softmax and log_softmax: checks, the kernels, and the backward of each right below it.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/softmax.h"
 #include "kiln/ops/autograd/record.h"
+#include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
-#include "kiln/ops/elementwise.h"
 #include "kiln/ops/nn.h"
-#include "kiln/ops/reduce.h"
-#include "kiln/kernels/cuda/softmax.h"
 
 namespace kiln {
 
@@ -26,14 +23,10 @@ struct SoftmaxBackward : Node {
   std::string name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor y = output.unpack(*this);
-    if (y.device().is_cuda()) {
-      // One fused kernel instead of the four ops below.
-      Tensor grad_x = empty(y.shape(), y.dtype(), y.device());
-      gpu::softmax_backward(y.contiguous(), g.to(y.dtype()).contiguous(), dim, log, grad_x);
-      return {grad_x};
-    }
-    if (log) return {sub(g, mul(exp(y), sum(g, {dim}, true)))};
-    return {mul(y, sub(g, sum(mul(g, y), {dim}, true)))};
+    Tensor grad_x = empty(y.shape(), y.dtype(), y.device());
+    kernels_for<SoftmaxKernels>("softmax_backward", y.device())
+        .softmax_backward(y.contiguous(), g.to(y.dtype()).contiguous(), dim, log, grad_x);
+    return {grad_x};
   }
   void release_saved() override { output.reset(); }
 };
@@ -43,10 +36,7 @@ Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool log) {
   require_floating(op, x);
   const int64_t d = wrap_dim(op, dim, x.dim());
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  if (x.device().is_cuda())
-    gpu::softmax(x.detach().contiguous(), d, log, out);
-  else
-    cpu::softmax(x.detach().contiguous(), d, log, out);
+  kernels_for<SoftmaxKernels>("softmax", x.device()).softmax(x.detach().contiguous(), d, log, out);
   if (should_record({&x})) {
     auto node = std::make_shared<SoftmaxBackward>();
     node->output = SavedTensor(out);

@@ -1,5 +1,5 @@
 // Streams and events of a build with CUDA: the per-device stream pools, this thread's current
-// stream of each device (and kiln::gpu::stream(), the one kernels launch on), and Event.
+// stream of each device (and current_stream_handle(), the one kernels launch on), and Event.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -13,7 +13,6 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/cuda_runtime/internal.h"
-#include "kiln/kernels/cuda/gpu.h"
 
 namespace kiln::cuda {
 
@@ -186,14 +185,10 @@ float Event::elapsed_time(const Event& end) const {
   return ms;
 }
 
-}  // namespace kiln::cuda
-
-namespace kiln::gpu {
-
-CUstream_st* stream() {
+CUstream_st* current_stream_handle() {
   int device = 0;
   KILN_CUDA_CHECK(cudaGetDevice(&device));
-  return cuda::detail::thread_streams()[static_cast<size_t>(device)];
+  return detail::thread_streams()[static_cast<size_t>(device)];
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda

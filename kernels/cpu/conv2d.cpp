@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/conv2d.h"
+#include "kiln/kernels/conv2d.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -9,7 +9,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/cpu/conv2d_direct.h"
 #include "kiln/kernels/cpu/loops.h"
-#include "kiln/kernels/cpu/matmul.h"
+#include "kiln/kernels/cpu/gemm.h"
 
 namespace kiln::cpu {
 
@@ -411,3 +411,12 @@ void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tenso
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const Conv2dKernels Conv2dKernels::cpu{.forward = cpu::conv2d_forward,
+                                       .backward_input = cpu::conv2d_backward_input,
+                                       .backward_weight = cpu::conv2d_backward_weight,
+                                       .takes_half = false};
+
+}  // namespace kiln

@@ -4,7 +4,7 @@
 // in conv2d_direct.cpp.
 #pragma once
 
-#include "kiln/kernels/cpu/conv2d.h"
+#include "kiln/kernels/conv2d.h"
 
 namespace kiln::cpu {
 

@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/copy.h"
+#include "kiln/kernels/copy.h"
 
 #include <array>
 #include <cstdint>
@@ -37,3 +37,9 @@ void fill(const Tensor& dst, double value) {
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const CopyKernels CopyKernels::cpu{.copy = cpu::copy, .fill = cpu::fill};
+
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/elementwise.h"
+#include "kiln/kernels/elementwise.h"
 
 #include <array>
 #include <cmath>
@@ -256,3 +256,12 @@ void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tens
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const ElementwiseKernels ElementwiseKernels::cpu{.unary = cpu::unary,
+                                                 .binary = cpu::binary,
+                                                 .relu_backward = cpu::relu_backward,
+                                                 .where = cpu::where};
+
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/index.h"
+#include "kiln/kernels/index.h"
 
 #include <array>
 #include <cstdint>
@@ -6,8 +6,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "kiln/kernels/cpu/copy.h"
+#include "kiln/kernels/copy.h"
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/layout.h"
 
 namespace kiln::cpu {
 
@@ -59,7 +60,7 @@ void cat(const std::vector<Tensor>& inputs, int64_t dim, const Tensor& out) {
   int64_t start = 0;
   for (const Tensor& input : inputs) {
     const int64_t length = input.size(dim);
-    if (input.numel() > 0) copy(input, out.narrow(dim, start, length));
+    if (input.numel() > 0) CopyKernels::cpu.copy(input, narrowed_view(out, dim, start, length));
     start += length;
   }
 }
@@ -149,4 +150,23 @@ void one_hot(const Tensor& labels, const Tensor& out) {
   });
 }
 
+int64_t first_out_of_range(const Tensor& index, int64_t size) {
+  const int64_t* values = index.data<int64_t>();
+  for (int64_t i = 0; i < index.numel(); ++i)
+    if (values[i] < 0 || values[i] >= size) return i;
+  return -1;
+}
+
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const IndexKernels IndexKernels::cpu{.cat = cpu::cat,
+                                     .index_select = cpu::index_select,
+                                     .gather = cpu::gather,
+                                     .scatter_add_ = cpu::scatter_add_,
+                                     .index_add_ = cpu::index_add_,
+                                     .one_hot = cpu::one_hot,
+                                     .first_out_of_range = cpu::first_out_of_range};
+
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/loss.h"
+#include "kiln/kernels/loss.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -113,3 +113,11 @@ void nll_loss_backward(const Tensor& grad, const Tensor& target, const Tensor& w
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const LossKernels LossKernels::cpu{.scan_nll_targets = cpu::scan_nll_targets,
+                                   .nll_loss_forward = cpu::nll_loss_forward,
+                                   .nll_loss_backward = cpu::nll_loss_backward};
+
+}  // namespace kiln

@@ -1,11 +1,13 @@
-#include "kiln/kernels/cpu/matmul.h"
+#include "kiln/kernels/matmul.h"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "kiln/kernels/cpu/gemm.h"
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/layout.h"
 
 namespace kiln::cpu {
 
@@ -97,7 +99,7 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
 }  // namespace
 
 Tensor as_gemm_operand(const Tensor& t) {
-  return matrix_layout(t).ok ? t : t.contiguous();
+  return matrix_layout(t).ok ? t : contiguous_with(CopyKernels::cpu, t);
 }
 
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
@@ -128,3 +130,11 @@ void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool ac
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const MatmulKernels MatmulKernels::cpu{.batched_matmul = cpu::batched_matmul,
+                                       .as_gemm_operand = cpu::as_gemm_operand,
+                                       .takes_half = false};
+
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/pooling.h"
+#include "kiln/kernels/pooling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -221,3 +221,14 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const PoolingKernels PoolingKernels::cpu{.max_pool2d = cpu::max_pool2d,
+                                         .max_pool2d_backward = cpu::max_pool2d_backward,
+                                         .avg_pool2d = cpu::avg_pool2d,
+                                         .avg_pool2d_backward = cpu::avg_pool2d_backward,
+                                         .adaptive_avg_pool2d = cpu::adaptive_avg_pool2d,
+                                         .adaptive_avg_pool2d_backward = cpu::adaptive_avg_pool2d_backward};
+
+}  // namespace kiln

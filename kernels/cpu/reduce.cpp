@@ -1,23 +1,17 @@
-#include "kiln/kernels/cpu/reduce.h"
+#include "kiln/kernels/reduce.h"
 
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/layout.h"
 
 namespace kiln::cpu {
 
-Tensor reduced_last_2d(const Tensor& x, const std::vector<bool>& reduced) {
-  std::vector<int64_t> order;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (!reduced[d]) order.push_back(d), outer *= x.shape()[d];
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (reduced[d]) order.push_back(d), inner *= x.shape()[d];
-  return x.permute(order).contiguous().view({outer, inner});
-}
+namespace {
 
+// out[i] = sum_j x2d[i, j] (or the mean); out is contiguous with x2d.size(0) elements.
 void sum_rows(const Tensor& x2d, const Tensor& out, bool mean) {
   const int64_t rows = x2d.shape()[0], cols = x2d.shape()[1];
   visit_dtype(x2d.dtype(), [&](auto tag) {
@@ -43,4 +37,18 @@ void sum_rows(const Tensor& x2d, const Tensor& out, bool mean) {
   });
 }
 
+}  // namespace
+
+// Each reduction first lays its input out as a contiguous [outer, inner] matrix with the reduced
+// dims last, so every output element reduces one contiguous run.
+void sum(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out, bool mean) {
+  sum_rows(reduced_last_2d(CopyKernels::cpu, x, reduced), out, mean);
+}
+
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const ReduceKernels ReduceKernels::cpu{.sum = cpu::sum};
+
+}  // namespace kiln

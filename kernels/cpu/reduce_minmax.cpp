@@ -1,10 +1,12 @@
-#include "kiln/kernels/cpu/reduce_minmax.h"
+#include "kiln/kernels/reduce_minmax.h"
 
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/layout.h"
 
 namespace kiln::cpu {
 
@@ -18,8 +20,8 @@ bool is_nan(A v) {
     return false;
 }
 
-}  // namespace
-
+// For each row i of x2d: values[i] = its max (or min), indices[i] = the column of its first
+// occurrence.
 void minmax_rows(const Tensor& x2d, bool is_max, const Tensor& values, const Tensor& indices) {
   const int64_t rows = x2d.shape()[0], cols = x2d.shape()[1];
   visit_dtype(x2d.dtype(), [&](auto tag) {
@@ -45,4 +47,17 @@ void minmax_rows(const Tensor& x2d, bool is_max, const Tensor& values, const Ten
   });
 }
 
+}  // namespace
+
+void minmax(const Tensor& x, const std::vector<bool>& reduced, bool is_max, const Tensor& values,
+            const Tensor& indices) {
+  minmax_rows(reduced_last_2d(CopyKernels::cpu, x, reduced), is_max, values, indices);
+}
+
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const MinMaxKernels MinMaxKernels::cpu{.minmax = cpu::minmax};
+
+}  // namespace kiln

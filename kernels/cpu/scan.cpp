@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/scan.h"
+#include "kiln/kernels/scan.h"
 
 #include <array>
 #include <cstdint>
@@ -34,3 +34,9 @@ void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const ScanKernels ScanKernels::cpu{.cumsum = cpu::cumsum};
+
+}  // namespace kiln

@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/softmax.h"
+#include "kiln/kernels/softmax.h"
 
 #include <algorithm>
 #include <cmath>
@@ -97,4 +97,47 @@ void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
   });
 }
 
+// One pass over each line of [outer, size, inner] for its sum, one for the gradient; the sum
+// accumulates in double, as the CPU's sum kernel does.
+void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
+                      const Tensor& grad_x) {
+  if (y.numel() == 0) return;
+  int64_t outer = 1, inner = 1;
+  const int64_t size = y.dim() == 0 ? 1 : y.shape()[dim];
+  for (int64_t d = 0; d < dim; ++d) outer *= y.shape()[d];
+  for (int64_t d = dim + 1; d < y.dim(); ++d) inner *= y.shape()[d];
+  visit_dtype(y.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<acc_type_t<T>>) {
+      const T* py = static_cast<const T*>(y.data_ptr());
+      const T* pg = static_cast<const T*>(g.data_ptr());
+      T* out = static_cast<T*>(grad_x.data_ptr());
+      parallel_for(outer * inner, size * 4, [&](int64_t begin, int64_t end) {
+        for (int64_t line = begin; line < end; ++line) {
+          const int64_t base = (line / inner) * size * inner + line % inner;
+          double s = 0;
+          for (int64_t k = 0; k < size; ++k) {
+            const int64_t i = base + k * inner;
+            s += log ? convert<double>(pg[i]) : convert<double>(pg[i]) * convert<double>(py[i]);
+          }
+          for (int64_t k = 0; k < size; ++k) {
+            const int64_t i = base + k * inner;
+            const double yi = convert<double>(py[i]), gi = convert<double>(pg[i]);
+            out[i] = convert<T>(log ? gi - std::exp(yi) * s : yi * (gi - s));
+          }
+        }
+      });
+    } else {
+      throw DTypeError(fmt::format("softmax_backward: expected a floating-point tensor, got {}",
+                                   dtype_name(y.dtype())));
+    }
+  });
+}
+
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+const SoftmaxKernels SoftmaxKernels::cpu{.softmax = cpu::softmax, .softmax_backward = cpu::softmax_backward};
+
+}  // namespace kiln

@@ -5,7 +5,8 @@
 // Math types: f16/bf16 use tensor cores with f32 accumulation (the convolution descriptor computes
 // in f32); f32 runs with CUDNN_FMA_MATH, which rules out TF32 tensor cores (CUDNN_DEFAULT_MATH
 // would allow them on Ampere and later), unless backends::cudnn_allow_tf32(); f64 computes in f64.
-#include "kiln/kernels/cuda/conv2d.h"
+#include "kiln/kernels/conv2d.h"
+#include "kiln/kernels/cuda/launch.h"
 
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -27,7 +28,7 @@
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/handles.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -116,7 +117,7 @@ int as_int(int64_t value) {
 // One convolution as cuDNN sees it. x, w and y are conv2d's input, weight and output, whichever of
 // them the pass computes (the gradient passes write into x or w and read the gradient from y).
 struct ConvProblem {
-  ConvProblem(const char* op, DType dtype, int device, const cpu::Conv2dGeometry& geometry,
+  ConvProblem(const char* op, DType dtype, int device, const Conv2dGeometry& geometry,
               void* x_ptr, void* w_ptr, void* y_ptr)
       : op(op), dtype(dtype), device(device), g(geometry), x(x_ptr), w(w_ptr), y(y_ptr) {
     const int64_t limit = INT_MAX;
@@ -153,7 +154,7 @@ struct ConvProblem {
   const char* op;
   DType dtype;
   int device;
-  cpu::Conv2dGeometry g;
+  Conv2dGeometry g;
   void* x;
   void* w;
   void* y;
@@ -257,7 +258,7 @@ struct Candidate {
 using CacheKey = std::vector<int64_t>;
 
 CacheKey cache_key(Pass pass, const ConvProblem& p) {
-  const cpu::Conv2dGeometry& g = p.g;
+  const Conv2dGeometry& g = p.g;
   return {static_cast<int64_t>(pass),
           p.device,
           static_cast<int64_t>(p.dtype),
@@ -378,7 +379,7 @@ std::vector<Candidate> candidates_for(const ConvProblem& p) {
 }
 
 std::string describe_problem(const ConvProblem& p) {
-  const cpu::Conv2dGeometry& g = p.g;
+  const Conv2dGeometry& g = p.g;
   return fmt::format(
       "input [{}, {}, {}, {}], weight [{}, {}, {}, {}], stride [{}, {}], padding [{}, {}], "
       "dilation [{}, {}], groups {}, {} on cuda:{}",
@@ -454,7 +455,7 @@ void require_non_empty(const char* op, std::initializer_list<const Tensor*> tens
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
-                    const cpu::Conv2dGeometry& g) {
+                    const Conv2dGeometry& g) {
   require_operands("conv2d_forward", {&x, &weight, &bias, &out}, out);
   require_non_empty("conv2d_forward", {&x, &weight, &out});
   const int device = out.device().index;
@@ -479,7 +480,7 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 }
 
 void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
-                           const cpu::Conv2dGeometry& g) {
+                           const Conv2dGeometry& g) {
   require_operands("conv2d_backward_input", {&grad_out, &weight, &grad_x}, grad_x);
   require_non_empty("conv2d_backward_input", {&grad_out, &weight, &grad_x});
   const int device = grad_x.device().index;
@@ -490,7 +491,7 @@ void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const T
 }
 
 void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
-                            const cpu::Conv2dGeometry& g) {
+                            const Conv2dGeometry& g) {
   require_operands("conv2d_backward_weight", {&grad_out, &x, &grad_weight}, grad_weight);
   require_non_empty("conv2d_backward_weight", {&grad_out, &x, &grad_weight});
   const int device = grad_weight.device().index;
@@ -500,4 +501,18 @@ void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tenso
   run_pass<Pass::backward_weight>(p);
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr Conv2dKernels kCuda{
+    .forward = cuda::conv2d_forward,
+    .backward_input = cuda::conv2d_backward_input,
+    .backward_weight = cuda::conv2d_backward_weight,
+    .takes_half = true};
+}  // namespace
+
+const Conv2dKernels* const Conv2dKernels::cuda = &kCuda;
+
+}  // namespace kiln

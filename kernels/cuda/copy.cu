@@ -1,9 +1,10 @@
 #include <cstddef>
 
-#include "kiln/kernels/cuda/copy.h"
+#include "kiln/kernels/copy.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/cuda/loops.cuh"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -48,4 +49,16 @@ void fill(const Tensor& dst, double value) {
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr CopyKernels kCuda{
+    .copy = cuda::copy,
+    .fill = cuda::fill};
+}  // namespace
+
+const CopyKernels* const CopyKernels::cuda = &kCuda;
+
+}  // namespace kiln

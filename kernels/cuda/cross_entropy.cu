@@ -2,10 +2,11 @@
 #include <cstdint>
 #include <string>
 
-#include "kiln/kernels/cuda/cross_entropy.h"
+#include "kiln/kernels/cross_entropy.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/cuda/reduce_util.cuh"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -233,4 +234,16 @@ void cross_entropy_backward(const Tensor& grad, bool per_row, const Tensor& logi
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr CrossEntropyKernels kCuda{
+    .forward = cuda::cross_entropy_forward,
+    .backward = cuda::cross_entropy_backward};
+}  // namespace
+
+const CrossEntropyKernels* const CrossEntropyKernels::cuda = &kCuda;
+
+}  // namespace kiln

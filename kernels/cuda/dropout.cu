@@ -4,9 +4,10 @@
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/philox.h"
-#include "kiln/kernels/cuda/dropout.h"
+#include "kiln/kernels/dropout.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -67,4 +68,15 @@ void dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Te
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr DropoutKernels kCuda{
+    .dropout = cuda::dropout};
+}  // namespace
+
+const DropoutKernels* const DropoutKernels::cuda = &kCuda;
+
+}  // namespace kiln

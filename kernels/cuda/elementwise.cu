@@ -1,5 +1,5 @@
 // The math of each op lives in UnaryMath / BinaryMath, written on the compute type A exactly as in
-// kernels/cpu/elementwise.cpp (same formulas, same NaN behaviour); gpu::elementwise (loops.cuh)
+// kernels/cpu/elementwise.cpp (same formulas, same NaN behaviour); cuda::elementwise (loops.cuh)
 // picks the vectorised, contiguous or strided kernel. Each op is its own template instance, so the
 // per-element code has no switch.
 #include <cmath>
@@ -7,13 +7,11 @@
 #include <string>
 #include <type_traits>
 
-#include "kiln/kernels/cuda/elementwise.h"
+#include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/cuda/loops.cuh"
 
-namespace kiln::gpu {
-
-using cpu::BinaryOp;
-using cpu::UnaryOp;
+namespace kiln::cuda {
 
 namespace {
 
@@ -143,11 +141,11 @@ struct UnaryFn {
 };
 
 template <class T, UnaryOp kOp>
-void run_unary(const Tensor& x, const Tensor& out, cpu::UnaryParams p) {
+void run_unary(const Tensor& x, const Tensor& out, UnaryParams p) {
   using D = device_t<T>;
   using A = device_acc_t<D>;
   if constexpr (!unary_defined<kOp, A>()) {
-    throw DTypeError(std::string("gpu::unary: op ") + std::to_string(static_cast<int>(kOp)) +
+    throw DTypeError(std::string("cuda::unary: op ") + std::to_string(static_cast<int>(kOp)) +
                      " is not defined for " + dtype_name(x.dtype()));
   } else {
     UnaryMath<kOp, A> math;
@@ -168,10 +166,10 @@ void run_unary(const Tensor& x, const Tensor& out, cpu::UnaryParams p) {
 }
 
 template <class T, UnaryOp... kOps>
-void dispatch_unary(UnaryOp op, const Tensor& x, const Tensor& out, cpu::UnaryParams p,
+void dispatch_unary(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p,
                     OpList<kOps...>) {
   const bool found = ((op == kOps && (run_unary<T, kOps>(x, out, p), true)) || ...);
-  if (!found) throw DTypeError("gpu::unary: unknown op");
+  if (!found) throw DTypeError("cuda::unary: unknown op");
 }
 
 // ---- binary ----
@@ -271,7 +269,7 @@ void run_binary(const Tensor& a, const Tensor& b, const Tensor& out, double alph
   using A = device_acc_t<D>;
   constexpr const char* reason = binary_undefined_reason<kOp, A>();
   if constexpr (reason != nullptr) {
-    throw DTypeError(std::string("gpu::binary: op ") + std::to_string(static_cast<int>(kOp)) +
+    throw DTypeError(std::string("cuda::binary: op ") + std::to_string(static_cast<int>(kOp)) +
                      " " + reason + " (" + dtype_name(a.dtype()) + ")");
   } else {
     BinaryMath<kOp, A> math;
@@ -285,7 +283,7 @@ template <class T, BinaryOp... kOps>
 void dispatch_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out,
                      double alpha, OpList<kOps...>) {
   const bool found = ((op == kOps && (run_binary<T, kOps>(a, b, out, alpha), true)) || ...);
-  if (!found) throw DTypeError("gpu::binary: unknown op");
+  if (!found) throw DTypeError("cuda::binary: unknown op");
 }
 
 // ---- relu_backward and where ----
@@ -306,7 +304,7 @@ struct WhereFn {
 
 }  // namespace
 
-void unary(UnaryOp op, const Tensor& x, const Tensor& out, cpu::UnaryParams params) {
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams params) {
   visit_dtype(x.dtype(), [&](auto tag) {
     dispatch_unary<typename decltype(tag)::type>(op, x, out, params, AllUnaryOps{});
   });
@@ -332,4 +330,18 @@ void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tens
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr ElementwiseKernels kCuda{
+    .unary = cuda::unary,
+    .binary = cuda::binary,
+    .relu_backward = cuda::relu_backward,
+    .where = cuda::where};
+}  // namespace
+
+const ElementwiseKernels* const ElementwiseKernels::cuda = &kCuda;
+
+}  // namespace kiln

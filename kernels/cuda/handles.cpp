@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "kiln/core/cuda_check.h"
-#include "kiln/kernels/cuda/gpu.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -107,4 +107,4 @@ cudnnHandle_t cudnn_handle(int device) {
   return handle;
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda

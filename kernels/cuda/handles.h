@@ -6,12 +6,12 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 // The calling thread's handle for `device`, which must be current (cuda::DeviceGuard), with its
-// stream set to gpu::stream(): fetch it right before each library call, so that a change of the
+// stream set to stream(): fetch it right before each library call, so that a change of the
 // current stream is always followed.
 cublasHandle_t cublas_handle(int device);
 cudnnHandle_t cudnn_handle(int device);
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda

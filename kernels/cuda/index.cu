@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "kiln/core/cuda_check.h"
-#include "kiln/kernels/cuda/index.h"
+#include "kiln/kernels/index.h"
+#include "kiln/kernels/layout.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -222,9 +224,7 @@ void cat(const std::vector<Tensor>& inputs, int64_t dim, const Tensor& out) {
     const int64_t length = input.size(dim);
     if (input.numel() > 0) {
       // The copy kernel moves raw elements, so other dtypes and layouts are converted first.
-      Tensor part = input.dtype() == out.dtype() && input.is_contiguous()
-                        ? input
-                        : input.to(out.dtype()).contiguous();
+      Tensor part = contiguous_with(*CopyKernels::cuda, input, out.dtype());
       const int64_t total = part.numel();
       visit_element_size("cat", out.element_size(), [&](auto tag) {
         using E = typename decltype(tag)::type;
@@ -311,7 +311,26 @@ int64_t first_out_of_range(const Tensor& index, int64_t size) {
   first_out_of_range_kernel<<<grid_for(total), kThreads, 0, stream()>>>(
       index.data<int64_t>(), total, size, static_cast<unsigned long long*>(first.data_ptr()));
   KILN_CUDA_CHECK_LAUNCH();
-  return first.cpu().item<int64_t>();
+  int64_t position = -1;
+  copy_bytes(&position, Device::cpu(), first.data_ptr(), index.device(), sizeof position);
+  return position;
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr IndexKernels kCuda{
+    .cat = cuda::cat,
+    .index_select = cuda::index_select,
+    .gather = cuda::gather,
+    .scatter_add_ = cuda::scatter_add_,
+    .index_add_ = cuda::index_add_,
+    .one_hot = cuda::one_hot,
+    .first_out_of_range = cuda::first_out_of_range};
+}  // namespace
+
+const IndexKernels* const IndexKernels::cuda = &kCuda;
+
+}  // namespace kiln

@@ -1,5 +1,5 @@
 // The GPU twin of kernels/cpu/loops.h: the one place that walks tensors of any shape and strides on
-// the device. gpu::elementwise(f, out, inputs...) writes out[i] = f(inputs[i]...) for every element
+// the device. cuda::elementwise(f, out, inputs...) writes out[i] = f(inputs[i]...) for every element
 // of out's shape; the inputs already have that shape (expanded where they broadcast).
 //
 // Three kernels behind it, picked per call:
@@ -27,9 +27,9 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/tensor.h"
-#include "kiln/kernels/cuda/gpu.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 // ---- element types on the device ----
 
@@ -277,4 +277,4 @@ void elementwise(const char* op, F f, const Tensor& out, const Ts&... inputs) {
   KILN_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda

@@ -4,10 +4,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "kiln/kernels/cuda/loss.h"
+#include "kiln/kernels/loss.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/cuda/reduce_util.cuh"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -122,10 +123,10 @@ void check_target(const Tensor& target) {
 
 }  // namespace
 
-cpu::NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, int64_t num_classes,
+NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, int64_t num_classes,
                                     int64_t ignore_index) {
   check_target(target);
-  cpu::NllTargetScan scan;
+  NllTargetScan scan;
   const int64_t count = target.numel();
   if (count == 0) return scan;
   const unsigned grid = grid_for(count);
@@ -145,8 +146,8 @@ cpu::NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, 
       KILN_CUDA_CHECK_LAUNCH();
     });
   }
-  const Tensor host = partial.cpu();
-  const ScanAcc* h = static_cast<const ScanAcc*>(host.data_ptr());
+  std::vector<ScanAcc> h(grid);
+  copy_bytes(h.data(), Device::cpu(), partial.data_ptr(), partial.device(), grid * sizeof(ScanAcc));
   int64_t bad = INT64_MAX;
   double total = 0.0;
   for (unsigned b = 0; b < grid; ++b) {
@@ -179,8 +180,8 @@ double nll_loss_forward(const Tensor& log_probs, const Tensor& target, const Ten
         static_cast<double*>(partial.data_ptr()));
     KILN_CUDA_CHECK_LAUNCH();
   });
-  const Tensor host = partial.cpu();
-  const double* h = static_cast<const double*>(host.data_ptr());
+  std::vector<double> h(grid);
+  copy_bytes(h.data(), Device::cpu(), partial.data_ptr(), partial.device(), grid * sizeof(double));
   double total = 0.0;
   for (unsigned b = 0; b < grid; ++b) total += h[b];
   return total;
@@ -206,4 +207,17 @@ void nll_loss_backward(const Tensor& grad, const Tensor& target, const Tensor& w
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr LossKernels kCuda{
+    .scan_nll_targets = cuda::scan_nll_targets,
+    .nll_loss_forward = cuda::nll_loss_forward,
+    .nll_loss_backward = cuda::nll_loss_backward};
+}  // namespace
+
+const LossKernels* const LossKernels::cuda = &kCuda;
+
+}  // namespace kiln

@@ -2,7 +2,9 @@
 // Cᵀ = op(B)ᵀ op(A)ᵀ, and a row-major buffer read column-major is its transpose. So every call
 // swaps the operands (B first, then A) and the sizes (n before m), and keeps each operand's own
 // transpose flag: no data moves.
-#include "kiln/kernels/cuda/matmul.h"
+#include "kiln/kernels/matmul.h"
+#include "kiln/kernels/cuda/gemm.h"
+#include "kiln/kernels/cuda/launch.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -17,8 +19,9 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/handles.h"
+#include "kiln/kernels/layout.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -201,7 +204,7 @@ template void gemm<BFloat16>(bool, bool, int64_t, int64_t, int64_t, const BFloat
                              const BFloat16*, int64_t, BFloat16*, int64_t, bool);
 
 Tensor as_gemm_operand(const Tensor& t) {
-  return matrix_layout(t).ok ? t : t.contiguous();
+  return matrix_layout(t).ok ? t : contiguous_with(*CopyKernels::cuda, t);
 }
 
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
@@ -253,4 +256,17 @@ void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool ac
   }
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr MatmulKernels kCuda{
+    .batched_matmul = cuda::batched_matmul,
+    .as_gemm_operand = cuda::as_gemm_operand,
+    .takes_half = true};
+}  // namespace
+
+const MatmulKernels* const MatmulKernels::cuda = &kCuda;
+
+}  // namespace kiln

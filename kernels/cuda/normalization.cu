@@ -1,9 +1,11 @@
 #include <cstdint>
+#include <string>
 
 #include "kiln/core/cuda_check.h"
-#include "kiln/kernels/cuda/normalization.h"
+#include "kiln/kernels/normalization.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -210,8 +212,16 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   });
 }
 
+// The GPU's table says fuses_relu = false: batch_norm_relu composes relu and batch_norm here, so
+// relu never arrives set.
+void require_no_relu(const char* op, bool relu) {
+  if (relu)
+    throw Error(std::string(op) + ": internal error: the GPU kernels do not fuse the ReLU");
+}
+
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& weight, const Tensor& bias, const Tensor& out) {
+                      const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu) {
+  require_no_relu("batch_norm_apply", relu);
   const int64_t total = x.numel();
   if (total == 0) return;
   visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
@@ -225,7 +235,9 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 
 void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training,
-                         const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat) {
+                         const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
+                         bool relu, const Tensor&) {
+  require_no_relu("batch_norm_backward", relu);
   const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
   if (channels == 0) return;
   visit_f32_f64("batch_norm_backward", x.dtype(), [&](auto tag) {
@@ -252,4 +264,19 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr NormalizationKernels kCuda{
+    .batch_norm_stats = cuda::batch_norm_stats,
+    .batch_norm_apply = cuda::batch_norm_apply,
+    .batch_norm_backward = cuda::batch_norm_backward,
+    .layer_norm = cuda::layer_norm,
+    .fuses_relu = false};
+}  // namespace
+
+const NormalizationKernels* const NormalizationKernels::cuda = &kCuda;
+
+}  // namespace kiln

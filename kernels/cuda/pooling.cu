@@ -2,9 +2,10 @@
 #include <cstdint>
 
 #include "kiln/core/cuda_check.h"
-#include "kiln/kernels/cuda/pooling.h"
+#include "kiln/kernels/pooling.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -58,7 +59,7 @@ __device__ inline int64_t adaptive_end(int64_t o, int64_t out, int64_t in) {
 template <class T>
 __global__ void max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out,
                                   int64_t* __restrict__ indices, int64_t total,
-                                  cpu::Pool2dGeometry g) {
+                                  Pool2dGeometry g) {
   const int64_t in_plane = g.in_h * g.in_w;
   KILN_GRID_STRIDE(i, total) {
     const int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, p = i / (g.out_w * g.out_h);
@@ -102,7 +103,7 @@ __global__ void max_pool2d_backward_kernel(const T* __restrict__ grad_output,
 
 template <class T>
 __global__ void avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t total,
-                                  cpu::Pool2dGeometry g, bool count_include_pad) {
+                                  Pool2dGeometry g, bool count_include_pad) {
   const int64_t in_plane = g.in_h * g.in_w;
   KILN_GRID_STRIDE(i, total) {
     const int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, p = i / (g.out_w * g.out_h);
@@ -126,7 +127,7 @@ __global__ void avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out, 
 template <class T>
 __global__ void avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
                                            T* __restrict__ grad_input, int64_t total,
-                                           cpu::Pool2dGeometry g, bool count_include_pad) {
+                                           Pool2dGeometry g, bool count_include_pad) {
   const int64_t out_plane = g.out_h * g.out_w;
   KILN_GRID_STRIDE(i, total) {
     const int64_t iw = i % g.in_w, ih = (i / g.in_w) % g.in_h, p = i / (g.in_w * g.in_h);
@@ -200,7 +201,7 @@ __global__ void adaptive_avg_pool2d_backward_kernel(const T* __restrict__ grad_o
 }  // namespace
 
 void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices,
-                const cpu::Pool2dGeometry& g) {
+                const Pool2dGeometry& g) {
   const int64_t total = out.numel();
   if (total == 0) return;
   visit_f32_f64("max_pool2d", x.dtype(), [&](auto tag) {
@@ -224,7 +225,7 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   });
 }
 
-void avg_pool2d(const Tensor& x, const Tensor& out, const cpu::Pool2dGeometry& g,
+void avg_pool2d(const Tensor& x, const Tensor& out, const Pool2dGeometry& g,
                 bool count_include_pad) {
   const int64_t total = out.numel();
   if (total == 0) return;
@@ -237,7 +238,7 @@ void avg_pool2d(const Tensor& x, const Tensor& out, const cpu::Pool2dGeometry& g
 }
 
 void avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_input,
-                         const cpu::Pool2dGeometry& g, bool count_include_pad) {
+                         const Pool2dGeometry& g, bool count_include_pad) {
   const int64_t total = grad_input.numel();
   if (total == 0 || grad_output.numel() == 0) return;
   visit_f32_f64("avg_pool2d_backward", grad_output.dtype(), [&](auto tag) {
@@ -271,4 +272,20 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr PoolingKernels kCuda{
+    .max_pool2d = cuda::max_pool2d,
+    .max_pool2d_backward = cuda::max_pool2d_backward,
+    .avg_pool2d = cuda::avg_pool2d,
+    .avg_pool2d_backward = cuda::avg_pool2d_backward,
+    .adaptive_avg_pool2d = cuda::adaptive_avg_pool2d,
+    .adaptive_avg_pool2d_backward = cuda::adaptive_avg_pool2d_backward};
+}  // namespace
+
+const PoolingKernels* const PoolingKernels::cuda = &kCuda;
+
+}  // namespace kiln

@@ -7,10 +7,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "kiln/kernels/cuda/reduce.h"
+#include "kiln/kernels/reduce.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/cuda/reduce_util.cuh"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace red {
 
@@ -65,16 +66,6 @@ using sum_acc_t =
 
 }  // namespace
 
-Tensor reduced_last_2d(const Tensor& x, const std::vector<bool>& reduced) {
-  std::vector<int64_t> order;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (!reduced[d]) order.push_back(d), outer *= x.shape()[d];
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (reduced[d]) order.push_back(d), inner *= x.shape()[d];
-  return x.permute(order).contiguous().view({outer, inner});
-}
-
 void sum_reduce(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out, bool mean) {
   const char* op = mean ? "mean" : "sum";
   const red::Plan plan = red::make_plan(x, reduced, op);
@@ -102,8 +93,15 @@ void sum_reduce(const Tensor& x, const std::vector<bool>& reduced, const Tensor&
   });
 }
 
-void sum_rows(const Tensor& x2d, const Tensor& out, bool mean) {
-  sum_reduce(x2d, {false, true}, out, mean);
-}
+}  // namespace kiln::cuda
 
-}  // namespace kiln::gpu
+namespace kiln {
+
+namespace {
+constexpr ReduceKernels kCuda{
+    .sum = cuda::sum_reduce};
+}  // namespace
+
+const ReduceKernels* const ReduceKernels::cuda = &kCuda;
+
+}  // namespace kiln

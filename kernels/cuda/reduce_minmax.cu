@@ -3,10 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "kiln/kernels/cuda/reduce_minmax.h"
+#include "kiln/kernels/reduce_minmax.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/cuda/reduce_util.cuh"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -93,8 +94,15 @@ void minmax_reduce(const Tensor& x, const std::vector<bool>& reduced, bool is_ma
   });
 }
 
-void minmax_rows(const Tensor& x2d, bool is_max, const Tensor& values, const Tensor& indices) {
-  minmax_reduce(x2d, {false, true}, is_max, values, indices);
-}
+}  // namespace kiln::cuda
 
-}  // namespace kiln::gpu
+namespace kiln {
+
+namespace {
+constexpr MinMaxKernels kCuda{
+    .minmax = cuda::minmax_reduce};
+}  // namespace
+
+const MinMaxKernels* const MinMaxKernels::cuda = &kCuda;
+
+}  // namespace kiln

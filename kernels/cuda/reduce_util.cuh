@@ -19,9 +19,9 @@
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/tensor.h"
-#include "kiln/kernels/cuda/gpu.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu::red {
+namespace kiln::cuda::red {
 
 // ---- element types ----
 
@@ -356,4 +356,4 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
   KILN_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace kiln::gpu::red
+}  // namespace kiln::cuda::red

@@ -4,9 +4,10 @@
 #include <type_traits>
 
 #include "kiln/kernels/cuda/reduce_util.cuh"
-#include "kiln/kernels/cuda/scan.h"
+#include "kiln/kernels/scan.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -155,4 +156,15 @@ void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr ScanKernels kCuda{
+    .cumsum = cuda::cumsum};
+}  // namespace
+
+const ScanKernels* const ScanKernels::cuda = &kCuda;
+
+}  // namespace kiln

@@ -5,9 +5,10 @@
 #include <type_traits>
 
 #include "kiln/kernels/cuda/reduce_util.cuh"
-#include "kiln/kernels/cuda/softmax.h"
+#include "kiln/kernels/softmax.h"
+#include "kiln/kernels/cuda/launch.h"
 
-namespace kiln::gpu {
+namespace kiln::cuda {
 
 namespace {
 
@@ -273,4 +274,16 @@ void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
   });
 }
 
-}  // namespace kiln::gpu
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+namespace {
+constexpr SoftmaxKernels kCuda{
+    .softmax = cuda::softmax,
+    .softmax_backward = cuda::softmax_backward};
+}  // namespace
+
+const SoftmaxKernels* const SoftmaxKernels::cuda = &kCuda;
+
+}  // namespace kiln

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "kiln/kernels/cuda/gpu.h"
+#include "kiln/core/cuda.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
@@ -57,20 +57,20 @@ TEST_CASE("cuda streams: DeviceGuard restores the device") {
 TEST_CASE("cuda streams: the current stream is the default one until a StreamGuard") {
   CHECK(cuda::current_stream() == cuda::Stream::default_stream());
   CHECK(cuda::current_stream().is_default());
-  CHECK(gpu::stream() == nullptr);
+  CHECK(cuda::current_stream_handle() == nullptr);
   cuda::Stream side = cuda::Stream::create();
   CHECK_FALSE(side.is_default());
   CHECK(side.device() == 0);
   {
     cuda::StreamGuard guard(side);
     CHECK(cuda::current_stream() == side);
-    CHECK(gpu::stream() == side.handle());
+    CHECK(cuda::current_stream_handle() == side.handle());
   }
   CHECK(cuda::current_stream().is_default());
   cuda::set_current_stream(side);
-  CHECK(gpu::stream() == side.handle());
+  CHECK(cuda::current_stream_handle() == side.handle());
   cuda::set_current_stream(cuda::Stream::default_stream());
-  CHECK(gpu::stream() == nullptr);
+  CHECK(cuda::current_stream_handle() == nullptr);
 }
 
 TEST_CASE("cuda streams: each thread has its own current stream") {

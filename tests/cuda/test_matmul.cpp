@@ -15,8 +15,8 @@
 
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
-#include "kiln/kernels/cpu/matmul.h"
-#include "kiln/kernels/cuda/matmul.h"
+#include "kiln/kernels/cpu/gemm.h"
+#include "kiln/kernels/cuda/gemm.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
@@ -271,7 +271,7 @@ TEST_CASE("cuda matmul: gradcheck of matmul and linear on the GPU in f64", "[hea
       {random_f64({3, 4}, 46), random_f64({2, 4}, 47), random_f64({2}, 48)});
 }
 
-TEST_CASE("cuda matmul: gpu::gemm matches cpu::gemm for every transpose, ld and accumulate") {
+TEST_CASE("cuda matmul: cuda::gemm matches cpu::gemm for every transpose, ld and accumulate") {
   // Raw buffers: a, b and c are kiln tensors used as padded row-major storage.
   const int64_t m = 5, n = 7, k = 6, pad = 3;
   for (bool trans_a : {false, true}) {
@@ -287,7 +287,7 @@ TEST_CASE("cuda matmul: gpu::gemm matches cpu::gemm for every transpose, ld and 
         const Tensor ag = a.to(kGpu), bg = b.to(kGpu), cg = c.to(kGpu);
         cpu::gemm<float>(trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<float>(), ldb,
                          c.data<float>(), ldc, accumulate);
-        gpu::gemm<float>(trans_a, trans_b, m, n, k, static_cast<const float*>(ag.data_ptr()), lda,
+        cuda::gemm<float>(trans_a, trans_b, m, n, k, static_cast<const float*>(ag.data_ptr()), lda,
                          static_cast<const float*>(bg.data_ptr()), ldb,
                          static_cast<float*>(cg.data_ptr()), ldc, accumulate);
         // The padding columns of c are never written, so the whole buffers compare.

@@ -1,4 +1,4 @@
-#include "kiln/ops/dispatch.h"
+#include "kiln/ops/checks.h"
 
 #include <initializer_list>
 #include <string>

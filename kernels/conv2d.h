@@ -1,0 +1,40 @@
+// The 2-D convolution family, on every device: direct AVX2 kernels for f32 and im2col + GEMM for
+// f64 on the CPU (kernels/cpu/conv2d.cpp, conv2d_direct.cpp), cuDNN on the GPU
+// (kernels/cuda/conv2d.cpp). Every operand is contiguous, of one dtype, and non-empty
+// (ops/conv.cpp settles the zero-size cases).
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+// Sizes of one convolution, already checked by ops/conv.cpp.
+struct Conv2dGeometry {
+  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0, out_h = 0, out_w = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+struct Conv2dKernels {
+  // out [N, O, OH, OW] = conv(x [N, C, H, W], weight [O, C/groups, kH, kW]) + bias [O]; bias may
+  // be undefined.
+  void (*forward)(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                  const Conv2dGeometry& g);
+  // grad_x [N, C, H, W] (overwritten) from grad_out [N, O, OH, OW].
+  void (*backward_input)(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
+                         const Conv2dGeometry& g);
+  // grad_weight [O, C/groups, kH, kW] (overwritten) from grad_out and x.
+  void (*backward_weight)(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
+                          const Conv2dGeometry& g);
+  // Whether f16 and bf16 go in as they are (cuDNN, accumulating in f32) rather than through f32
+  // (the CPU, which computes in f32 or f64).
+  bool takes_half;
+
+  static const Conv2dKernels cpu;
+  static const Conv2dKernels* const cuda;  // null in a build without CUDA
+};
+
+}  // namespace kiln
