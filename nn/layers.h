@@ -6,8 +6,11 @@
 #include <string>
 #include <utility>
 
-#include "kiln/ops/nn.h"
 #include "kiln/nn/module.h"
+#include "kiln/ops/conv.h"
+#include "kiln/ops/dropout.h"
+#include "kiln/ops/normalization.h"
+#include "kiln/ops/pooling.h"
 
 namespace kiln::nn {
 

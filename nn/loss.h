@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "kiln/ops/nn.h"
 #include "kiln/nn/module.h"
+#include "kiln/ops/loss.h"
 
 namespace kiln::nn {
 

@@ -11,9 +11,9 @@
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/dropout.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
-#include "kiln/ops/nn.h"
 
 namespace kiln {
 

@@ -14,8 +14,9 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
-#include "kiln/ops/nn.h"
+#include "kiln/ops/loss.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/ops/softmax.h"
 
 namespace kiln {
 

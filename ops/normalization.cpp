@@ -16,7 +16,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
-#include "kiln/ops/nn.h"
+#include "kiln/ops/normalization.h"
 #include "kiln/ops/reduce.h"
 
 namespace kiln {

@@ -1,10 +1,18 @@
-// Pooling beyond the forwards in ops/nn.h: max pooling with its argmax indices, and the
-// backward ops the pooling nodes call. The backward ops are not differentiable themselves.
+// 2-D pooling: max, average and adaptive average, max pooling with its argmax indices, and the
+// backward ops the pooling nodes call (not differentiable themselves).
 #pragma once
 
-#include "kiln/ops/nn.h"
+#include "kiln/core/tensor.h"
+#include "kiln/ops/pair.h"
 
 namespace kiln {
+
+// stride {0, 0} means stride = kernel_size, as PyTorch's default.
+Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
+                  Pair dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 
 struct MaxPool2dResult {
   Tensor values;

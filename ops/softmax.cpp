@@ -8,7 +8,7 @@
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
-#include "kiln/ops/nn.h"
+#include "kiln/ops/softmax.h"
 
 namespace kiln {
 

@@ -5,8 +5,8 @@
 
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
-#include "kiln/ops/nn.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/ops/softmax.h"
 
 namespace kiln {
 

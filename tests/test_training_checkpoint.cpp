@@ -22,7 +22,7 @@ struct Training {
   optim::SGD sgd{model.parameters(), {0.1, 0.9}};
   optim::StepLR scheduler{sgd, 2, 0.5};
   Generator generator{7};
-  nn::TrainingState state() { return {&model, &sgd, &scheduler, &generator, {2, 5, 17}}; }
+  train::TrainingState state() { return {&model, &sgd, &scheduler, &generator, {2, 5, 17}}; }
   void step() {
     sgd.zero_grad();
     sum(model.forward(ones({4, 3}))).backward();
@@ -39,12 +39,12 @@ TEST_CASE("training checkpoint: every part survives a round trip") {
   const std::string path = dir.file("last.safetensors");
   Training saved;
   saved.step();
-  nn::save_training_checkpoint(path, saved.state());
+  train::save_training_checkpoint(path, saved.state());
 
   Training loaded;
-  nn::TrainingState state = loaded.state();
+  train::TrainingState state = loaded.state();
   state.position = {};
-  nn::TrainingPosition p = nn::load_training_checkpoint(path, state);
+  train::TrainingPosition p = train::load_training_checkpoint(path, state);
   CHECK(p.epoch == 2);
   CHECK(p.batch_in_epoch == 5);
   CHECK(p.global_step == 17);
@@ -60,7 +60,7 @@ TEST_CASE("training checkpoint: malformed metadata is refused with the key and t
   TempDir dir("kiln_test_checkpoint");
   const std::string good = dir.file("good.safetensors");
   Training training;
-  nn::save_training_checkpoint(good, training.state());
+  train::save_training_checkpoint(good, training.state());
   const nn::SafetensorsFile file = nn::load_safetensors(good);
   struct Case {
     const char* key;
@@ -86,9 +86,9 @@ TEST_CASE("training checkpoint: malformed metadata is refused with the key and t
     const std::string bad = dir.file("bad.safetensors");
     nn::save_safetensors(bad, file.tensors, meta);
     Training target;
-    nn::TrainingState state = target.state();
-    CHECK_THROWS_AS(nn::load_training_checkpoint(bad, state), ValueError);
-    CHECK_THROWS_WITH(nn::load_training_checkpoint(bad, state),
+    train::TrainingState state = target.state();
+    CHECK_THROWS_AS(train::load_training_checkpoint(bad, state), ValueError);
+    CHECK_THROWS_WITH(train::load_training_checkpoint(bad, state),
                       Catch::Contains(bad) && Catch::Contains(c.message));
   }
 }
@@ -109,20 +109,20 @@ TEST_CASE("training checkpoint: resuming refuses a model tensor of another dtype
   const std::string path = dir.file("last.safetensors");
   Training saved;
   saved.step();
-  nn::save_training_checkpoint(path, saved.state());
+  train::save_training_checkpoint(path, saved.state());
   // The newcomer's case: a weight relabelled I32 trained on (at 10% accuracy) after resuming.
   rewrite(path, [](nn::TensorMap& t) { t["model.weight"] = t["model.weight"].to(DType::i32); });
   Training loaded;
-  nn::TrainingState state = loaded.state();
+  train::TrainingState state = loaded.state();
   const std::vector<double> before = loaded.model.weight.tolist();
-  CHECK_THROWS_WITH(nn::load_training_checkpoint(path, state),
+  CHECK_THROWS_WITH(train::load_training_checkpoint(path, state),
                     Catch::Contains("model.weight: checkpoint i32 [2, 3], model f32 [2, 3]") &&
                         Catch::Contains("resumes only the run that wrote it"));
   CHECK(loaded.model.weight.tolist() == before);  // nothing was loaded
 
-  nn::save_training_checkpoint(path, saved.state());
+  train::save_training_checkpoint(path, saved.state());
   rewrite(path, [](nn::TensorMap& t) { t["model.bias"] = zeros({3}); });
-  CHECK_THROWS_WITH(nn::load_training_checkpoint(path, state),
+  CHECK_THROWS_WITH(train::load_training_checkpoint(path, state),
                     Catch::Contains("model.bias: checkpoint f32 [3], model f32 [2]"));
 }
 
@@ -131,15 +131,15 @@ TEST_CASE("training checkpoint: resuming refuses optimizer state of another dtyp
   const std::string path = dir.file("last.safetensors");
   Training saved;
   saved.step();
-  nn::save_training_checkpoint(path, saved.state());
+  train::save_training_checkpoint(path, saved.state());
   std::string key;
   for (const auto& [name, t] : nn::load_safetensors(path).tensors)
     if (name.rfind("optimizer.state.", 0) == 0 && t.dim() > 0) key = name;
   REQUIRE_FALSE(key.empty());
   rewrite(path, [&](nn::TensorMap& t) { t[key] = t[key].to(DType::f64); });
   Training loaded;
-  nn::TrainingState state = loaded.state();
-  CHECK_THROWS_WITH(nn::load_training_checkpoint(path, state),
+  train::TrainingState state = loaded.state();
+  CHECK_THROWS_WITH(train::load_training_checkpoint(path, state),
                     Catch::Contains(key + ": checkpoint f64") &&
                         Catch::Contains("differs from its parameters"));
 }

@@ -24,7 +24,7 @@
 #include "kiln/data/idx.h"
 #include "kiln/data/synthetic.h"
 #include "kiln/kiln.h"
-#include "kiln/nn/checkpoint.h"
+#include "kiln/train/checkpoint.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/resnet.h"
 #include "kiln/optim/adam.h"
@@ -135,7 +135,7 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
           static_cast<double>(correct) / static_cast<double>(seen), 0, 0};
 }
 
-int train(const apps::Recipe& r) {
+int run_training(const apps::Recipe& r) {
   if (r.threads > 0) omp_set_num_threads(r.threads);
   manual_seed(r.seed);
   Device device = pick_device(r.device);
@@ -196,14 +196,14 @@ int train(const apps::Recipe& r) {
       per_batch_schedule = false;
     }
 
-    nn::TrainingState state{
+    train::TrainingState state{
         model.get(), optimizer.get(), scheduler.get(), &default_generator(), {}};
     const apps::RunDir run_dir(r.checkpoint_dir);
     const std::string last_path = run_dir.enabled() ? run_dir.path("last.safetensors") : "";
     if (!r.resume.empty()) {
       std::string path = r.resume == "last" ? last_path : r.resume;
       KILN_CHECK(!path.empty(), ValueError, "--resume last needs --checkpoint-dir");
-      nn::TrainingPosition p = nn::load_training_checkpoint(path, state);
+      train::TrainingPosition p = train::load_training_checkpoint(path, state);
       apps::RunLength run{r.epochs, steps_per_epoch, scheduler != nullptr, per_batch_schedule};
       apps::check_resume_position(
           path, p, scheduler ? std::optional<int64_t>(scheduler->last_epoch()) : std::nullopt, run);
@@ -213,7 +213,7 @@ int train(const apps::Recipe& r) {
     }
     auto save = [&]() {
       if (last_path.empty()) return;
-      nn::save_training_checkpoint(last_path, state);
+      train::save_training_checkpoint(last_path, state);
     };
 
     std::printf(
@@ -313,5 +313,5 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln-train: train a ResNet with kiln"};
   apps::add_recipe_flags(app, r);
   CLI11_PARSE(app, argc, argv);
-  return apps::run_main("kiln-train", [&] { return train(r); });
+  return apps::run_main("kiln-train", [&] { return run_training(r); });
 }

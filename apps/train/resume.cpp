@@ -9,13 +9,13 @@
 
 namespace kiln::apps {
 
-int64_t RunLength::scheduler_step_at(const nn::TrainingPosition& p) const {
+int64_t RunLength::scheduler_step_at(const train::TrainingPosition& p) const {
   if (!per_batch_schedule) return p.epoch;
   // kiln-train steps a per-batch schedule after each batch but the run's last.
   return std::min(p.global_step, std::max<int64_t>(epochs * steps_per_epoch - 1, 0));
 }
 
-void check_resume_position(const std::string& path, const nn::TrainingPosition& p,
+void check_resume_position(const std::string& path, const train::TrainingPosition& p,
                            std::optional<int64_t> scheduler_step, const RunLength& run) {
   const char* hint =
       "; resume with the recipe that wrote it (batch size, data, --max-batches, "

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "kiln/nn/checkpoint.h"
+#include "kiln/train/checkpoint.h"
 
 namespace kiln::apps {
 
@@ -18,12 +18,12 @@ struct RunLength {
   // the last step of the run, per epoch it counts finished epochs.
   bool scheduled = false;
   bool per_batch_schedule = true;
-  int64_t scheduler_step_at(const nn::TrainingPosition& p) const;
+  int64_t scheduler_step_at(const train::TrainingPosition& p) const;
 };
 
 // Throws ValueError naming the checkpoint, the field and both numbers when `p` is not a position
 // of a run of length `run`, or the saved scheduler step lies past where this run's would be.
-void check_resume_position(const std::string& path, const nn::TrainingPosition& p,
+void check_resume_position(const std::string& path, const train::TrainingPosition& p,
                            std::optional<int64_t> scheduler_step, const RunLength& run);
 
 }  // namespace kiln::apps

@@ -1,5 +1,6 @@
-// Checkpoints as safetensors files: a model's state_dict alone, or a whole training state (model,
-// optimizer, scheduler, position, random state) in one file.
+// Training checkpoints: a whole training state (model, optimizer, scheduler, position in the run,
+// random state) in one safetensors file, to continue a run exactly where it stopped. The weights
+// alone are nn/state_dict.h's.
 //
 // A training checkpoint names its tensors "model.<name>" and "optimizer.<key>"; the position,
 // scheduler step and generator state go in the header's metadata, so `kiln-checkpoint show` and
@@ -14,15 +15,7 @@
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
 
-namespace kiln::nn {
-
-// Writes module.state_dict() atomically (temporary file, fsync, rename).
-void save_state_dict(const Module& module, const std::string& path);
-// Loads a file written by save_state_dict (or by PyTorch's safetensors.torch.save_file) into
-// module, strictly unless strict is false; tensors go to each parameter's own device. A tensor of
-// another dtype is converted, as PyTorch's load_state_dict does, and said so on stderr (and in the
-// result's converted_keys).
-LoadResult load_state_dict(Module& module, const std::string& path, bool strict = true);
+namespace kiln::train {
 
 // Where training stands: the epoch in progress and how many of its batches are done.
 struct TrainingPosition {
@@ -32,7 +25,7 @@ struct TrainingPosition {
 };
 
 struct TrainingState {
-  Module* model = nullptr;
+  nn::Module* model = nullptr;
   optim::Optimizer* optimizer = nullptr;
   optim::LRScheduler* scheduler = nullptr;  // may be null
   Generator* generator = nullptr;           // may be null; usually &default_generator()
@@ -47,4 +40,4 @@ void save_training_checkpoint(const std::string& path, const TrainingState& stat
 // is the caller's to check: only it knows them.
 TrainingPosition load_training_checkpoint(const std::string& path, TrainingState& state);
 
-}  // namespace kiln::nn
+}  // namespace kiln::train

@@ -1,4 +1,4 @@
-#include "kiln/nn/checkpoint.h"
+#include "kiln/train/checkpoint.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +15,15 @@
 
 #include "kiln/nn/safetensors.h"
 
-namespace kiln::nn {
+namespace kiln::train {
+
+using nn::Metadata;
+using nn::Module;
+using nn::SafetensorsFile;
+using nn::StateDict;
+using nn::TensorMap;
+using nn::load_safetensors;
+using nn::save_safetensors;
 
 namespace {
 
@@ -111,24 +119,6 @@ std::map<std::string, Tensor> with_prefix(const TensorMap& tensors, const std::s
 
 }  // namespace
 
-void save_state_dict(const Module& module, const std::string& path) {
-  TensorMap tensors;
-  for (auto& [name, t] : module.state_dict()) tensors[name] = t;
-  save_safetensors(path, tensors, {{"format", "pt"}});
-}
-
-LoadResult load_state_dict(Module& module, const std::string& path, bool strict) {
-  SafetensorsFile file = load_safetensors(path);
-  StateDict state(file.tensors.begin(), file.tensors.end());
-  LoadResult result = module.load_state_dict(state, strict);
-  if (!result.converted_keys.empty())
-    std::fprintf(stderr,
-                 "kiln: load_state_dict %s: converted %zu tensors to the model's dtypes: %s\n",
-                 path.c_str(), result.converted_keys.size(),
-                 fmt::format("{}", fmt::join(result.converted_keys, ", ")).c_str());
-  return result;
-}
-
 void save_training_checkpoint(const std::string& path, const TrainingState& state) {
   KILN_CHECK(state.model != nullptr, ValueError, "save_training_checkpoint: {}: no model given",
              path);
@@ -185,4 +175,4 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
   return position;
 }
 
-}  // namespace kiln::nn
+}  // namespace kiln::train
