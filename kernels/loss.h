@@ -6,7 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln {
@@ -17,8 +21,8 @@ struct NllTargetScan {
 };
 
 struct LossKernels {
-  NllTargetScan (*scan_nll_targets)(const Tensor& target, const Tensor& weight,
-                                    int64_t num_classes, int64_t ignore_index);
+  NllTargetScan (*scan_nll_targets)(const Tensor& target, const Tensor& weight, int64_t num_classes,
+                                    int64_t ignore_index);
   // losses[n, s] = -w[t] * log_probs[n, t, s] with t = target[n, s] (0 where t is ignore_index),
   // written only when `losses` (contiguous [N, S]) is defined. Returns the sum of the losses,
   // accumulated in double. Targets must have passed scan_nll_targets.
@@ -32,5 +36,20 @@ struct LossKernels {
   static const LossKernels cpu;
   static const LossKernels* const cuda;  // null in a build without CUDA
 };
+
+// Calls f(TypeTag<T>) for the floating dtypes, the only ones a loss is computed in; both devices'
+// kernels visit through it, so they reject the same dtypes with the same message.
+template <class F>
+void visit_loss_dtype(DType dtype, F&& f) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<acc_type_t<T>>) {
+      f(tag);
+    } else {
+      throw DTypeError(std::string("nll_loss: expected floating-point log-probabilities, got ") +
+                       dtype_name(dtype));
+    }
+  });
+}
 
 }  // namespace kiln

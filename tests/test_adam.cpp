@@ -12,18 +12,17 @@
 #include "gradcheck.h"
 #include "kiln/kiln.h"
 #include "kiln/optim/adam.h"
+#include "parity.h"
+#include "reference_loops.h"
 
 using namespace kiln;
+using kiln::testing::param;
 using namespace kiln::optim;
+using kiln::testing::check_close;
 using kiln::testing::random_f64;
+using kiln::testing::tolerance;
 
 namespace {
-
-Tensor param(std::vector<double> values, DType dtype = DType::f64) {
-  Tensor p = tensor(values).to(dtype);
-  p.requires_grad_();
-  return p;
-}
 
 AdamOptions options(double lr, double beta1, double beta2, double eps, double weight_decay = 0,
                     bool amsgrad = false) {
@@ -90,10 +89,7 @@ void check_against_reference(AdamOptions o, bool decoupled, DType dtype) {
     opt->step();
     ref.step(expected, g.tolist());
   }
-  const double tol = dtype == DType::f64 ? 1e-12 : 2e-5;
-  std::vector<double> got = p.tolist();
-  for (size_t i = 0; i < got.size(); ++i)
-    CHECK(got[i] == Approx(expected[i]).epsilon(tol).margin(tol));
+  check_close(p, expected, tolerance(dtype));
 }
 
 // Gradients 1, 2, -1 on p = 1, for the hand-computed cases below.

@@ -5,12 +5,15 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/conv.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
 using kiln::testing::non_contiguous;
 using kiln::testing::random_f64;
+using kiln::testing::tolerance;
 
 namespace {
 
@@ -65,19 +68,6 @@ std::vector<double> reference_conv(const Tensor& x, const Tensor& w, const Tenso
   return out;
 }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  const std::vector<double> g = got.tolist();
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i);
-    CHECK(std::abs(g[i] - want[i]) <= tol * (1.0 + std::abs(want[i])));
-  }
-}
-
-double tolerance(DType dtype) {
-  return dtype == DType::f64 ? 1e-12 : 1e-5;
-}
-
 Tensor random(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
   return random_f64(shape, seed).to(dtype);
 }
@@ -98,6 +88,10 @@ void check_conv(const Shape& xs, const Shape& ws, const Conv& p, bool with_bias,
 }
 
 const DType kFloatTypes[] = {DType::f32, DType::f64};
+
+// A weight's gradient sums up to 9 * 28 * 28 f32 products below, so its rounding error grows past
+// the forward's: ten times the f32 floor. An indexing mistake would still be off by whole products.
+constexpr double kLongSumFactor = 10.0;
 
 // Gradients of sum(conv(x, w) * r) by the direct loops, for x and w.
 struct ReferenceGrads {
@@ -181,7 +175,7 @@ TEST_CASE("conv2d: non-contiguous input, weight and bias") {
   Tensor bias = non_contiguous(random({4}, 92));
   Conv p{{1, 2}, {1, 1}, {1, 1}, 1};
   Tensor out = conv2d(x, w, bias, p.stride, p.padding, p.dilation, p.groups);
-  check_close(out, reference_conv(x, w, bias, p), 1e-12);
+  check_close(out, reference_conv(x, w, bias, p), tolerance(DType::f64));
 }
 
 TEST_CASE("conv2d: zero-size batch and channels, in every dtype") {
@@ -236,7 +230,7 @@ TEST_CASE("conv2d: 16-bit floats compute in f32") {
     CHECK(out.dtype() == t);
     Conv p{{1, 1}, {1, 1}, {1, 1}, 1};
     check_close(out, reference_conv(x16.to(DType::f64), w16.to(DType::f64), Tensor(), p),
-                t == DType::f16 ? 2e-3 : 1e-2);
+                tolerance(t));
   }
 }
 
@@ -288,9 +282,9 @@ TEST_CASE("conv2d: backward matches the direct loops on a batch split across thr
     Tensor r = random_f64(out.shape(), 153);
     sum(mul(out, r)).backward();
     ReferenceGrads want = reference_grads(x, w, r, p);
-    check_close(x.grad(), want.x, 1e-12);
-    check_close(w.grad(), want.w, 1e-12);
-    check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), 1e-12);
+    check_close(x.grad(), want.x, tolerance(DType::f64));
+    check_close(w.grad(), want.w, tolerance(DType::f64));
+    check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), tolerance(DType::f64));
   }
 }
 
@@ -302,13 +296,13 @@ TEST_CASE("conv2d: images batched into one product, with a single image left ove
   Tensor w = random_f64({6, 8, 3, 3}, 171).requires_grad_();
   Tensor b = random_f64({6}, 172).requires_grad_();
   Tensor out = conv2d(x, w, b, p.stride, p.padding, p.dilation, p.groups);
-  check_close(out, reference_conv(x, w, b, p), 1e-12);
+  check_close(out, reference_conv(x, w, b, p), tolerance(DType::f64));
   Tensor r = random_f64(out.shape(), 173);
   sum(mul(out, r)).backward();
   ReferenceGrads want = reference_grads(x, w, r, p);
-  check_close(x.grad(), want.x, 1e-12);
-  check_close(w.grad(), want.w, 1e-12);
-  check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), 1e-12);
+  check_close(x.grad(), want.x, tolerance(DType::f64));
+  check_close(w.grad(), want.w, tolerance(DType::f64));
+  check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), tolerance(DType::f64));
 }
 
 // f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp. The shapes
@@ -351,14 +345,12 @@ TEST_CASE("conv2d: f32 forward and gradients match the direct loops") {
       Tensor w = random(c.w, seed++, DType::f32).requires_grad_();
       Tensor b = with_bias ? random({c.w[0]}, seed++, DType::f32) : Tensor();
       Tensor out = conv2d(x, w, b, c.p.stride, c.p.padding, c.p.dilation, c.p.groups);
-      check_close(out, reference_conv(x, w, b, c.p), 1e-5);
+      check_close(out, reference_conv(x, w, b, c.p), tolerance(DType::f32));
       Tensor r = random(out.shape(), seed++, DType::f32);
       sum(mul(out, r)).backward();
       ReferenceGrads want = reference_grads(x, w, r, c.p);
-      check_close(x.grad(), want.x, 1e-5);
-      // A weight's gradient sums up to 9 * 28 * 28 f32 products, so its rounding error grows
-      // past the forward's; an indexing mistake would still be off by whole products.
-      check_close(w.grad(), want.w, 1e-4);
+      check_close(x.grad(), want.x, tolerance(DType::f32));
+      check_close(w.grad(), want.w, tolerance(DType::f32).times(kLongSumFactor));
     }
   }
 }
@@ -368,8 +360,10 @@ TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {
   Tensor x = random({3, 2, 6, 6}, 160, DType::f32), w = random({4, 2, 3, 3}, 161, DType::f32);
   Tensor g = random({3, 4, 3, 3}, 162, DType::f32);
   ReferenceGrads want = reference_grads(x, w, g, p);
-  check_close(conv2d_backward_input(g, w, x.shape(), p.stride, p.padding), want.x, 1e-5);
-  check_close(conv2d_backward_weight(g, x, w.shape(), p.stride, p.padding), want.w, 1e-5);
+  check_close(conv2d_backward_input(g, w, x.shape(), p.stride, p.padding), want.x,
+              tolerance(DType::f32));
+  check_close(conv2d_backward_weight(g, x, w.shape(), p.stride, p.padding), want.w,
+              tolerance(DType::f32));
 }
 
 TEST_CASE("conv2d: channel and groups mismatches are a ShapeError") {

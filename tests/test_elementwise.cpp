@@ -12,9 +12,12 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using testing::check_close;
 using testing::random_f64;
+using testing::tolerance;
 
 namespace {
 
@@ -64,24 +67,6 @@ std::vector<Operands> binary_inputs(DType dtype, double low_a, double high_a, do
           {a({}, 21), b({2, 3}, 22)}};
 }
 
-double tolerance(DType dtype) {
-  return dtype == DType::f64 ? 1e-12 : 2e-6;
-}
-
-void check_values(const Tensor& got, const std::vector<double>& expected, DType dtype) {
-  std::vector<double> g = got.tolist();
-  REQUIRE(g.size() == expected.size());
-  const double tol = tolerance(dtype);
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool both_nan = std::isnan(g[i]) && std::isnan(expected[i]);
-    if (!both_nan && !(std::abs(g[i] - expected[i]) <= tol * (1.0 + std::abs(expected[i])))) {
-      FAIL_CHECK("element " << i << ": got " << g[i] << ", expected " << expected[i] << " ("
-                            << dtype_name(dtype) << ", shape " << shape_str(got.shape()) << ")");
-      return;
-    }
-  }
-}
-
 // Row-major index into a tensor of shape `in` for element `flat` of the broadcast shape `out`.
 int64_t source_index(const Shape& out, const Shape& in, int64_t flat) {
   int64_t index = 0, stride = 1;
@@ -124,7 +109,7 @@ void check_unary(const UnaryFn& op, const Ref1& ref, double low = -2.0, double h
       CHECK(y.shape() == x.shape());
       std::vector<double> expected;
       for (double v : x.tolist()) expected.push_back(ref(v));
-      check_values(y, expected, dtype);
+      check_close(y, expected, tolerance(dtype));
     }
   }
 }
@@ -136,7 +121,7 @@ void check_binary(const BinaryFn& op, const Ref2& ref, double low_a = -2.0, doub
       Tensor out = op(in.a, in.b);
       CHECK(out.dtype() == dtype);
       CHECK(out.shape() == broadcast_reference(in.a.shape(), in.b.shape()));
-      check_values(out, binary_reference(in.a, in.b, ref), dtype);
+      check_close(out, binary_reference(in.a, in.b, ref), tolerance(dtype));
     }
   }
 }
@@ -444,7 +429,7 @@ TEST_CASE("elementwise: f16 and bf16 arithmetic computes through f32") {
         binary_reference(a, b, [](double x, double y) { return x * y; });
     CHECK(equal(prod, tensor<double>(std::vector<double>(exact_prod), {5, 7}).to(dtype)));
     CHECK(exp(a).dtype() == dtype);
-    CHECK(allclose(exp(a).to(DType::f64), exp(a.to(DType::f64)), 1e-2, 0));
+    check_close(exp(a), exp(a.to(DType::f64)), tolerance(dtype));
   }
 }
 

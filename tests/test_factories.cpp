@@ -9,8 +9,11 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
+using kiln::testing::tolerance;
 
 namespace {
 
@@ -100,12 +103,14 @@ TEST_CASE("factories: linspace hits both endpoints exactly") {
   REQUIRE(v.size() == 11);
   CHECK(v.front() == start);
   CHECK(v.back() == end);
-  for (int i = 0; i < 11; ++i) CHECK(v[i] == Approx(start + 0.4 * i).margin(1e-12));
+  std::vector<double> want;
+  for (int i = 0; i < 11; ++i) want.push_back(start + 0.4 * i);
+  check_close(v, want, tolerance(DType::f64));
   std::vector<float> expected = {0.0f, 1.0f / 6, 2.0f / 6, 0.5f, 4.0f / 6, 5.0f / 6, 1.0f};
   std::vector<double> f = linspace(0, 1, 7).tolist();
   CHECK(f.front() == 0.0);
   CHECK(f.back() == 1.0);
-  for (int i = 0; i < 7; ++i) CHECK(f[i] == Approx(expected[i]).margin(1e-7));
+  check_close(f, std::vector<double>(expected.begin(), expected.end()), tolerance(DType::f32));
 }
 
 TEST_CASE("factories: linspace with few steps") {

@@ -6,30 +6,16 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "reference_loops.h"
 
 using namespace kiln;
 using kiln::testing::gradcheck;
+using kiln::testing::index_of;
 using kiln::testing::non_contiguous;
+using kiln::testing::offset_of;
 using kiln::testing::random_f64;
 
 namespace {
-
-// Row-major offset of a multi-index.
-int64_t offset_of(const Shape& shape, const Shape& index) {
-  int64_t offset = 0;
-  for (size_t d = 0; d < shape.size(); ++d) offset = offset * shape[d] + index[d];
-  return offset;
-}
-
-// The multi-index of a row-major offset.
-Shape index_of(const Shape& shape, int64_t offset) {
-  Shape index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = offset % shape[d];
-    offset /= shape[d];
-  }
-  return index;
-}
 
 // cat by walking the output and asking which input each element comes from.
 std::vector<double> cat_reference(const std::vector<Tensor>& inputs, int64_t dim,

@@ -8,9 +8,12 @@
 #include "cross_entropy_reference.h"
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
 using kiln::testing::random_f64;
+using kiln::testing::tolerance;
 
 namespace {
 
@@ -91,15 +94,6 @@ std::vector<double> reference_cross_entropy(const std::vector<double>& logits, i
   return a;
 }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  std::vector<double> g = got.tolist();
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i);
-    CHECK(g[i] == Approx(want[i]).epsilon(tol).margin(tol));
-  }
-}
-
 Tensor random_targets(const Shape& shape, int64_t classes, uint64_t seed) {
   Generator gen(seed);
   return randint(0, classes, shape, DType::i64, Device::cpu(), &gen);
@@ -131,7 +125,8 @@ TEST_CASE("loss: cross_entropy of a tiny case checked by hand") {
 TEST_CASE("loss: nll_loss of a tiny case checked by hand") {
   Tensor lp = tensor<double>({{-1.0, -2.0}, {-0.5, -3.0}, {-4.0, -0.25}});
   Tensor target = long_tensor({1, 0, 1});
-  check_close(nll_loss(lp, target, Tensor(), -100, Reduction::none), {2.0, 0.5, 0.25}, 1e-15);
+  check_close(nll_loss(lp, target, Tensor(), -100, Reduction::none), {2.0, 0.5, 0.25},
+              tolerance(DType::f64));
   CHECK(nll_loss(lp, target, Tensor(), -100, Reduction::sum).item<double>() == 2.75);
   CHECK(nll_loss(lp, target).item<double>() == Approx(2.75 / 3));
   // Weights [2, 1]: (1*2 + 2*0.5 + 1*0.25) / (1 + 2 + 1)
@@ -150,7 +145,7 @@ TEST_CASE("loss: nll_loss [N, C] matches the reference for every reduction") {
   for (Reduction r : kReductions) {
     Tensor out = nll_loss(lp, target, Tensor(), -100, r);
     CHECK(out.shape() == (r == Reduction::none ? Shape{7} : Shape{}));
-    check_close(out, reduce_as(terms.loss, total(terms.weight), r), 1e-12);
+    check_close(out, reduce_as(terms.loss, total(terms.weight), r), tolerance(DType::f64));
   }
 }
 
@@ -161,7 +156,7 @@ TEST_CASE("loss: nll_loss with class weights uses the weighted mean") {
   Terms terms = reference_nll_terms(lp.tolist(), 9, 4, 1, target.tolist(), w.tolist(), -100);
   for (Reduction r : kReductions)
     check_close(nll_loss(lp, target, w, -100, r), reduce_as(terms.loss, total(terms.weight), r),
-                1e-12);
+                tolerance(DType::f64));
 }
 
 TEST_CASE("loss: nll_loss skips ignore_index in the sum and in the mean's denominator") {
@@ -172,15 +167,15 @@ TEST_CASE("loss: nll_loss skips ignore_index in the sum and in the mean's denomi
   for (Reduction r : kReductions) {
     Terms plain = reference_nll_terms(lp.tolist(), 6, 3, 1, t, {}, -100);
     check_close(nll_loss(lp, target, Tensor(), -100, r),
-                reduce_as(plain.loss, total(plain.weight), r), 1e-12);
+                reduce_as(plain.loss, total(plain.weight), r), tolerance(DType::f64));
     Terms weighted = reference_nll_terms(lp.tolist(), 6, 3, 1, t, w.tolist(), -100);
     check_close(nll_loss(lp, target, w, -100, r),
-                reduce_as(weighted.loss, total(weighted.weight), r), 1e-12);
+                reduce_as(weighted.loss, total(weighted.weight), r), tolerance(DType::f64));
   }
   // An ignore_index that is a valid class drops that class.
   Terms no_twos = reference_nll_terms(lp.tolist(), 6, 3, 1, {0, 1, 2, 1, 0, 2}, {}, 2);
   check_close(nll_loss(lp, long_tensor({0, 1, 2, 1, 0, 2}), Tensor(), 2),
-              {total(no_twos.loss) / 4.0}, 1e-12);
+              {total(no_twos.loss) / 4.0}, tolerance(DType::f64));
 }
 
 TEST_CASE("loss: nll_loss mean over only ignored targets is nan, as PyTorch") {
@@ -198,7 +193,7 @@ TEST_CASE("loss: nll_loss over [N, C, H, W] matches the reference") {
   for (Reduction r : kReductions) {
     Tensor out = nll_loss(lp, target, w, -100, r);
     if (r == Reduction::none) CHECK(out.shape() == Shape{2, 4, 5});
-    check_close(out, reduce_as(terms.loss, total(terms.weight), r), 1e-12);
+    check_close(out, reduce_as(terms.loss, total(terms.weight), r), tolerance(DType::f64));
   }
 }
 
@@ -208,15 +203,16 @@ TEST_CASE("loss: nll_loss in f32, with i32 targets and non-contiguous inputs") {
   Terms terms = reference_nll_terms(lp64.tolist(), 5, 4, 1, target.tolist(), {}, -100);
   Tensor out = nll_loss(lp64.to(DType::f32), target.to(DType::i32));
   CHECK(out.dtype() == DType::f32);
-  CHECK(out.item<double>() == Approx(total(terms.loss) / 5).epsilon(1e-6));
+  check_close(out, {total(terms.loss) / 5}, tolerance(DType::f32));
 
   Tensor transposed = lp64.t().contiguous().t();
   REQUIRE_FALSE(transposed.is_contiguous());
-  check_close(nll_loss(transposed, target, Tensor(), -100, Reduction::none), terms.loss, 1e-12);
+  check_close(nll_loss(transposed, target, Tensor(), -100, Reduction::none), terms.loss,
+              tolerance(DType::f64));
   Tensor strided_target = random_targets({10}, 4, 13).slice(0, 0, 10, 2);
   Terms strided = reference_nll_terms(lp64.tolist(), 5, 4, 1, strided_target.tolist(), {}, -100);
   check_close(nll_loss(lp64, strided_target, Tensor(), -100, Reduction::sum), {total(strided.loss)},
-              1e-12);
+              tolerance(DType::f64));
 }
 
 TEST_CASE("loss: nll_loss of an unbatched [C] input and of an empty batch") {
@@ -242,7 +238,7 @@ TEST_CASE("loss: nll_loss backward puts -w[t] / total weight at the targets") {
   std::vector<double> expected(12, 0.0);
   expected[0 * 4 + 3] = -4.0 / 6.0;
   expected[2 * 4 + 1] = -2.0 / 6.0;
-  check_close(lp.grad(), expected, 1e-15);
+  check_close(lp.grad(), expected, tolerance(DType::f64));
 }
 
 TEST_CASE("loss: nll_loss gradcheck for each reduction") {
@@ -281,13 +277,13 @@ TEST_CASE("loss: cross_entropy matches log_softmax + nll in the reference") {
     check_close(
         cross_entropy(logits, target, Tensor(), -100, r),
         reference_cross_entropy(logits.tolist(), 6, 5, 1, target.tolist(), {}, -100, r, 0.0),
-        1e-12);
+        tolerance(DType::f64));
   }
 }
 
 TEST_CASE("loss: cross_entropy matches PyTorch's values, smoothing 0 to 1, weights, ignore_index") {
-  kiln::testing::check_cross_entropy_against_torch(Device::cpu(), DType::f64, 1e-12);
-  kiln::testing::check_cross_entropy_against_torch(Device::cpu(), DType::f32, 1e-5);
+  kiln::testing::check_cross_entropy_against_torch(Device::cpu(), DType::f64);
+  kiln::testing::check_cross_entropy_against_torch(Device::cpu(), DType::f32);
 }
 
 TEST_CASE("loss: cross_entropy label smoothing, weights and ignore_index") {
@@ -300,11 +296,11 @@ TEST_CASE("loss: cross_entropy label smoothing, weights and ignore_index") {
       check_close(
           cross_entropy(logits, target, Tensor(), -100, r, eps),
           reference_cross_entropy(logits.tolist(), 8, 4, 1, target.tolist(), {}, -100, r, eps),
-          1e-12);
+          tolerance(DType::f64));
       check_close(cross_entropy(logits, target, w, -100, r, eps),
                   reference_cross_entropy(logits.tolist(), 8, 4, 1, target.tolist(), w.tolist(),
                                           -100, r, eps),
-                  1e-12);
+                  tolerance(DType::f64));
     }
   }
 }
@@ -319,7 +315,7 @@ TEST_CASE("loss: cross_entropy over [N, C, H, W] with smoothing") {
     check_close(
         out,
         reference_cross_entropy(logits.tolist(), 2, 3, 16, target.tolist(), w.tolist(), 1, r, 0.2),
-        1e-12);
+        tolerance(DType::f64));
   }
 }
 
@@ -330,16 +326,17 @@ TEST_CASE("loss: cross_entropy in f32 and on non-contiguous logits") {
                                                      -100, Reduction::none, 0.3);
   Tensor out = cross_entropy(logits.to(DType::f32), target, Tensor(), -100, Reduction::none, 0.3);
   CHECK(out.dtype() == DType::f32);
-  check_close(out, want, 1e-5);
+  check_close(out, want, tolerance(DType::f32));
   Tensor transposed = logits.t().contiguous().t();
   REQUIRE_FALSE(transposed.is_contiguous());
-  check_close(cross_entropy(transposed, target, Tensor(), -100, Reduction::none, 0.3), want, 1e-12);
+  check_close(cross_entropy(transposed, target, Tensor(), -100, Reduction::none, 0.3), want,
+              tolerance(DType::f64));
 }
 
 TEST_CASE("loss: cross_entropy of large logits stays finite") {
   Tensor logits = tensor<double>({{1000.0, 0.0, -1000.0}, {0.0, 1000.0, 0.0}});
   check_close(cross_entropy(logits, long_tensor({0, 0}), Tensor(), -100, Reduction::none),
-              {0.0, 1000.0}, 1e-9);
+              {0.0, 1000.0}, tolerance(DType::f64));
   for (double v : cross_entropy(logits.to(DType::f32), long_tensor({2, 1}), Tensor(), -100,
                                 Reduction::none, 0.1)
                       .tolist())
@@ -390,12 +387,13 @@ TEST_CASE("loss: mse_loss matches the reference for every reduction") {
   Tensor a = random_f64({4, 5}, 36), b = random_f64({4, 5}, 37);
   std::vector<double> va = a.tolist(), vb = b.tolist(), sq;
   for (size_t i = 0; i < va.size(); ++i) sq.push_back((va[i] - vb[i]) * (va[i] - vb[i]));
-  check_close(mse_loss(a, b, Reduction::none), sq, 1e-15);
-  check_close(mse_loss(a, b, Reduction::sum), {total(sq)}, 1e-12);
-  check_close(mse_loss(a, b), {total(sq) / 20}, 1e-12);
+  check_close(mse_loss(a, b, Reduction::none), sq, tolerance(DType::f64));
+  check_close(mse_loss(a, b, Reduction::sum), {total(sq)}, tolerance(DType::f64));
+  check_close(mse_loss(a, b), {total(sq) / 20}, tolerance(DType::f64));
   CHECK(mse_loss(a, b).dim() == 0);
-  check_close(mse_loss(a.to(DType::f32), b.to(DType::f32)), {total(sq) / 20}, 1e-6);
-  check_close(mse_loss(a.t(), b.t(), Reduction::sum), {total(sq)}, 1e-12);
+  check_close(mse_loss(a.to(DType::f32), b.to(DType::f32)), {total(sq) / 20},
+              tolerance(DType::f32));
+  check_close(mse_loss(a.t(), b.t(), Reduction::sum), {total(sq)}, tolerance(DType::f64));
 }
 
 TEST_CASE("loss: mse_loss of empty inputs") {

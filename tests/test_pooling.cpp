@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "kiln/ops/pooling.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/pooling.h"
+#include "parity.h"
 
 using namespace kiln;
+using testing::check_close;
+using testing::kExact;
 using testing::random_f64;
+using testing::tolerance;
 
 namespace {
 
@@ -119,14 +123,9 @@ Reference reference_adaptive(const Tensor& x, Pair out_size) {
   return r;
 }
 
-void check_close(const Tensor& got, const Reference& want, double tol) {
-  REQUIRE(got.shape() == want.shape);
-  std::vector<double> g = got.tolist();
-  REQUIRE(g.size() == want.values.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i);
-    CHECK(std::abs(g[i] - want.values[i]) <= tol * (1.0 + std::abs(want.values[i])));
-  }
+// The loops' values as an f64 tensor of their shape, for check_close.
+Tensor as_tensor(const Reference& r) {
+  return tensor(r.values, r.shape);
 }
 
 // Values that are all different, with gaps far larger than gradcheck's step, so a max never ties.
@@ -195,7 +194,7 @@ TEST_CASE("pooling: max_pool2d matches a loop reference over padding, dilation a
       MaxPool2dResult r =
           max_pool2d_with_indices(x, p.kernel, p.stride, p.padding, p.dilation, p.ceil_mode);
       Reference want = reference_pool(x, p, true);
-      check_close(r.values, want, 0.0);
+      check_close(r.values, as_tensor(want), kExact);
       CHECK(r.values.dtype() == dtype);
       CHECK(r.indices.dtype() == DType::i64);
       std::vector<double> idx = r.indices.tolist();
@@ -215,7 +214,7 @@ TEST_CASE("pooling: max_pool2d on non-contiguous and 3-D inputs") {
   for (const Tensor& x : {transposed, sliced, expanded, base.select(0, 1)}) {
     INFO(shape_str(x.shape()));
     check_close(max_pool2d(x, p.kernel, p.stride, p.padding, p.dilation, p.ceil_mode),
-                reference_pool(x, p, true), 0.0);
+                as_tensor(reference_pool(x, p, true)), kExact);
   }
 }
 
@@ -295,7 +294,6 @@ TEST_CASE("pooling: avg_pool2d divisors by hand") {
 TEST_CASE("pooling: avg_pool2d matches a loop reference") {
   for (DType dtype : {DType::f32, DType::f64}) {
     Tensor x = random_f64({2, 3, 7, 8}, 21).to(dtype);
-    double tol = dtype == DType::f32 ? 1e-6 : 1e-12;
     for (PoolParams p : max_pool_combos()) {
       if (p.dilation[0] != 1) continue;
       for (bool include : {true, false}) {
@@ -303,7 +301,7 @@ TEST_CASE("pooling: avg_pool2d matches a loop reference") {
         INFO(describe_params(p) << " " << dtype_name(dtype));
         Tensor y = avg_pool2d(x, p.kernel, p.stride, p.padding, p.ceil_mode, p.count_include_pad);
         CHECK(y.dtype() == dtype);
-        check_close(y, reference_pool(x, p, false), tol);
+        check_close(y, as_tensor(reference_pool(x, p, false)), tolerance(dtype));
       }
     }
   }
@@ -318,13 +316,13 @@ TEST_CASE("pooling: avg_pool2d on non-contiguous, 3-D and 16-bit inputs") {
                           random_f64({1, 3, 5, 5}, 23).expand({4, 3, 5, 5})}) {
     INFO(shape_str(x.shape()));
     check_close(avg_pool2d(x, p.kernel, p.stride, p.padding, p.ceil_mode, p.count_include_pad),
-                reference_pool(x, p, false), 1e-12);
+                as_tensor(reference_pool(x, p, false)), tolerance(DType::f64));
   }
   for (DType dtype : {DType::f16, DType::bf16}) {
     Tensor x = base.to(dtype);
     Tensor y = avg_pool2d(x, p.kernel, p.stride, p.padding, p.ceil_mode, p.count_include_pad);
     CHECK(y.dtype() == dtype);
-    check_close(y, reference_pool(x, p, false), 1e-2);
+    check_close(y, as_tensor(reference_pool(x, p, false)), tolerance(dtype));
   }
 }
 
@@ -356,12 +354,11 @@ TEST_CASE("pooling: avg_pool2d_backward spreads the gradient with the forward's 
 TEST_CASE("pooling: adaptive_avg_pool2d matches a loop reference") {
   for (DType dtype : {DType::f32, DType::f64}) {
     Tensor x = random_f64({2, 3, 7, 10}, 31).to(dtype);
-    double tol = dtype == DType::f32 ? 1e-6 : 1e-12;
     for (Pair out : {Pair{1, 1}, Pair{3, 4}, Pair{7, 10}, Pair{5, 3}, Pair{9, 13}, Pair{2, 7}}) {
       INFO(out[0] << "x" << out[1] << " " << dtype_name(dtype));
       Tensor y = adaptive_avg_pool2d(x, out);
       CHECK(y.dtype() == dtype);
-      check_close(y, reference_adaptive(x, out), tol);
+      check_close(y, as_tensor(reference_adaptive(x, out)), tolerance(dtype));
     }
   }
 }
@@ -378,13 +375,14 @@ TEST_CASE("pooling: adaptive_avg_pool2d on non-contiguous, empty-batch and 16-bi
   Tensor base = random_f64({2, 3, 9, 8}, 32);
   for (const Tensor& x : {base.transpose(2, 3), base.slice(3, 1, 8, 3), base.select(0, 1)}) {
     INFO(shape_str(x.shape()));
-    check_close(adaptive_avg_pool2d(x, {4, 3}), reference_adaptive(x, {4, 3}), 1e-12);
+    check_close(adaptive_avg_pool2d(x, {4, 3}), as_tensor(reference_adaptive(x, {4, 3})),
+                tolerance(DType::f64));
   }
   CHECK(adaptive_avg_pool2d(zeros({0, 3, 4, 4}), {2, 2}).shape() == Shape{0, 3, 2, 2});
   Tensor h = base.to(DType::bf16);
   Tensor y = adaptive_avg_pool2d(h, {4, 3});
   CHECK(y.dtype() == DType::bf16);
-  check_close(y, reference_adaptive(h, {4, 3}), 1e-2);
+  check_close(y, as_tensor(reference_adaptive(h, {4, 3})), tolerance(DType::bf16));
 }
 
 TEST_CASE("pooling: adaptive_avg_pool2d gradcheck") {

@@ -9,41 +9,20 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
+#include "reference_loops.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
+using kiln::testing::groups_of;
+using kiln::testing::kExact;
 using kiln::testing::non_contiguous;
 using kiln::testing::random_f64;
+using kiln::testing::reduced_mask;
 
 namespace {
 
 using Group = std::vector<double>;
-
-std::vector<bool> reduced_mask(const Dims& dims, int64_t ndim) {
-  std::vector<bool> reduced(ndim, dims.empty());
-  for (int64_t d : dims) reduced[d < 0 ? d + ndim : d] = true;
-  return reduced;
-}
-
-// The elements each output folds, outputs and members both in row-major order.
-std::vector<Group> groups_of(const Tensor& x, const std::vector<bool>& reduced) {
-  const Shape& shape = x.shape();
-  const int64_t ndim = x.dim();
-  int64_t outputs = 1;
-  for (int64_t d = 0; d < ndim; ++d)
-    if (!reduced[d]) outputs *= shape[d];
-  std::vector<Group> groups(outputs);
-  std::vector<double> values = x.tolist();
-  for (int64_t flat = 0; flat < static_cast<int64_t>(values.size()); ++flat) {
-    int64_t rest = flat, out = 0, out_stride = 1;
-    for (int64_t d = ndim - 1; d >= 0; --d) {
-      int64_t index = rest % shape[d];
-      rest /= shape[d];
-      if (!reduced[d]) out += index * out_stride, out_stride *= shape[d];
-    }
-    groups[out].push_back(values[flat]);
-  }
-  return groups;
-}
 
 // The position of the first maximum (or minimum) of a group; NaN beats every number.
 int64_t extreme_index(const Group& g, bool is_max) {
@@ -53,10 +32,6 @@ int64_t extreme_index(const Group& g, bool is_max) {
     if (is_max ? g[i] > g[best] : g[i] < g[best]) best = static_cast<int64_t>(i);
   }
   return best;
-}
-
-bool same_value(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || a == b;
 }
 
 Shape expected_shape(const Shape& shape, const std::vector<bool>& reduced, bool keepdim) {
@@ -99,14 +74,15 @@ void check_max_min_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) 
   CHECK(r.values.dtype() == x.dtype());
   CHECK(r.indices.dtype() == DType::i64);
   CHECK(arg.dtype() == DType::i64);
-  std::vector<Group> groups = groups_of(x, reduced);
-  std::vector<double> values = r.values.tolist(), indices = r.indices.tolist(), args = arg.tolist();
-  for (size_t i = 0; i < groups.size(); ++i) {
-    int64_t want = extreme_index(groups[i], is_max);
-    CHECK(indices[i] == want);
-    CHECK(args[i] == want);
-    CHECK(same_value(values[i], groups[i][want]));
+  std::vector<double> want_values, want_indices;
+  for (const Group& g : groups_of(x, reduced)) {
+    const int64_t want = extreme_index(g, is_max);
+    want_indices.push_back(static_cast<double>(want));
+    want_values.push_back(g[want]);
   }
+  check_close(r.indices, want_indices, kExact);
+  check_close(arg, want_indices, kExact);
+  check_close(r.values, want_values, kExact);
 }
 
 }  // namespace

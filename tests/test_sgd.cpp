@@ -9,18 +9,17 @@
 #include "gradcheck.h"
 #include "kiln/kiln.h"
 #include "kiln/optim/sgd.h"
+#include "parity.h"
+#include "reference_loops.h"
 
 using namespace kiln;
+using kiln::testing::param;
 using namespace kiln::optim;
+using kiln::testing::check_close;
 using kiln::testing::random_f64;
+using kiln::testing::tolerance;
 
 namespace {
-
-Tensor param(std::vector<double> values, DType dtype = DType::f64) {
-  Tensor p = tensor(values).to(dtype);
-  p.requires_grad_();
-  return p;
-}
 
 // Runs `steps` steps of opt on p with the same gradient every time.
 void run_constant(Optimizer& opt, Tensor& p, double grad, int steps) {
@@ -67,10 +66,7 @@ void check_against_reference(SGDOptions o, DType dtype) {
     opt.step();
     ref.step(expected, g.tolist());
   }
-  const double tol = dtype == DType::f64 ? 1e-12 : 1e-5;
-  std::vector<double> got = p.tolist();
-  for (size_t i = 0; i < got.size(); ++i)
-    CHECK(got[i] == Approx(expected[i]).epsilon(tol).margin(tol));
+  check_close(p, expected, tolerance(dtype));
 }
 
 }  // namespace

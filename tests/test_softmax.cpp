@@ -8,10 +8,13 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
 using kiln::testing::non_contiguous;
 using kiln::testing::random_f64;
+using kiln::testing::tolerance;
 
 namespace {
 
@@ -37,23 +40,14 @@ std::vector<double> reference_softmax(const Tensor& x, int64_t dim, bool log) {
   return out;
 }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  std::vector<double> g = got.tolist();
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i);
-    CHECK(g[i] == Approx(want[i]).epsilon(tol).margin(tol));
-  }
-}
-
 }  // namespace
 
 TEST_CASE("softmax: matches a plain loop along every dim, f64") {
   Tensor x = random_f64({3, 4, 5}, 1, -3.0, 3.0);
   for (int64_t dim = 0; dim < 3; ++dim) {
     INFO("dim " << dim);
-    check_close(softmax(x, dim), reference_softmax(x, dim, false), 1e-12);
-    check_close(log_softmax(x, dim), reference_softmax(x, dim, true), 1e-12);
+    check_close(softmax(x, dim), reference_softmax(x, dim, false), tolerance(DType::f64));
+    check_close(log_softmax(x, dim), reference_softmax(x, dim, true), tolerance(DType::f64));
   }
 }
 
@@ -70,47 +64,49 @@ TEST_CASE("softmax: matches a plain loop in f32") {
     Tensor y = softmax(x, dim), ly = log_softmax(x, dim);
     CHECK(y.dtype() == DType::f32);
     CHECK(ly.dtype() == DType::f32);
-    check_close(y, reference_softmax(x, dim, false), 1e-5);
-    check_close(ly, reference_softmax(x, dim, true), 1e-5);
+    check_close(y, reference_softmax(x, dim, false), tolerance(DType::f32));
+    check_close(ly, reference_softmax(x, dim, true), tolerance(DType::f32));
   }
 }
 
 TEST_CASE("softmax: wide inner dims span several column blocks") {
   // 300 columns after the softmax dim: more than one block of the strided kernel.
   Tensor x = random_f64({2, 5, 300}, 4, -4.0, 4.0);
-  check_close(softmax(x, 1), reference_softmax(x, 1, false), 1e-12);
-  check_close(log_softmax(x, 0), reference_softmax(x, 0, true), 1e-12);
+  check_close(softmax(x, 1), reference_softmax(x, 1, false), tolerance(DType::f64));
+  check_close(log_softmax(x, 0), reference_softmax(x, 0, true), tolerance(DType::f64));
 }
 
 TEST_CASE("softmax: rows sum to one") {
   Tensor x = random_f64({6, 9}, 5, -10.0, 10.0);
-  std::vector<double> sums = sum(softmax(x, 1), {1}).tolist();
-  for (double s : sums) CHECK(s == Approx(1.0).epsilon(1e-12));
-  std::vector<double> col_sums = sum(exp(log_softmax(x, 0)), {0}).tolist();
-  for (double s : col_sums) CHECK(s == Approx(1.0).epsilon(1e-12));
+  check_close(sum(softmax(x, 1), {1}), ones({6}, DType::f64), tolerance(DType::f64));
+  check_close(sum(exp(log_softmax(x, 0)), {0}), ones({9}, DType::f64), tolerance(DType::f64));
 }
 
 TEST_CASE("softmax: non-contiguous inputs") {
   Tensor base = random_f64({5, 6}, 6, -2.0, 2.0);
   Tensor transposed = base.t();
-  check_close(softmax(transposed, 1), reference_softmax(transposed.contiguous(), 1, false), 1e-12);
+  check_close(softmax(transposed, 1), reference_softmax(transposed.contiguous(), 1, false),
+              tolerance(DType::f64));
   check_close(log_softmax(transposed, 0), reference_softmax(transposed.contiguous(), 0, true),
-              1e-12);
+              tolerance(DType::f64));
 
   Tensor sliced = base.slice(1, 0, 6, 2);
-  check_close(softmax(sliced, 1), reference_softmax(sliced.contiguous(), 1, false), 1e-12);
+  check_close(softmax(sliced, 1), reference_softmax(sliced.contiguous(), 1, false),
+              tolerance(DType::f64));
 
   Tensor expanded = random_f64({1, 4}, 7).expand({3, 4});
-  check_close(log_softmax(expanded, 1), reference_softmax(expanded.contiguous(), 1, true), 1e-12);
-  check_close(softmax(expanded, 0), std::vector<double>(12, 1.0 / 3.0), 1e-12);
+  check_close(log_softmax(expanded, 1), reference_softmax(expanded.contiguous(), 1, true),
+              tolerance(DType::f64));
+  check_close(softmax(expanded, 0), std::vector<double>(12, 1.0 / 3.0), tolerance(DType::f64));
 
   Tensor strided = non_contiguous(random_f64({3, 4}, 8));
-  check_close(softmax(strided, 1), reference_softmax(strided.contiguous(), 1, false), 1e-12);
+  check_close(softmax(strided, 1), reference_softmax(strided.contiguous(), 1, false),
+              tolerance(DType::f64));
 }
 
 TEST_CASE("softmax: large logits stay finite") {
   Tensor x = tensor<double>({{1000.0, 1000.0, 0.0}, {-1000.0, 0.0, 1000.0}});
-  check_close(softmax(x, 1), {0.5, 0.5, 0.0, 0.0, 0.0, 1.0}, 1e-12);
+  check_close(softmax(x, 1), {0.5, 0.5, 0.0, 0.0, 0.0, 1.0}, tolerance(DType::f64));
   std::vector<double> ly = log_softmax(x, 1).tolist();
   CHECK(ly[0] == Approx(-std::log(2.0)));
   CHECK(ly[2] == Approx(-1000.0 - std::log(2.0)));
@@ -121,7 +117,7 @@ TEST_CASE("softmax: large logits stay finite") {
 
 TEST_CASE("softmax: -inf entries get zero probability") {
   Tensor x = tensor<double>({-INFINITY, 0.0, 0.0});
-  check_close(softmax(x, 0), {0.0, 0.5, 0.5}, 1e-12);
+  check_close(softmax(x, 0), {0.0, 0.5, 0.5}, tolerance(DType::f64));
   std::vector<double> ly = log_softmax(x, 0).tolist();
   CHECK(ly[0] == -INFINITY);
   CHECK(ly[1] == Approx(-std::log(2.0)));
@@ -136,9 +132,8 @@ TEST_CASE("softmax: f16 and bf16 compute in f32 and keep their dtype") {
     CHECK(y.dtype() == dtype);
     CHECK(ly.dtype() == dtype);
     // The reference sees the rounded inputs, so only the output rounding differs.
-    const double tol = dtype == DType::f16 ? 2e-3 : 1e-2;
-    check_close(y, reference_softmax(low, 1, false), tol);
-    check_close(ly, reference_softmax(low, 1, true), tol);
+    check_close(y, reference_softmax(low, 1, false), tolerance(dtype));
+    check_close(ly, reference_softmax(low, 1, true), tolerance(dtype));
   }
 }
 
@@ -189,11 +184,9 @@ TEST_CASE("softmax: backward of a 1-D input matches the Jacobian") {
   Tensor y = softmax(x, 0);
   Tensor g = tensor<double>({1.0, 0.0, 0.0});
   y.backward(g);
-  std::vector<double> p = y.detach().tolist(), grad = x.grad().tolist();
+  std::vector<double> p = y.detach().tolist();
   // d y_0 / d x_j = y_0 (delta_0j - y_j)
-  CHECK(grad[0] == Approx(p[0] * (1 - p[0])));
-  CHECK(grad[1] == Approx(-p[0] * p[1]));
-  CHECK(grad[2] == Approx(-p[0] * p[2]));
+  check_close(x.grad(), {p[0] * (1 - p[0]), -p[0] * p[1], -p[0] * p[2]}, tolerance(DType::f64));
 }
 
 TEST_CASE("softmax: dim out of range is an IndexError") {

@@ -139,9 +139,9 @@ TEST_CASE("training checkpoint: resuming refuses optimizer state of another dtyp
   rewrite(path, [&](nn::TensorMap& t) { t[key] = t[key].to(DType::f64); });
   Training loaded;
   train::TrainingState state = loaded.state();
-  CHECK_THROWS_WITH(train::load_training_checkpoint(path, state),
-                    Catch::Contains(key + ": checkpoint f64") &&
-                        Catch::Contains("differs from its parameters"));
+  CHECK_THROWS_WITH(
+      train::load_training_checkpoint(path, state),
+      Catch::Contains(key + ": checkpoint f64") && Catch::Contains("differs from its parameters"));
 }
 
 TEST_CASE("training checkpoint: loading weights converts dtypes as PyTorch does, and says so") {

@@ -8,8 +8,8 @@
 
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/cpu/conv2d_direct.h"
-#include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/gemm.h"
+#include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {
 

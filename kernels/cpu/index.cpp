@@ -37,23 +37,6 @@ void for_each_line(const Shape& shape, int64_t dim, const std::array<Shape, N>& 
   for_each_offset<N>(outer, outer_strides, fn);
 }
 
-// A contiguous tensor seen as [outer, size(dim), inner].
-struct Folded {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-
-Folded fold_at(const Shape& shape, int64_t dim) {
-  Folded f;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim)
-      f.outer *= shape[d];
-    else if (d > dim)
-      f.inner *= shape[d];
-  }
-  f.size = shape[dim];
-  return f;
-}
-
 }  // namespace
 
 void cat(const std::vector<Tensor>& inputs, int64_t dim, const Tensor& out) {

@@ -15,20 +15,6 @@ namespace {
 // of threads.
 constexpr int64_t kSumBlock = 4096;
 
-// Calls f(TypeTag<T>) for the floating dtypes, the only ones a loss is computed in.
-template <class F>
-void visit_loss_dtype(DType dtype, F&& f) {
-  visit_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<acc_type_t<T>>) {
-      f(tag);
-    } else {
-      throw DTypeError(fmt::format("nll_loss: expected floating-point log-probabilities, got {}",
-                                   dtype_name(dtype)));
-    }
-  });
-}
-
 }  // namespace
 
 NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, int64_t num_classes,

@@ -59,28 +59,6 @@ template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*,
 
 namespace {
 
-// How one matrix of a tensor reaches gemm: transposed or not, and its leading dimension.
-struct GemmLayout {
-  bool ok = false;
-  bool trans = false;
-  int64_t ld = 1;
-};
-
-GemmLayout gemm_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  // Size-1 dims have free strides; a zero stride elsewhere (an expanded matrix) is not a layout
-  // Eigen can read, and needs a copy.
-  if ((cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1)))
-    return {true, false, rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride};
-  if ((rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= std::max<int64_t>(rows, 1)))
-    return {true, true, cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride};
-  return {};
-}
-
-GemmLayout matrix_layout(const Tensor& t) {
-  const int64_t d = t.dim();
-  return gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
-}
-
 // Element offsets of every batch matrix of t, in row-major order of the batch dims.
 std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
   const int64_t count = shape_numel(batch);

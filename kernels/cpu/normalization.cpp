@@ -203,10 +203,11 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
 
 namespace kiln {
 
-const NormalizationKernels NormalizationKernels::cpu{.batch_norm_stats = cpu::batch_norm_stats,
-                                                     .batch_norm_apply = cpu::batch_norm_apply,
-                                                     .batch_norm_backward = cpu::batch_norm_backward,
-                                                     .layer_norm = cpu::layer_norm,
-                                                     .fuses_relu = true};
+const NormalizationKernels NormalizationKernels::cpu{
+    .batch_norm_stats = cpu::batch_norm_stats,
+    .batch_norm_apply = cpu::batch_norm_apply,
+    .batch_norm_backward = cpu::batch_norm_backward,
+    .layer_norm = cpu::layer_norm,
+    .fuses_relu = true};
 
 }  // namespace kiln

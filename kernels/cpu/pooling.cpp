@@ -224,11 +224,12 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_
 
 namespace kiln {
 
-const PoolingKernels PoolingKernels::cpu{.max_pool2d = cpu::max_pool2d,
-                                         .max_pool2d_backward = cpu::max_pool2d_backward,
-                                         .avg_pool2d = cpu::avg_pool2d,
-                                         .avg_pool2d_backward = cpu::avg_pool2d_backward,
-                                         .adaptive_avg_pool2d = cpu::adaptive_avg_pool2d,
-                                         .adaptive_avg_pool2d_backward = cpu::adaptive_avg_pool2d_backward};
+const PoolingKernels PoolingKernels::cpu{
+    .max_pool2d = cpu::max_pool2d,
+    .max_pool2d_backward = cpu::max_pool2d_backward,
+    .avg_pool2d = cpu::avg_pool2d,
+    .avg_pool2d_backward = cpu::avg_pool2d_backward,
+    .adaptive_avg_pool2d = cpu::adaptive_avg_pool2d,
+    .adaptive_avg_pool2d_backward = cpu::adaptive_avg_pool2d_backward};
 
 }  // namespace kiln

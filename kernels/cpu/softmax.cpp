@@ -138,6 +138,7 @@ void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
 
 namespace kiln {
 
-const SoftmaxKernels SoftmaxKernels::cpu{.softmax = cpu::softmax, .softmax_backward = cpu::softmax_backward};
+const SoftmaxKernels SoftmaxKernels::cpu{.softmax = cpu::softmax,
+                                         .softmax_backward = cpu::softmax_backward};
 
 }  // namespace kiln

@@ -6,7 +6,6 @@
 // in f32); f32 runs with CUDNN_FMA_MATH, which rules out TF32 tensor cores (CUDNN_DEFAULT_MATH
 // would allow them on Ampere and later), unless backends::cudnn_allow_tf32(); f64 computes in f64.
 #include "kiln/kernels/conv2d.h"
-#include "kiln/kernels/cuda/launch.h"
 
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -27,6 +26,7 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/handles.h"
+#include "kiln/kernels/cuda/launch.h"
 
 namespace kiln::cuda {
 
@@ -117,8 +117,8 @@ int as_int(int64_t value) {
 // One convolution as cuDNN sees it. x, w and y are conv2d's input, weight and output, whichever of
 // them the pass computes (the gradient passes write into x or w and read the gradient from y).
 struct ConvProblem {
-  ConvProblem(const char* op, DType dtype, int device, const Conv2dGeometry& geometry,
-              void* x_ptr, void* w_ptr, void* y_ptr)
+  ConvProblem(const char* op, DType dtype, int device, const Conv2dGeometry& geometry, void* x_ptr,
+              void* w_ptr, void* y_ptr)
       : op(op), dtype(dtype), device(device), g(geometry), x(x_ptr), w(w_ptr), y(y_ptr) {
     const int64_t limit = INT_MAX;
     for (int64_t v : {g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w})
@@ -506,11 +506,10 @@ void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tenso
 namespace kiln {
 
 namespace {
-constexpr Conv2dKernels kCuda{
-    .forward = cuda::conv2d_forward,
-    .backward_input = cuda::conv2d_backward_input,
-    .backward_weight = cuda::conv2d_backward_weight,
-    .takes_half = true};
+constexpr Conv2dKernels kCuda{.forward = cuda::conv2d_forward,
+                              .backward_input = cuda::conv2d_backward_input,
+                              .backward_weight = cuda::conv2d_backward_weight,
+                              .takes_half = true};
 }  // namespace
 
 const Conv2dKernels* const Conv2dKernels::cuda = &kCuda;

@@ -1,3 +1,7 @@
+// copy (with a dtype conversion and any strides) and fill on the GPU. A same-dtype copy between
+// contiguous tensors is one cudaMemcpyAsync: raw bytes, nothing to convert or index. The rest is
+// cuda::elementwise (loops.cuh): a thread per element (or 16-byte vector) in a grid-stride loop,
+// converting through device_convert so that values round as kiln::convert rounds them on the CPU.
 #include <cstddef>
 
 #include "kiln/kernels/copy.h"
@@ -54,9 +58,7 @@ void fill(const Tensor& dst, double value) {
 namespace kiln {
 
 namespace {
-constexpr CopyKernels kCuda{
-    .copy = cuda::copy,
-    .fill = cuda::fill};
+constexpr CopyKernels kCuda{.copy = cuda::copy, .fill = cuda::fill};
 }  // namespace
 
 const CopyKernels* const CopyKernels::cuda = &kCuda;

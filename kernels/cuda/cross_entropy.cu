@@ -1,57 +1,31 @@
-#include <algorithm>
+// The fused cross entropy over [N, C, S] logits: the forward (log-sum-exp, label smoothing, class
+// weights, ignore_index) and the backward from the saved log-sum-exp, in the accumulation type.
+// The CPU has no fused kernel: its composed log_softmax and nll_loss (ops/loss.cpp) are the
+// reference these kernels are tested against.
+//
+// A row is one (n, s) position: its C logits lie `inner` (S) apart. row_threads(C) threads share
+// a row along x, each walking every row_threads-th class, and when that is a single warp
+// kThreads / 32 rows share a block along y; the grid walks rows with a grid stride. A row's max
+// and sums are combined with row_allreduce (block_reduce.cuh), which hands every thread of the row
+// the same bits, so every thread subtracts the same log-sum-exp; nothing depends on timing.
 #include <cstdint>
 #include <string>
 
+#include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cross_entropy.h"
+#include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/device_types.cuh"
 #include "kiln/kernels/cuda/launch.h"
-#include "kiln/kernels/cuda/reduce_util.cuh"
 
 namespace kiln::cuda {
 
 namespace {
 
-// Threads per block: row_threads(C) along x for one row; when that is a single warp, several rows
-// share a block along y.
-constexpr int kRowsThreads = 256;
-constexpr int64_t kMaxGrid = int64_t(1) << 20;
-
-struct Max {
-  template <class A>
-  __device__ A operator()(A a, A b) const {
-    return a < b ? b : a;  // as std::max on the CPU: a NaN b is dropped, a NaN a is kept
-  }
-};
-
-struct Add {
-  template <class A>
-  __device__ A operator()(A a, A b) const {
-    return a + b;
-  }
-};
-
-// Combines v over the threads of this row (threadIdx.x) and gives the result to all of them. The
-// xor butterfly hands every lane a bitwise identical value (each step combines the same pair in
-// either order, and the combines are commutative), and the warps are then combined in a fixed
-// order: the result does not depend on timing. Every thread of the block must call it; with more
-// than one warp per row blockDim.y is 1, so smem needs one slot per warp.
-template <class A, class Op>
-__device__ A row_allreduce(A v, Op op, A* smem) {
-  for (int mask = 16; mask > 0; mask >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, mask));
-  if (blockDim.x <= 32) return v;
-  const int warps = blockDim.x / 32, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  v = smem[0];
-  for (int k = 1; k < warps; ++k) v = op(v, smem[k]);
-  __syncthreads();
-  return v;
-}
-
 template <class D, class Acc, class L>
 __global__ void ce_forward_kernel(const D* x, const int64_t* t, const D* w, int64_t rows,
                                   int64_t classes, int64_t inner, int64_t ignore_index, Acc eps,
                                   Acc* lse_out, L* loss_out) {
-  __shared__ Acc smem[32];
+  __shared__ RowReduceSmem<Acc> smem;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
   // The loop bound is the same for the whole block, so every thread reaches row_allreduce.
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < rows; first += step) {
@@ -60,17 +34,19 @@ __global__ void ce_forward_kernel(const D* x, const int64_t* t, const D* w, int6
     const int64_t n = valid ? r / inner : 0, s = valid ? r - n * inner : 0;
     const D* row = x + n * classes * inner + s;
 
-    Acc m = Acc(-INFINITY);
+    // Max drops a NaN logit, as std::max on the CPU: it poisons se instead.
+    const Acc lowest = Acc(-INFINITY);
+    Acc m = lowest;
     if (valid)
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        m = Max{}(m, red::cvt<Acc>(row[c * inner]));
-    m = row_allreduce(m, Max{}, smem);
+        m = Max{}(m, device_convert<Acc>(row[c * inner]));
+    m = row_allreduce(m, Max{}, lowest, smem);
     Acc se = 0;
     if (valid)
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        se += red::exp_acc(red::cvt<Acc>(row[c * inner]) - m);
-    se = row_allreduce(se, Add{}, smem);
-    const Acc lse = m + red::log_acc(se);
+        se += exp_acc(device_convert<Acc>(row[c * inner]) - m);
+    se = row_allreduce(se, Sum{}, Acc(0), smem);
+    const Acc lse = m + log_acc(se);
 
     const int64_t target = valid ? t[r] : ignore_index;
     // Targets were checked by scan_nll_targets; the range test only keeps a bad call in bounds.
@@ -79,19 +55,20 @@ __global__ void ce_forward_kernel(const D* x, const int64_t* t, const D* w, int6
     if (eps != Acc(0)) {  // the same for the whole block
       if (counted)
         for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-          smooth += (w ? red::cvt<Acc>(w[c]) : Acc(1)) * (red::cvt<Acc>(row[c * inner]) - lse);
-      smooth = row_allreduce(smooth, Add{}, smem);
+          smooth += (w ? device_convert<Acc>(w[c]) : Acc(1)) *
+                    (device_convert<Acc>(row[c * inner]) - lse);
+      smooth = row_allreduce(smooth, Sum{}, Acc(0), smem);
     }
     if (valid && threadIdx.x == 0) {
       lse_out[r] = lse;
       Acc loss = 0;
       if (counted) {
-        const Acc wt = w ? red::cvt<Acc>(w[target]) : Acc(1);
-        loss = -wt * (red::cvt<Acc>(row[target * inner]) - lse) * (Acc(1) - eps);
+        const Acc wt = w ? device_convert<Acc>(w[target]) : Acc(1);
+        loss = -wt * (device_convert<Acc>(row[target * inner]) - lse) * (Acc(1) - eps);
         // Left out when eps is 0, so that an infinite smoothing sum cannot turn 0 * inf into NaN.
         if (eps != Acc(0)) loss -= eps / static_cast<Acc>(classes) * smooth;
       }
-      loss_out[r] = red::cvt<L>(loss);
+      loss_out[r] = device_convert<L>(loss);
     }
   }
 }
@@ -112,7 +89,7 @@ __global__ void ce_backward_kernel(const Acc* g, bool per_row, const D* x, const
       continue;
     }
     const Acc gr = g[per_row ? r : 0] / denominator;
-    const Acc wt = w ? red::cvt<Acc>(w[target]) : Acc(1);
+    const Acc wt = w ? device_convert<Acc>(w[target]) : Acc(1);
     const Acc on_target = (Acc(1) - eps) * wt;
     const Acc smooth = eps / static_cast<Acc>(classes);
     // d loss / d x_c = p_c ((1 - eps) w_t + eps / C sum_k w_k) - ((1 - eps) w_t [c = t] + eps / C
@@ -121,10 +98,10 @@ __global__ void ce_backward_kernel(const Acc* g, bool per_row, const D* x, const
     if (eps != Acc(0)) p_scale += smooth * (w ? *weight_sum : static_cast<Acc>(classes));
     const Acc row_lse = lse[r];
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const Acc p = red::exp_acc(red::cvt<Acc>(x[base + c * inner]) - row_lse);
+      const Acc p = exp_acc(device_convert<Acc>(x[base + c * inner]) - row_lse);
       Acc q = c == target ? on_target : Acc(0);
-      if (eps != Acc(0)) q += smooth * (w ? red::cvt<Acc>(w[c]) : Acc(1));
-      gx[base + c * inner] = red::cvt<D>(gr * (p * p_scale - q));
+      if (eps != Acc(0)) q += smooth * (w ? device_convert<Acc>(w[c]) : Acc(1));
+      gx[base + c * inner] = device_convert<D>(gr * (p * p_scale - q));
     }
   }
 }
@@ -134,11 +111,9 @@ struct Launch {
 };
 
 Launch launch_for(int64_t rows, int64_t classes) {
-  const int tx = red::row_threads(classes);
-  const int ty = tx == 32 ? kRowsThreads / 32 : 1;
-  const int64_t blocks = std::max<int64_t>(1, std::min(red::ceil_div(rows, ty), kMaxGrid));
-  return {dim3(static_cast<unsigned>(blocks)),
-          dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty))};
+  const int tx = row_threads(classes);
+  const int ty = tx == kWarpSize ? kThreads / kWarpSize : 1;
+  return {dim3(grid_for(rows, ty)), dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty))};
 }
 
 template <class F>
@@ -239,9 +214,8 @@ void cross_entropy_backward(const Tensor& grad, bool per_row, const Tensor& logi
 namespace kiln {
 
 namespace {
-constexpr CrossEntropyKernels kCuda{
-    .forward = cuda::cross_entropy_forward,
-    .backward = cuda::cross_entropy_backward};
+constexpr CrossEntropyKernels kCuda{.forward = cuda::cross_entropy_forward,
+                                    .backward = cuda::cross_entropy_backward};
 }  // namespace
 
 const CrossEntropyKernels* const CrossEntropyKernels::cuda = &kCuda;

@@ -1,15 +1,16 @@
-// The math of each op lives in UnaryMath / BinaryMath, written on the compute type A exactly as in
-// kernels/cpu/elementwise.cpp (same formulas, same NaN behaviour); cuda::elementwise (loops.cuh)
-// picks the vectorised, contiguous or strided kernel. Each op is its own template instance, so the
-// per-element code has no switch.
+// The elementwise family on the GPU: unary and binary ops, relu's backward and where, for every
+// dtype. The math of each op lives in UnaryMath / BinaryMath, written on the compute type A exactly
+// as in kernels/cpu/elementwise.cpp (same formulas, same NaN behaviour); cuda::elementwise
+// (loops.cuh) splits the work, a thread per element (or per 16-byte vector of them) in a
+// grid-stride loop, and picks the vectorised, contiguous or strided kernel. Each op is its own
+// template instance, so the per-element code has no switch.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
-#include "kiln/kernels/elementwise.h"
-#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/cuda/loops.cuh"
+#include "kiln/kernels/elementwise.h"
 
 namespace kiln::cuda {
 
@@ -77,7 +78,10 @@ struct UnaryMath {
     } else if constexpr (kOp == UnaryOp::square) {
       return static_cast<A>(v * v);
     } else if constexpr (kOp == UnaryOp::relu) {
-      return v < A(0) ? A(0) : v;  // NaN passes, as on the CPU and in PyTorch
+      if constexpr (std::is_unsigned_v<A>)
+        return v;
+      else
+        return v < A(0) ? A(0) : v;  // NaN passes, as on the CPU and in PyTorch
     } else if constexpr (kOp == UnaryOp::clamp) {
       // NaN stays NaN: both comparisons are false for it.
       return v < p0 ? p0 : (v > p1 ? p1 : v);
@@ -196,7 +200,8 @@ constexpr const char* binary_undefined_reason() {
       return nullptr;
     return "is not defined for bool";
   } else if constexpr (!std::is_floating_point_v<A>) {
-    return kOp == BinaryOp::div ? "integer div reaches the kernel; the op promotes to f32" : nullptr;
+    return kOp == BinaryOp::div ? "integer div reaches the kernel; the op promotes to f32"
+                                : nullptr;
   } else {
     return nullptr;
   }
@@ -280,8 +285,8 @@ void run_binary(const Tensor& a, const Tensor& b, const Tensor& out, double alph
 }
 
 template <class T, BinaryOp... kOps>
-void dispatch_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out,
-                     double alpha, OpList<kOps...>) {
+void dispatch_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha,
+                     OpList<kOps...>) {
   const bool found = ((op == kOps && (run_binary<T, kOps>(a, b, out, alpha), true)) || ...);
   if (!found) throw DTypeError("cuda::binary: unknown op");
 }
@@ -335,11 +340,10 @@ void where(const Tensor& condition, const Tensor& a, const Tensor& b, const Tens
 namespace kiln {
 
 namespace {
-constexpr ElementwiseKernels kCuda{
-    .unary = cuda::unary,
-    .binary = cuda::binary,
-    .relu_backward = cuda::relu_backward,
-    .where = cuda::where};
+constexpr ElementwiseKernels kCuda{.unary = cuda::unary,
+                                   .binary = cuda::binary,
+                                   .relu_backward = cuda::relu_backward,
+                                   .where = cuda::where};
 }  // namespace
 
 const ElementwiseKernels* const ElementwiseKernels::cuda = &kCuda;

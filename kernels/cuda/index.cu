@@ -1,3 +1,15 @@
+// The index family on the GPU: cat, index_select, gather, scatter_add_, index_add_, one_hot and
+// the bounds check of an index tensor. Each kernel runs one thread per element of the side it
+// walks (grid-stride, kThreads a block), so neighbouring threads touch neighbouring elements of
+// that side:
+//
+//   cat, index_select, gather: a thread per output element, reading wherever the index points.
+//     Pure data movement, so elements move as unsigned words of their size.
+//   scatter_add_, index_add_: a thread per source element, adding into the destination with an
+//     atomic add, as sources may collide. Where they do, the order of their additions, and so the
+//     rounding of a floating sum, can change from run to run.
+//   one_hot: a thread per label. first_out_of_range: a thread per index, an atomicMin keeping the
+//     smallest bad position, so the answer is the CPU's whatever the order.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -5,25 +17,15 @@
 #include <vector>
 
 #include "kiln/core/cuda_check.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/index.h"
 #include "kiln/kernels/layout.h"
-#include "kiln/kernels/cuda/launch.h"
 
 namespace kiln::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kMaxDims = 12;
-
-unsigned grid_for(int64_t work) {
-  int64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > (1 << 20) ? (1 << 20) : blocks));
-}
-
-#define KILN_GRID_STRIDE(i, n)                                                           \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // Pure data movement copies elements as unsigned words of their size, so every dtype takes one
 // of four paths.
@@ -131,7 +133,7 @@ __device__ inline void atomic_add(BFloat16* p, BFloat16 v) {
 template <class E>
 __global__ void cat_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t total,
                            int64_t chunk, int64_t row, int64_t start) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t o = i / chunk;
     dst[o * row + start + (i - o * chunk)] = src[i];
   }
@@ -141,7 +143,7 @@ template <class E>
 __global__ void index_select_kernel(const E* __restrict__ x, const int64_t* __restrict__ index,
                                     E* __restrict__ out, int64_t total, int64_t count,
                                     int64_t inner, int64_t size) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t r = i % inner, t = i / inner;
     const int64_t j = t % count, o = t / count;
     out[i] = x[(o * size + index[j]) * inner + r];
@@ -152,7 +154,7 @@ __global__ void index_select_kernel(const E* __restrict__ x, const int64_t* __re
 template <class E>
 __global__ void gather_kernel(const E* __restrict__ x, const int64_t* __restrict__ index,
                               E* __restrict__ out, int64_t total, Walk3 w, int64_t x_dim_stride) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const Offsets3 k = walk_offsets(w, i);
     out[k.o[0]] = x[k.o[2] + index[k.o[1]] * x_dim_stride];
   }
@@ -164,7 +166,7 @@ template <class T>
 __global__ void scatter_add_kernel(T* out, const int64_t* __restrict__ index,
                                    const T* __restrict__ src, int64_t total, Walk3 w,
                                    int64_t out_dim_stride) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const Offsets3 k = walk_offsets(w, i);
     atomic_add(out + k.o[0] + index[k.o[1]] * out_dim_stride, src[k.o[2]]);
   }
@@ -174,7 +176,7 @@ template <class T>
 __global__ void index_add_kernel(T* out, const int64_t* __restrict__ index,
                                  const T* __restrict__ src, int64_t total, int64_t count,
                                  int64_t inner, int64_t size) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t r = i % inner, t = i / inner;
     const int64_t j = t % count, o = t / count;
     atomic_add(out + (o * size + index[j]) * inner + r, src[i]);
@@ -183,36 +185,17 @@ __global__ void index_add_kernel(T* out, const int64_t* __restrict__ index,
 
 __global__ void one_hot_kernel(const int64_t* __restrict__ labels, int64_t* __restrict__ out,
                                int64_t total, int64_t classes) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     out[i * classes + labels[i]] = 1;
   }
 }
 
 __global__ void first_out_of_range_kernel(const int64_t* __restrict__ index, int64_t total,
                                           int64_t size, unsigned long long* first) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t v = index[i];
     if (v < 0 || v >= size) atomicMin(first, static_cast<unsigned long long>(i));
   }
-}
-
-#undef KILN_GRID_STRIDE
-
-// A contiguous tensor seen as [outer, size(dim), inner].
-struct Folded {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-
-Folded fold_at(const Shape& shape, int64_t dim) {
-  Folded f;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim)
-      f.outer *= shape[d];
-    else if (d > dim)
-      f.inner *= shape[d];
-  }
-  f.size = shape[dim];
-  return f;
 }
 
 }  // namespace
@@ -321,14 +304,13 @@ int64_t first_out_of_range(const Tensor& index, int64_t size) {
 namespace kiln {
 
 namespace {
-constexpr IndexKernels kCuda{
-    .cat = cuda::cat,
-    .index_select = cuda::index_select,
-    .gather = cuda::gather,
-    .scatter_add_ = cuda::scatter_add_,
-    .index_add_ = cuda::index_add_,
-    .one_hot = cuda::one_hot,
-    .first_out_of_range = cuda::first_out_of_range};
+constexpr IndexKernels kCuda{.cat = cuda::cat,
+                             .index_select = cuda::index_select,
+                             .gather = cuda::gather,
+                             .scatter_add_ = cuda::scatter_add_,
+                             .index_add_ = cuda::index_add_,
+                             .one_hot = cuda::one_hot,
+                             .first_out_of_range = cuda::first_out_of_range};
 }  // namespace
 
 const IndexKernels* const IndexKernels::cuda = &kCuda;

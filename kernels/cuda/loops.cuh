@@ -1,6 +1,6 @@
 // The GPU twin of kernels/cpu/loops.h: the one place that walks tensors of any shape and strides on
-// the device. cuda::elementwise(f, out, inputs...) writes out[i] = f(inputs[i]...) for every element
-// of out's shape; the inputs already have that shape (expanded where they broadcast).
+// the device. cuda::elementwise(f, out, inputs...) writes out[i] = f(inputs[i]...) for every
+// element of out's shape; the inputs already have that shape (expanded where they broadcast).
 //
 // Three kernels behind it, picked per call:
 //   vectorised: every operand contiguous and 16-byte aligned: each thread moves 16 bytes of the
@@ -9,116 +9,28 @@
 //   contiguous: every operand contiguous but some pointer misaligned (a view at an odd offset);
 //   strided:    anything else, with the offsets of up to kMaxDims coalesced dims computed per
 //               element from the flat index.
+// Each is a grid-stride loop over the flat index (or the vector index) on blocks of kThreads, with
+// grid_for's cap (launch.h): one element (vector) a thread up to 2^24 of them, a few each beyond.
+// Neighbouring threads take neighbouring elements, so contiguous operands are read coalesced.
 // Only for .cu files (nvcc).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/tensor.h"
+#include "kiln/kernels/cuda/device_types.cuh"
 #include "kiln/kernels/cuda/launch.h"
 
 namespace kiln::cuda {
-
-// ---- element types on the device ----
-
-// kiln's 16-bit floats are bit-compatible with CUDA's; kernels use CUDA's for the hardware
-// conversions.
-template <class T>
-struct DeviceTypeOf {
-  using type = T;
-};
-template <>
-struct DeviceTypeOf<Half> {
-  using type = __half;
-};
-template <>
-struct DeviceTypeOf<BFloat16> {
-  using type = __nv_bfloat16;
-};
-template <class T>
-using device_t = typename DeviceTypeOf<T>::type;
-
-template <class T>
-inline constexpr bool is_device_half_v =
-    std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-
-// The type arithmetic on a device element type is carried out in (float for the 16-bit floats),
-// as acc_type_t on the host.
-template <class T>
-using device_acc_t = std::conditional_t<is_device_half_v<T>, float, T>;
-
-template <class T>
-__device__ __forceinline__ float half_to_float(T v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half2float(v);
-  else
-    return __bfloat162float(v);
-}
-
-template <class T>
-__device__ __forceinline__ T float_to_half(float v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(v);
-  else
-    return __float2bfloat16_rn(v);
-}
-
-// kiln::convert on the device: the 16-bit floats go through float (so f64 -> f16 rounds twice,
-// exactly as the CPU does), anything to bool is "!= 0".
-template <class To, class From>
-__device__ __forceinline__ To device_convert(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (is_device_half_v<From>) {
-    return device_convert<To>(half_to_float(v));
-  } else if constexpr (is_device_half_v<To>) {
-    return float_to_half<To>(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
-// A host value of kiln type T (Half, BFloat16, float...) as the device type's bits.
-template <class T>
-device_t<T> to_device_value(T v) {
-  static_assert(sizeof(T) == sizeof(device_t<T>));
-  device_t<T> out;
-  std::memcpy(static_cast<void*>(&out), &v, sizeof out);
-  return out;
-}
-
-// ---- launch configuration ----
-
-inline constexpr int kThreads = 256;
-// Past this many blocks a grid-stride loop gives each thread several items: enough blocks to fill
-// any current GPU many times over, and the grid size stays far from its limits for n > 2^31.
-inline constexpr int64_t kMaxBlocks = int64_t{1} << 16;
-
-inline unsigned grid_for(int64_t items, int threads = kThreads) {
-  int64_t blocks = (items + threads - 1) / threads;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxBlocks));
-}
-
-__device__ __forceinline__ int64_t global_thread_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t grid_stride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
 
 // ---- strided offsets ----
 
@@ -177,8 +89,9 @@ OffsetCalculator<N> make_offset_calculator(const char* op, const Shape& shape,
   }
   if (sizes.size() > static_cast<size_t>(kMaxDims))
     throw NotImplementedError(std::string(op) + ": a strided CUDA operand has " +
-                              std::to_string(sizes.size()) + " dims that cannot be merged; at most " +
-                              std::to_string(kMaxDims) + " are supported (call contiguous() first)");
+                              std::to_string(sizes.size()) +
+                              " dims that cannot be merged; at most " + std::to_string(kMaxDims) +
+                              " are supported (call contiguous() first)");
   OffsetCalculator<N> calc;
   calc.ndim = static_cast<int>(sizes.size());
   for (int d = 0; d < calc.ndim; ++d) {
@@ -212,7 +125,8 @@ __global__ void contiguous_kernel(int64_t n, F f, Out* out, const In*... in) {
   const int64_t step = grid_stride();
   const int64_t vectors = n / Vec;
   for (int64_t v = global_thread_index(); v < vectors; v += step)
-    apply_vec<Vec>(f, out + v * Vec, *reinterpret_cast<const AlignedVec<In, Vec>*>(in + v * Vec)...);
+    apply_vec<Vec>(f, out + v * Vec,
+                   *reinterpret_cast<const AlignedVec<In, Vec>*>(in + v * Vec)...);
   if constexpr (Vec > 1) {
     for (int64_t i = vectors * Vec + global_thread_index(); i < n; i += step) out[i] = f(in[i]...);
   }
@@ -258,10 +172,10 @@ void elementwise(const char* op, F f, const Tensor& out, const Ts&... inputs) {
   const bool contiguous = out.is_contiguous() && (inputs.is_contiguous() && ...);
   if (contiguous) {
     constexpr int kVec = vec_width<Out, In...>();
-    const bool aligned =
-        aligned_for<kVec>(o) && (aligned_for<kVec>(static_cast<const In*>(inputs.data_ptr())) && ...);
+    const bool aligned = aligned_for<kVec>(o) &&
+                         (aligned_for<kVec>(static_cast<const In*>(inputs.data_ptr())) && ...);
     if (kVec > 1 && aligned) {
-      contiguous_kernel<kVec><<<grid_for(std::max<int64_t>(n / kVec, 1)), kThreads, 0, stream()>>>(
+      contiguous_kernel<kVec><<<grid_for(n / kVec), kThreads, 0, stream()>>>(
           n, f, o, static_cast<const In*>(inputs.data_ptr())...);
     } else {
       contiguous_kernel<1><<<grid_for(n), kThreads, 0, stream()>>>(

@@ -3,8 +3,6 @@
 // swaps the operands (B first, then A) and the sizes (n before m), and keeps each operand's own
 // transpose flag: no data moves.
 #include "kiln/kernels/matmul.h"
-#include "kiln/kernels/cuda/gemm.h"
-#include "kiln/kernels/cuda/launch.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -18,7 +16,9 @@
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/kernels/cuda/gemm.h"
 #include "kiln/kernels/cuda/handles.h"
+#include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/layout.h"
 
 namespace kiln::cuda {
@@ -120,27 +120,6 @@ constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, double>) return DType::f64;
   if constexpr (std::is_same_v<T, Half>) return DType::f16;
   if constexpr (std::is_same_v<T, BFloat16>) return DType::bf16;
-}
-
-// How one matrix of a tensor reaches cuBLAS, as in kernels/cpu/matmul.cpp (the same rules: size-1
-// dims have free strides; a zero stride elsewhere needs a copy).
-struct GemmLayout {
-  bool ok = false;
-  bool trans = false;
-  int64_t ld = 1;
-};
-
-GemmLayout gemm_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if ((cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1)))
-    return {true, false, rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride};
-  if ((rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= std::max<int64_t>(rows, 1)))
-    return {true, true, cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride};
-  return {};
-}
-
-GemmLayout matrix_layout(const Tensor& t) {
-  const int64_t d = t.dim();
-  return gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
 }
 
 // The batch dims split in two: the innermost ones, which step through a and b with one stride
@@ -261,10 +240,9 @@ void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool ac
 namespace kiln {
 
 namespace {
-constexpr MatmulKernels kCuda{
-    .batched_matmul = cuda::batched_matmul,
-    .as_gemm_operand = cuda::as_gemm_operand,
-    .takes_half = true};
+constexpr MatmulKernels kCuda{.batched_matmul = cuda::batched_matmul,
+                              .as_gemm_operand = cuda::as_gemm_operand,
+                              .takes_half = true};
 }  // namespace
 
 const MatmulKernels* const MatmulKernels::cuda = &kCuda;

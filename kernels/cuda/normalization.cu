@@ -1,18 +1,28 @@
+// Batch norm's statistics, normalisation and backward, and layer norm's forward, in f32 and f64.
+// Every sum is taken in double, two-pass (the mean first, then squared deviations from it), as on
+// the CPU (kernels/cpu/normalization.cpp).
+//
+//   batch_norm_stats, batch_norm_backward: one block of kChannelThreads per channel, reducing over
+//     N and S with row_allreduce (block_reduce.cuh). A channel's sums then need no second kernel
+//     and no atomics, and its statistics come out in the same order on every run.
+//   batch_norm_apply: one thread per element (grid-stride), scale and shift read per channel.
+//   layer_norm: one warp per row (kThreads / 32 rows a block, grid-stride over rows). A row (the
+//     features of one position) is short next to a channel (all of N and S), so a warp covers it
+//     and its sums need shuffles only, no barrier.
 #include <cstdint>
 #include <string>
 
 #include "kiln/core/cuda_check.h"
-#include "kiln/kernels/normalization.h"
+#include "kiln/kernels/cuda/block_reduce.cuh"
 #include "kiln/kernels/cuda/launch.h"
+#include "kiln/kernels/normalization.h"
 
 namespace kiln::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarp = 32;
 // The per-channel kernels run one block per channel, so with few channels a wide block is what
-// keeps the memory system busy (block_sum handles up to 1024 threads).
+// keeps the memory system busy (row_allreduce handles up to 1024 threads).
 constexpr int kChannelThreads = 512;
 
 template <class T>
@@ -24,31 +34,10 @@ T* optional_out(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-// Grid-stride kernels need no more blocks than this to fill any current GPU.
-unsigned grid_for(int64_t work, int per_block) {
-  int64_t blocks = (work + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > (1 << 20) ? (1 << 20) : blocks));
-}
-
-__device__ double warp_sum(double v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// The block's total of one double per thread, returned to every thread. `shared` holds 33
-// doubles; successive calls may reuse it (warp 0 reads the partials before the last barrier).
-__device__ double block_sum(double v, double* shared) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  v = warp_sum(v);
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    const int warps = blockDim.x / kWarp;
-    v = warp_sum(lane < warps ? shared[lane] : 0.0);
-    if (lane == 0) shared[kWarp] = v;
-  }
-  __syncthreads();
-  return shared[kWarp];
+// The block's total of one double per thread, in every thread; calls may follow each other on the
+// same `shared`.
+__device__ double block_sum(double v, RowReduceSmem<double>& shared) {
+  return row_allreduce(v, Sum{}, 0.0, shared);
 }
 
 // A block walks one channel of [N, C, S] as a grid of width x rows threads: consecutive threads
@@ -68,7 +57,7 @@ template <class T>
 __global__ void batch_norm_stats_kernel(const T* __restrict__ x, T* __restrict__ mean,
                                         T* __restrict__ var, int64_t n, int64_t channels, int64_t s,
                                         ChannelWalk walk) {
-  __shared__ double shared[kWarp + 1];
+  __shared__ RowReduceSmem<double> shared;
   const int64_t c = blockIdx.x;
   const int tx = threadIdx.x % walk.width, ty = threadIdx.x / walk.width;
   const int64_t count = n * s;
@@ -101,9 +90,7 @@ __global__ void batch_norm_apply_kernel(const T* __restrict__ x, const T* __rest
                                         const T* __restrict__ invstd, const T* __restrict__ weight,
                                         const T* __restrict__ bias, T* __restrict__ out,
                                         int64_t total, int64_t channels, int64_t s) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += step) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t c = (i / s) % channels;
     // The CPU's folding: y = x * scale + shift.
     const T scale = invstd[c] * (weight ? weight[c] : T(1));
@@ -121,7 +108,7 @@ __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __r
                                            T* __restrict__ grad_x, T* __restrict__ sum_g,
                                            T* __restrict__ sum_g_xhat, int64_t n, int64_t channels,
                                            int64_t s, ChannelWalk walk) {
-  __shared__ double shared[kWarp + 1];
+  __shared__ RowReduceSmem<double> shared;
   const int64_t c = blockIdx.x;
   const int tx = threadIdx.x % walk.width, ty = threadIdx.x / walk.width;
   const double mu = static_cast<double>(mean[c]), rstd = static_cast<double>(invstd[c]);
@@ -164,27 +151,28 @@ __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __r
   }
 }
 
-// One warp per row; a row's sums are reduced with shuffles, so no block barrier is needed.
+// One warp per row; a row's sums are reduced with shuffles, so no block barrier is needed, and the
+// butterfly leaves the same total in every lane.
 template <class T>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ weight,
                                   const T* __restrict__ bias, double eps, T* __restrict__ out,
                                   T* __restrict__ mean, T* __restrict__ invstd, int64_t rows,
                                   int64_t k) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t warps = blockDim.x / kWarp;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warps = blockDim.x / kWarpSize;
   const int64_t step = static_cast<int64_t>(gridDim.x) * warps;
-  for (int64_t row = blockIdx.x * warps + threadIdx.x / kWarp; row < rows; row += step) {
+  for (int64_t row = blockIdx.x * warps + threadIdx.x / kWarpSize; row < rows; row += step) {
     const T* src = x + row * k;
     double total = 0.0;
-    for (int64_t j = lane; j < k; j += kWarp) total += static_cast<double>(src[j]);
-    total = warp_sum(total);
+    for (int64_t j = lane; j < k; j += kWarpSize) total += static_cast<double>(src[j]);
+    total = warp_allreduce(total, Sum{});
     const double mu = k > 0 ? total / static_cast<double>(k) : 0.0;
     double squares = 0.0;
-    for (int64_t j = lane; j < k; j += kWarp) {
+    for (int64_t j = lane; j < k; j += kWarpSize) {
       const double d = static_cast<double>(src[j]) - mu;
       squares += d * d;
     }
-    squares = warp_sum(squares);
+    squares = warp_allreduce(squares, Sum{});
     const double var = k > 0 ? squares / static_cast<double>(k) : 0.0;
     const double rstd = 1.0 / sqrt(var + eps);
     if (lane == 0) {
@@ -192,7 +180,7 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
       invstd[row] = static_cast<T>(rstd);
     }
     T* dst = out + row * k;
-    for (int64_t j = lane; j < k; j += kWarp) {
+    for (int64_t j = lane; j < k; j += kWarpSize) {
       const T y = static_cast<T>((static_cast<double>(src[j]) - mu) * rstd);
       dst[j] = y * (weight ? weight[j] : T(1)) + (bias ? bias[j] : T(0));
     }
@@ -215,8 +203,7 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
 // The GPU's table says fuses_relu = false: batch_norm_relu composes relu and batch_norm here, so
 // relu never arrives set.
 void require_no_relu(const char* op, bool relu) {
-  if (relu)
-    throw Error(std::string(op) + ": internal error: the GPU kernels do not fuse the ReLU");
+  if (relu) throw Error(std::string(op) + ": internal error: the GPU kernels do not fuse the ReLU");
 }
 
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
@@ -226,7 +213,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
   if (total == 0) return;
   visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    batch_norm_apply_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream()>>>(
+    batch_norm_apply_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
         x.data<T>(), mean.data<T>(), invstd.data<T>(), optional_data<T>(weight),
         optional_data<T>(bias), out.data<T>(), total, x.size(1), x.size(2));
     KILN_CUDA_CHECK_LAUNCH();
@@ -257,7 +244,7 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
   if (rows == 0) return;
   visit_f32_f64("layer_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    layer_norm_kernel<T><<<grid_for(rows, kThreads / kWarp), kThreads, 0, stream()>>>(
+    layer_norm_kernel<T><<<grid_for(rows, kThreads / kWarpSize), kThreads, 0, stream()>>>(
         x.data<T>(), optional_data<T>(weight), optional_data<T>(bias), eps, out.data<T>(),
         mean.data<T>(), invstd.data<T>(), rows, k);
     KILN_CUDA_CHECK_LAUNCH();
@@ -269,12 +256,11 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
 namespace kiln {
 
 namespace {
-constexpr NormalizationKernels kCuda{
-    .batch_norm_stats = cuda::batch_norm_stats,
-    .batch_norm_apply = cuda::batch_norm_apply,
-    .batch_norm_backward = cuda::batch_norm_backward,
-    .layer_norm = cuda::layer_norm,
-    .fuses_relu = false};
+constexpr NormalizationKernels kCuda{.batch_norm_stats = cuda::batch_norm_stats,
+                                     .batch_norm_apply = cuda::batch_norm_apply,
+                                     .batch_norm_backward = cuda::batch_norm_backward,
+                                     .layer_norm = cuda::layer_norm,
+                                     .fuses_relu = false};
 }  // namespace
 
 const NormalizationKernels* const NormalizationKernels::cuda = &kCuda;

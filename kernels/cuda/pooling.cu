@@ -1,24 +1,24 @@
+// 2-D max, average and adaptive average pooling over [N, C, H, W], forward and backward, in f32
+// and f64, each following the CPU's walk (kernels/cpu/pooling.cpp) so that ties, NaNs and sums
+// come out the same. One thread per element (grid-stride, kThreads a block):
+//
+//   forwards: a thread per output element walks its window; sums are taken in double.
+//   max_pool2d_backward: a thread per output element adds its gradient to the input element its
+//     index names, with an atomic add: with overlapping windows several may name one element, and
+//     the order of their additions, so the rounding, can change from run to run.
+//   avg_pool2d_backward, adaptive_avg_pool2d_backward: a thread per input element gathers the
+//     shares of the windows that cover it, in the order the CPU scatters them: no atomics, the
+//     CPU's rounding, and the same bits on every run.
 #include <cmath>
 #include <cstdint>
 
 #include "kiln/core/cuda_check.h"
-#include "kiln/kernels/pooling.h"
 #include "kiln/kernels/cuda/launch.h"
+#include "kiln/kernels/pooling.h"
 
 namespace kiln::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned grid_for(int64_t work) {
-  int64_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > (1 << 20) ? (1 << 20) : blocks));
-}
-
-#define KILN_GRID_STRIDE(i, n)                                                           \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __host__ __device__ inline int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -58,10 +58,9 @@ __device__ inline int64_t adaptive_end(int64_t o, int64_t out, int64_t in) {
 
 template <class T>
 __global__ void max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out,
-                                  int64_t* __restrict__ indices, int64_t total,
-                                  Pool2dGeometry g) {
+                                  int64_t* __restrict__ indices, int64_t total, Pool2dGeometry g) {
   const int64_t in_plane = g.in_h * g.in_w;
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, p = i / (g.out_w * g.out_h);
     const T* src = x + p * in_plane;
     // The CPU's window walk, so ties and NaNs pick the same element: the first of equal maxima,
@@ -93,7 +92,7 @@ __global__ void max_pool2d_backward_kernel(const T* __restrict__ grad_output,
                                            const int64_t* __restrict__ indices,
                                            T* __restrict__ grad_input, int64_t total,
                                            int64_t out_plane, int64_t in_plane) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t index = indices[i];
     // Indices outside the plane come from windows that held no input; they pass nothing back.
     if (index >= 0 && index < in_plane)
@@ -105,7 +104,7 @@ template <class T>
 __global__ void avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t total,
                                   Pool2dGeometry g, bool count_include_pad) {
   const int64_t in_plane = g.in_h * g.in_w;
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t ow = i % g.out_w, oh = (i / g.out_w) % g.out_h, p = i / (g.out_w * g.out_h);
     const AvgSpan h = avg_span(oh, g.stride_h, g.pad_h, g.kernel_h, g.in_h);
     const AvgSpan w = avg_span(ow, g.stride_w, g.pad_w, g.kernel_w, g.in_w);
@@ -129,7 +128,7 @@ __global__ void avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
                                            T* __restrict__ grad_input, int64_t total,
                                            Pool2dGeometry g, bool count_include_pad) {
   const int64_t out_plane = g.out_h * g.out_w;
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t iw = i % g.in_w, ih = (i / g.in_w) % g.in_h, p = i / (g.in_w * g.in_h);
     // Window o starts at o * stride - pad and spans kernel: a superset of the windows holding
     // (ih, iw); each candidate is tested against its clipped span.
@@ -156,7 +155,7 @@ template <class T>
 __global__ void adaptive_avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out,
                                            int64_t total, int64_t in_h, int64_t in_w, int64_t out_h,
                                            int64_t out_w) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t ow = i % out_w, oh = (i / out_w) % out_h, p = i / (out_w * out_h);
     const int64_t h0 = adaptive_begin(oh, out_h, in_h), h1 = adaptive_end(oh, out_h, in_h);
     const int64_t w0 = adaptive_begin(ow, out_w, in_w), w1 = adaptive_end(ow, out_w, in_w);
@@ -175,7 +174,7 @@ __global__ void adaptive_avg_pool2d_backward_kernel(const T* __restrict__ grad_o
                                                     T* __restrict__ grad_input, int64_t total,
                                                     int64_t in_h, int64_t in_w, int64_t out_h,
                                                     int64_t out_w) {
-  KILN_GRID_STRIDE(i, total) {
+  for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t iw = i % in_w, ih = (i / in_w) % in_h, p = i / (in_w * in_h);
     const int64_t oh_lo = (ih * out_h) / in_h;
     const int64_t oh_hi = min64(((ih + 1) * out_h + in_h - 1) / in_h, out_h);
@@ -195,8 +194,6 @@ __global__ void adaptive_avg_pool2d_backward_kernel(const T* __restrict__ grad_o
     grad_input[i] = acc;
   }
 }
-
-#undef KILN_GRID_STRIDE
 
 }  // namespace
 
@@ -277,13 +274,12 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_
 namespace kiln {
 
 namespace {
-constexpr PoolingKernels kCuda{
-    .max_pool2d = cuda::max_pool2d,
-    .max_pool2d_backward = cuda::max_pool2d_backward,
-    .avg_pool2d = cuda::avg_pool2d,
-    .avg_pool2d_backward = cuda::avg_pool2d_backward,
-    .adaptive_avg_pool2d = cuda::adaptive_avg_pool2d,
-    .adaptive_avg_pool2d_backward = cuda::adaptive_avg_pool2d_backward};
+constexpr PoolingKernels kCuda{.max_pool2d = cuda::max_pool2d,
+                               .max_pool2d_backward = cuda::max_pool2d_backward,
+                               .avg_pool2d = cuda::avg_pool2d,
+                               .avg_pool2d_backward = cuda::avg_pool2d_backward,
+                               .adaptive_avg_pool2d = cuda::adaptive_avg_pool2d,
+                               .adaptive_avg_pool2d_backward = cuda::adaptive_avg_pool2d_backward};
 }  // namespace
 
 const PoolingKernels* const PoolingKernels::cuda = &kCuda;

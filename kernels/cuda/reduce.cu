@@ -1,36 +1,19 @@
+// sum and mean over any set of dims, on the reduction engine (reduction.cuh), which decides how
+// the work is split across blocks and threads: this file only says what a sum is. Floating sums
+// accumulate in float (f16, bf16, f32) or double (f64), integer sums in i64; a mean divides in
+// double, as the CPU's does (kernels/cpu/reduce.cpp).
 #include <math_constants.h>
 
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "kiln/kernels/cuda/device_types.cuh"
+#include "kiln/kernels/cuda/reduction.cuh"
 #include "kiln/kernels/reduce.h"
-#include "kiln/kernels/cuda/launch.h"
-#include "kiln/kernels/cuda/reduce_util.cuh"
 
 namespace kiln::cuda {
-
-namespace red {
-
-int sm_count() {
-  constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};
-  int device = 0;
-  KILN_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= kMaxDevices) device = 0;
-  // A race here only repeats the query: every thread stores the same value.
-  if (cached[device] == 0) {
-    int count = 0;
-    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    cached[device] = count;
-  }
-  return cached[device];
-}
-
-}  // namespace red
 
 namespace {
 
@@ -38,9 +21,8 @@ template <class T, class Acc>
 struct SumOp {
   using acc_t = Acc;
   __device__ Acc identity() const { return Acc(0); }
-  __device__ Acc load(T v, int64_t) const { return red::cvt<Acc>(v); }
+  __device__ Acc load(T v, int64_t) const { return device_convert<Acc>(v); }
   __device__ Acc combine(Acc a, Acc b) const { return a + b; }
-  __device__ Acc shfl_down(Acc a, int offset) const { return red::shfl_down(a, offset); }
 };
 
 template <class Acc, class O>
@@ -51,10 +33,10 @@ struct SumFinish {
   __device__ void operator()(int64_t o, Acc acc) const {
     if (mean) {
       // As the CPU: the mean is taken in double, and the mean of nothing is nan.
-      out[o] =
-          red::cvt<O>(count ? static_cast<double>(acc) / static_cast<double>(count) : CUDART_NAN);
+      out[o] = device_convert<O>(count ? static_cast<double>(acc) / static_cast<double>(count)
+                                       : CUDART_NAN);
     } else {
-      out[o] = red::cvt<O>(acc);
+      out[o] = device_convert<O>(acc);
     }
   }
 };
@@ -74,7 +56,7 @@ void sum_reduce(const Tensor& x, const std::vector<bool>& reduced, const Tensor&
                      std::to_string(plan.outputs) + " elements");
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using D = red::device_t<T>;
+    using D = device_t<T>;
     using Acc = sum_acc_t<T>;
     const D* in = static_cast<const D*>(x.data_ptr());
     const SumOp<D, Acc> sum_op{};
@@ -98,8 +80,7 @@ void sum_reduce(const Tensor& x, const std::vector<bool>& reduced, const Tensor&
 namespace kiln {
 
 namespace {
-constexpr ReduceKernels kCuda{
-    .sum = cuda::sum_reduce};
+constexpr ReduceKernels kCuda{.sum = cuda::sum_reduce};
 }  // namespace
 
 const ReduceKernels* const ReduceKernels::cuda = &kCuda;

@@ -1,11 +1,14 @@
+// max and min over any set of dims, with the index of the first occurrence, on the reduction
+// engine (reduction.cuh), which decides how the work is split across blocks and threads: this
+// file only says what an extreme is and how two of them combine.
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "kiln/kernels/cuda/device_types.cuh"
+#include "kiln/kernels/cuda/reduction.cuh"
 #include "kiln/kernels/reduce_minmax.h"
-#include "kiln/kernels/cuda/launch.h"
-#include "kiln/kernels/cuda/reduce_util.cuh"
 
 namespace kiln::cuda {
 
@@ -25,9 +28,9 @@ struct MinMaxOp {
   using acc_t = Extreme<A>;
   A worst;  // -inf for max (+inf for min), or the type's extreme: see worst_value()
   __device__ acc_t identity() const { return {worst, INT64_MAX}; }
-  __device__ acc_t load(T v, int64_t j) const { return {red::cvt<A>(v), j}; }
+  __device__ acc_t load(T v, int64_t j) const { return {device_convert<A>(v), j}; }
   __device__ acc_t combine(acc_t a, acc_t b) const {
-    const bool a_nan = red::is_nan(a.value), b_nan = red::is_nan(b.value);
+    const bool a_nan = is_nan(a.value), b_nan = is_nan(b.value);
     if (a_nan || b_nan) {
       if (a_nan && b_nan) return a.index <= b.index ? a : b;
       return a_nan ? a : b;
@@ -35,9 +38,6 @@ struct MinMaxOp {
     if (IsMax ? a.value > b.value : a.value < b.value) return a;
     if (IsMax ? b.value > a.value : b.value < a.value) return b;
     return a.index <= b.index ? a : b;
-  }
-  __device__ acc_t shfl_down(acc_t a, int offset) const {
-    return {red::shfl_down(a.value, offset), red::shfl_down(a.index, offset)};
   }
 };
 
@@ -55,7 +55,7 @@ struct MinMaxFinish {
   D* values;
   int64_t* indices;
   __device__ void operator()(int64_t o, Extreme<A> acc) const {
-    if (values) values[o] = red::cvt<D>(acc.value);
+    if (values) values[o] = device_convert<D>(acc.value);
     if (indices) indices[o] = acc.index;
   }
 };
@@ -81,7 +81,7 @@ void minmax_reduce(const Tensor& x, const std::vector<bool>& reduced, bool is_ma
   check_output(indices, plan.outputs, DType::i64, "indices");
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using D = red::device_t<T>;
+    using D = device_t<T>;
     using A = acc_type_t<T>;
     const D* in = static_cast<const D*>(x.data_ptr());
     const MinMaxFinish<D, A> finish{
@@ -99,8 +99,7 @@ void minmax_reduce(const Tensor& x, const std::vector<bool>& reduced, bool is_ma
 namespace kiln {
 
 namespace {
-constexpr MinMaxKernels kCuda{
-    .minmax = cuda::minmax_reduce};
+constexpr MinMaxKernels kCuda{.minmax = cuda::minmax_reduce};
 }  // namespace
 
 const MinMaxKernels* const MinMaxKernels::cuda = &kCuda;

@@ -1,11 +1,27 @@
-#include <algorithm>
+// cumsum along one dim of a strided tensor, forward or reversed, accumulating in double (floats)
+// or i64 (integers) as the CPU does (kernels/cpu/scan.cpp). The tensor is a set of lines along the
+// dim, one per position of the other dims (merged where contiguous, as the reduction engine
+// merges them), and a line is scanned by one warp or one thread:
+//
+//   cumsum_warp_kernel: lines contiguous in x and longer than a warp: a warp per line (8 a block),
+//     32 elements a step, so each step is one coalesced read; a shuffle scan within the step plus
+//     the carry of the steps before.
+//   cumsum_thread_kernel: anything else, a thread per line walking it in order (grid-stride,
+//     kThreads a block): with the dim strided, neighbouring lines are what lie next to each other
+//     in memory, so neighbouring threads take neighbouring lines.
+//
+// Neither splits a line across warps, so a line is summed in one order on every run; the warp
+// scan adds in a tree within each step, so its float sums may round differently from the CPU's
+// left-to-right ones.
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
-#include "kiln/kernels/cuda/reduce_util.cuh"
-#include "kiln/kernels/scan.h"
+#include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/device_types.cuh"
 #include "kiln/kernels/cuda/launch.h"
+#include "kiln/kernels/cuda/reduction.cuh"
+#include "kiln/kernels/scan.h"
 
 namespace kiln::cuda {
 
@@ -34,22 +50,6 @@ __device__ __forceinline__ LineOffsets line_offsets(const Lines& l, int64_t i) {
   return o;
 }
 
-template <class T>
-__device__ __forceinline__ T shfl_up(T v, int offset) {
-  if constexpr (std::is_same_v<T, int64_t>)
-    return static_cast<int64_t>(__shfl_up_sync(0xffffffffu, static_cast<long long>(v), offset));
-  else
-    return __shfl_up_sync(0xffffffffu, v, offset);
-}
-
-template <class T>
-__device__ __forceinline__ T shfl_last(T v) {
-  if constexpr (std::is_same_v<T, int64_t>)
-    return static_cast<int64_t>(__shfl_sync(0xffffffffu, static_cast<long long>(v), 31));
-  else
-    return __shfl_sync(0xffffffffu, v, 31);
-}
-
 // A warp per line, 32 elements per step: an inclusive warp scan plus the carry of the steps
 // before. For lines that are contiguous in x. blockDim is (32, warps per block).
 template <class D, class Acc, class O>
@@ -64,14 +64,14 @@ __global__ void cumsum_warp_kernel(const D* x, O* out, Lines lines, int64_t coun
     for (int64_t first = 0; first < n; first += 32) {
       const int64_t i = first + lane;
       const int64_t j = reverse ? n - 1 - i : i;
-      Acc v = i < n ? red::cvt<Acc>(x[base.x + j * x_step]) : Acc(0);
+      Acc v = i < n ? device_convert<Acc>(x[base.x + j * x_step]) : Acc(0);
       for (int offset = 1; offset < 32; offset <<= 1) {
         const Acc up = shfl_up(v, offset);
         if (lane >= offset) v += up;
       }
       v += carry;
-      if (i < n) out[base.out + j * out_step] = red::cvt<O>(v);
-      carry = shfl_last(v);
+      if (i < n) out[base.out + j * out_step] = device_convert<O>(v);
+      carry = shfl(v, kWarpSize - 1);
     }
   }
 }
@@ -81,19 +81,16 @@ __global__ void cumsum_warp_kernel(const D* x, O* out, Lines lines, int64_t coun
 template <class D, class Acc, class O>
 __global__ void cumsum_thread_kernel(const D* x, O* out, Lines lines, int64_t count, int64_t n,
                                      int64_t x_step, int64_t out_step, bool reverse) {
-  for (int64_t line = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; line < count;
-       line += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t line = global_thread_index(); line < count; line += grid_stride()) {
     const LineOffsets base = line_offsets(lines, line);
     Acc acc = 0;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t j = reverse ? n - 1 - i : i;
-      acc += red::cvt<Acc>(x[base.x + j * x_step]);
-      out[base.out + j * out_step] = red::cvt<O>(acc);
+      acc += device_convert<Acc>(x[base.x + j * x_step]);
+      out[base.out + j * out_step] = device_convert<O>(acc);
     }
   }
 }
-
-constexpr int64_t kMaxBlocks = int64_t(1) << 20;
 
 }  // namespace
 
@@ -127,21 +124,19 @@ void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
   }
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using D = red::device_t<T>;
+    using D = device_t<T>;
     using Acc = std::conditional_t<std::is_floating_point_v<acc_type_t<T>>, double, int64_t>;
     const D* in = static_cast<const D*>(x.data_ptr());
     auto run = [&](auto* o) {
       using O = std::remove_pointer_t<decltype(o)>;
       if (x_step == 1 && n > 32) {
         const dim3 block(32, 8);
-        const unsigned grid = static_cast<unsigned>(std::min(red::ceil_div(count, 8), kMaxBlocks));
+        const unsigned grid = grid_for(count, block.y);
         cumsum_warp_kernel<D, Acc, O>
             <<<grid, block, 0, stream()>>>(in, o, lines, count, n, x_step, out_step, reverse);
       } else {
-        const unsigned grid =
-            static_cast<unsigned>(std::min(red::ceil_div(count, 256), kMaxBlocks));
-        cumsum_thread_kernel<D, Acc, O>
-            <<<grid, 256, 0, stream()>>>(in, o, lines, count, n, x_step, out_step, reverse);
+        cumsum_thread_kernel<D, Acc, O><<<grid_for(count), kThreads, 0, stream()>>>(
+            in, o, lines, count, n, x_step, out_step, reverse);
       }
       KILN_CUDA_CHECK_LAUNCH();
     };
@@ -161,8 +156,7 @@ void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
 namespace kiln {
 
 namespace {
-constexpr ScanKernels kCuda{
-    .cumsum = cuda::cumsum};
+constexpr ScanKernels kCuda{.cumsum = cuda::cumsum};
 }  // namespace
 
 const ScanKernels* const ScanKernels::cuda = &kCuda;

@@ -1,79 +1,61 @@
-#include <algorithm>
+// softmax and log_softmax over one dim of a contiguous tensor, forward and backward, in the
+// accumulation type (f32 for the 16-bit floats): the max, then the sum of exp(x - max), then the
+// outputs, as on the CPU (kernels/cpu/softmax.cpp). The tensor is seen as [outer, size, inner]:
+//
+//   inner == 1 (the dim is innermost): each row is contiguous, so threads share a row and read it
+//     coalesced: a warp a row for rows up to kWarpRowMax (8 rows a block), a block of
+//     kLongRowThreads for longer ones, the max and sums combined with row_allreduce
+//     (block_reduce.cuh), which gives every thread of the row the same bits.
+//   inner > 1: a thread per (outer, inner) column walks the dim alone: neighbouring threads take
+//     neighbouring columns, so each step of the walk reads a contiguous run, and no combine is
+//     needed at all.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
-#include "kiln/kernels/cuda/reduce_util.cuh"
-#include "kiln/kernels/softmax.h"
+#include "kiln/core/cuda_check.h"
+#include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/device_types.cuh"
 #include "kiln/kernels/cuda/launch.h"
+#include "kiln/kernels/softmax.h"
 
 namespace kiln::cuda {
 
 namespace {
 
-template <class Acc>
-struct MaxOp {
-  using acc_t = Acc;
-  // As the CPU's std::max(max, v): a NaN never becomes the max (it poisons the sum instead).
-  __device__ Acc identity() const { return -static_cast<Acc>(INFINITY); }
-  __device__ Acc combine(Acc a, Acc b) const { return a < b ? b : a; }
-  __device__ Acc shfl_down(Acc a, int offset) const { return red::shfl_down(a, offset); }
-};
-
-template <class Acc>
-struct AddOp {
-  using acc_t = Acc;
-  __device__ Acc identity() const { return Acc(0); }
-  __device__ Acc combine(Acc a, Acc b) const { return a + b; }
-  __device__ Acc shfl_down(Acc a, int offset) const { return red::shfl_down(a, offset); }
-};
-
-// The row_combine result in every thread of the row. Every thread of the block must call it.
-template <class Op>
-__device__ typename Op::acc_t row_all(typename Op::acc_t v, const Op& op, typename Op::acc_t* smem,
-                                      typename Op::acc_t* bcast) {
-  v = red::row_combine(v, op, smem);
-  if (blockDim.x <= 32) return __shfl_sync(0xffffffffu, v, 0);
-  if (threadIdx.x == 0) bcast[threadIdx.y] = v;
-  __syncthreads();
-  v = bcast[threadIdx.y];
-  __syncthreads();
-  return v;
-}
-
 // Rows of a contiguous [rows, size] matrix: blockDim.x threads per row, blockDim.y rows per block.
-// The loop bound is uniform over the block, so every thread reaches the combines.
+// The loop bound is uniform over the block, so every thread reaches the combines. Max keeps the
+// CPU's std::max(max, v): a NaN never becomes the max (it poisons the sum instead).
 template <class D, class Acc, bool Log>
 __global__ void softmax_rows_kernel(const D* x, D* out, int64_t rows, int64_t size) {
-  __shared__ Acc smem[32], bcast[32];
+  __shared__ RowReduceSmem<Acc> smem;
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < rows;
        first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
     const int64_t row = first + threadIdx.y;
     const bool valid = row < rows;
     const D* in = x + (valid ? row : 0) * size;
     D* o = out + (valid ? row : 0) * size;
-    Acc max = -static_cast<Acc>(INFINITY);
+    const Acc lowest = -static_cast<Acc>(INFINITY);
+    Acc max = lowest;
     if (valid)
-      for (int64_t k = threadIdx.x; k < size; k += blockDim.x) {
-        const Acc v = red::cvt<Acc>(in[k]);
-        max = max < v ? v : max;
-      }
-    max = row_all(max, MaxOp<Acc>{}, smem, bcast);
+      for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
+        max = Max{}(max, device_convert<Acc>(in[k]));
+    max = row_allreduce(max, Max{}, lowest, smem);
     Acc sum = 0;
     if (valid)
       for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
-        sum += red::exp_acc(red::cvt<Acc>(in[k]) - max);
-    sum = row_all(sum, AddOp<Acc>{}, smem, bcast);
+        sum += exp_acc(device_convert<Acc>(in[k]) - max);
+    sum = row_allreduce(sum, Sum{}, Acc(0), smem);
     if (!valid) continue;
     if (Log) {
-      const Acc shift = max + red::log_acc(sum);
+      const Acc shift = max + log_acc(sum);
       for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
-        o[k] = red::cvt<D>(red::cvt<Acc>(in[k]) - shift);
+        o[k] = device_convert<D>(device_convert<Acc>(in[k]) - shift);
     } else {
       const Acc scale = Acc(1) / sum;
       for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
-        o[k] = red::cvt<D>(red::exp_acc(red::cvt<Acc>(in[k]) - max) * scale);
+        o[k] = device_convert<D>(exp_acc(device_convert<Acc>(in[k]) - max) * scale);
     }
   }
 }
@@ -83,26 +65,22 @@ __global__ void softmax_rows_kernel(const D* x, D* out, int64_t rows, int64_t si
 template <class D, class Acc, bool Log>
 __global__ void softmax_columns_kernel(const D* x, D* out, int64_t columns, int64_t size,
                                        int64_t inner) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < columns;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t c = global_thread_index(); c < columns; c += grid_stride()) {
     const int64_t r = c / inner, i = c - r * inner;
     const D* in = x + r * size * inner + i;
     D* o = out + r * size * inner + i;
     Acc max = -static_cast<Acc>(INFINITY);
-    for (int64_t k = 0; k < size; ++k) {
-      const Acc v = red::cvt<Acc>(in[k * inner]);
-      max = max < v ? v : max;
-    }
+    for (int64_t k = 0; k < size; ++k) max = Max{}(max, device_convert<Acc>(in[k * inner]));
     Acc sum = 0;
-    for (int64_t k = 0; k < size; ++k) sum += red::exp_acc(red::cvt<Acc>(in[k * inner]) - max);
+    for (int64_t k = 0; k < size; ++k) sum += exp_acc(device_convert<Acc>(in[k * inner]) - max);
     if (Log) {
-      const Acc shift = max + red::log_acc(sum);
+      const Acc shift = max + log_acc(sum);
       for (int64_t k = 0; k < size; ++k)
-        o[k * inner] = red::cvt<D>(red::cvt<Acc>(in[k * inner]) - shift);
+        o[k * inner] = device_convert<D>(device_convert<Acc>(in[k * inner]) - shift);
     } else {
       const Acc scale = Acc(1) / sum;
       for (int64_t k = 0; k < size; ++k)
-        o[k * inner] = red::cvt<D>(red::exp_acc(red::cvt<Acc>(in[k * inner]) - max) * scale);
+        o[k * inner] = device_convert<D>(exp_acc(device_convert<Acc>(in[k * inner]) - max) * scale);
     }
   }
 }
@@ -115,13 +93,13 @@ __device__ __forceinline__ Acc backward_term(Acc y, Acc g) {
 }
 template <class Acc, bool Log>
 __device__ __forceinline__ Acc backward_out(Acc y, Acc g, Acc s) {
-  return Log ? g - red::exp_acc(y) * s : y * (g - s);
+  return Log ? g - exp_acc(y) * s : y * (g - s);
 }
 
 template <class D, class Acc, bool Log>
 __global__ void softmax_backward_rows_kernel(const D* y, const D* g, D* out, int64_t rows,
                                              int64_t size) {
-  __shared__ Acc smem[32], bcast[32];
+  __shared__ RowReduceSmem<Acc> smem;
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < rows;
        first += static_cast<int64_t>(gridDim.x) * blockDim.y) {
     const int64_t row = first + threadIdx.y;
@@ -130,29 +108,30 @@ __global__ void softmax_backward_rows_kernel(const D* y, const D* g, D* out, int
     Acc s = 0;
     if (valid)
       for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
-        s += backward_term<Acc, Log>(red::cvt<Acc>(y[base + k]), red::cvt<Acc>(g[base + k]));
-    s = row_all(s, AddOp<Acc>{}, smem, bcast);
+        s += backward_term<Acc, Log>(device_convert<Acc>(y[base + k]),
+                                     device_convert<Acc>(g[base + k]));
+    s = row_allreduce(s, Sum{}, Acc(0), smem);
     if (!valid) continue;
     for (int64_t k = threadIdx.x; k < size; k += blockDim.x)
-      out[base + k] = red::cvt<D>(
-          backward_out<Acc, Log>(red::cvt<Acc>(y[base + k]), red::cvt<Acc>(g[base + k]), s));
+      out[base + k] = device_convert<D>(backward_out<Acc, Log>(
+          device_convert<Acc>(y[base + k]), device_convert<Acc>(g[base + k]), s));
   }
 }
 
 template <class D, class Acc, bool Log>
 __global__ void softmax_backward_columns_kernel(const D* y, const D* g, D* out, int64_t columns,
                                                 int64_t size, int64_t inner) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < columns;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t c = global_thread_index(); c < columns; c += grid_stride()) {
     const int64_t r = c / inner, i = c - r * inner;
     const int64_t base = r * size * inner + i;
     Acc s = 0;
     for (int64_t k = 0; k < size; ++k)
-      s += backward_term<Acc, Log>(red::cvt<Acc>(y[base + k * inner]),
-                                   red::cvt<Acc>(g[base + k * inner]));
+      s += backward_term<Acc, Log>(device_convert<Acc>(y[base + k * inner]),
+                                   device_convert<Acc>(g[base + k * inner]));
     for (int64_t k = 0; k < size; ++k) {
       const int64_t at = base + k * inner;
-      out[at] = red::cvt<D>(backward_out<Acc, Log>(red::cvt<Acc>(y[at]), red::cvt<Acc>(g[at]), s));
+      out[at] = device_convert<D>(
+          backward_out<Acc, Log>(device_convert<Acc>(y[at]), device_convert<Acc>(g[at]), s));
     }
   }
 }
@@ -189,18 +168,12 @@ void visit_floating(DType dtype, F&& f) {
   });
 }
 
-constexpr int64_t kMaxBlocks = int64_t(1) << 20;
-
 // Rows up to this long get a warp each; longer ones a block of kLongRowThreads.
 constexpr int64_t kWarpRowMax = 1024;
 constexpr int kLongRowThreads = 512;
 
 dim3 row_block(int64_t size) {
   return size <= kWarpRowMax ? dim3(32, 8) : dim3(kLongRowThreads, 1);
-}
-
-unsigned blocks_for(int64_t items, int64_t per_block) {
-  return static_cast<unsigned>(std::min(red::ceil_div(items, per_block), kMaxBlocks));
 }
 
 }  // namespace
@@ -212,26 +185,26 @@ void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
   const Layout l = layout_of(x, dim);
   visit_floating(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using D = red::device_t<T>;
+    using D = device_t<T>;
     using Acc = acc_type_t<T>;
     const D* in = static_cast<const D*>(x.data_ptr());
     D* o = static_cast<D*>(out.data_ptr());
     if (l.inner == 1) {
       const dim3 block = row_block(l.size);
-      const unsigned grid = blocks_for(l.outer, block.y);
+      const unsigned grid = grid_for(l.outer, block.y);
       if (log)
         softmax_rows_kernel<D, Acc, true><<<grid, block, 0, stream()>>>(in, o, l.outer, l.size);
       else
         softmax_rows_kernel<D, Acc, false><<<grid, block, 0, stream()>>>(in, o, l.outer, l.size);
     } else {
       const int64_t columns = l.outer * l.inner;
-      const unsigned grid = blocks_for(columns, 256);
+      const unsigned grid = grid_for(columns);
       if (log)
         softmax_columns_kernel<D, Acc, true>
-            <<<grid, 256, 0, stream()>>>(in, o, columns, l.size, l.inner);
+            <<<grid, kThreads, 0, stream()>>>(in, o, columns, l.size, l.inner);
       else
         softmax_columns_kernel<D, Acc, false>
-            <<<grid, 256, 0, stream()>>>(in, o, columns, l.size, l.inner);
+            <<<grid, kThreads, 0, stream()>>>(in, o, columns, l.size, l.inner);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -246,14 +219,14 @@ void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
   const Layout l = layout_of(y, dim);
   visit_floating(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using D = red::device_t<T>;
+    using D = device_t<T>;
     using Acc = acc_type_t<T>;
     const D* yp = static_cast<const D*>(y.data_ptr());
     const D* gp = static_cast<const D*>(g.data_ptr());
     D* o = static_cast<D*>(grad_x.data_ptr());
     if (l.inner == 1) {
       const dim3 block = row_block(l.size);
-      const unsigned grid = blocks_for(l.outer, block.y);
+      const unsigned grid = grid_for(l.outer, block.y);
       if (log)
         softmax_backward_rows_kernel<D, Acc, true>
             <<<grid, block, 0, stream()>>>(yp, gp, o, l.outer, l.size);
@@ -262,13 +235,13 @@ void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
             <<<grid, block, 0, stream()>>>(yp, gp, o, l.outer, l.size);
     } else {
       const int64_t columns = l.outer * l.inner;
-      const unsigned grid = blocks_for(columns, 256);
+      const unsigned grid = grid_for(columns);
       if (log)
         softmax_backward_columns_kernel<D, Acc, true>
-            <<<grid, 256, 0, stream()>>>(yp, gp, o, columns, l.size, l.inner);
+            <<<grid, kThreads, 0, stream()>>>(yp, gp, o, columns, l.size, l.inner);
       else
         softmax_backward_columns_kernel<D, Acc, false>
-            <<<grid, 256, 0, stream()>>>(yp, gp, o, columns, l.size, l.inner);
+            <<<grid, kThreads, 0, stream()>>>(yp, gp, o, columns, l.size, l.inner);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -279,9 +252,8 @@ void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
 namespace kiln {
 
 namespace {
-constexpr SoftmaxKernels kCuda{
-    .softmax = cuda::softmax,
-    .softmax_backward = cuda::softmax_backward};
+constexpr SoftmaxKernels kCuda{.softmax = cuda::softmax,
+                               .softmax_backward = cuda::softmax_backward};
 }  // namespace
 
 const SoftmaxKernels* const SoftmaxKernels::cuda = &kCuda;

@@ -2,61 +2,36 @@
 // inputs, over a table of geometries. The executable exits 77 (ctest's skip code) when no GPU is
 // visible.
 //
-// Tolerances (|gpu - cpu| <= atol + rtol |cpu|, inputs in [-1, 1)): f64 1e-12 and f32 1e-5 (TF32
-// off, the default); bf16 1.6e-2; f16 5e-3, looser than one f16 rounding step because cuDNN's
-// f16 algorithms (Winograd, FFT) may round transformed operands to f16 before the f32 sums.
+// Tolerances: parity.h's table (inputs in [-1, 1), TF32 off, the default), five times looser in
+// f16 (conv_tolerance).
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
-#include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/conv.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
+using kiln::testing::check_gpu_parity;
+using kiln::testing::kExact;
 using kiln::testing::random_f64;
+using kiln::testing::Tolerance;
+using kiln::testing::tolerance;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
 
-struct Tolerance {
-  double rtol, atol;
-};
-
-Tolerance tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return {1e-12, 1e-12};
-    case DType::f32:
-      return {1e-5, 1e-5};
-    case DType::f16:
-      return {5e-3, 5e-3};
-    default:
-      return {1.6e-2, 1.6e-2};
-  }
-}
-
-void check_close(const Tensor& got, const Tensor& want, Tolerance tol) {
-  REQUIRE(got.defined());
-  REQUIRE(want.defined());
-  REQUIRE(got.shape() == want.shape());
-  const Tensor g = got.cpu().to(DType::f64).contiguous();
-  const Tensor w = want.cpu().to(DType::f64).contiguous();
-  const double* pg = g.data<double>();
-  const double* pw = w.data<double>();
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    if (!(std::abs(pg[i] - pw[i]) <= tol.atol + tol.rtol * std::abs(pw[i]))) {
-      if (bad++ == 0) first = i;
-    }
-  }
-  INFO(bad << " of " << g.numel() << " elements off; first at " << first << ": gpu "
-           << (first >= 0 ? pg[first] : 0.0) << " vs cpu " << (first >= 0 ? pw[first] : 0.0));
-  CHECK(bad == 0);
+// The table's tolerance, except in f16: cuDNN's f16 algorithms (Winograd, FFT) may round
+// transformed operands to f16 before their f32 sums, so five times the table's value there (the
+// parity harness's cudnn_f16 allowance in op_table.cpp).
+Tolerance conv_tolerance(DType dtype) {
+  return dtype == DType::f16 ? tolerance(dtype).times(5.0) : tolerance(dtype);
 }
 
 Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
@@ -112,15 +87,10 @@ void check_against_cpu(DType dtype) {
   for (const Geometry& g : kGeometries) {
     INFO(dtype_name(dtype) << " " << describe_geometry(g));
     const Results want = run(g, dtype, Device::cpu()), got = run(g, dtype, kGpu);
-    check_close(got.out, want.out, tolerance(dtype));
-    check_close(got.grad_x, want.grad_x, tolerance(dtype));
-    check_close(got.grad_w, want.grad_w, tolerance(dtype));
+    check_gpu_parity(got.out, want.out, conv_tolerance(dtype));
+    check_gpu_parity(got.grad_x, want.grad_x, conv_tolerance(dtype));
+    check_gpu_parity(got.grad_w, want.grad_w, conv_tolerance(dtype));
   }
-}
-
-bool identical(const Results& a, const Results& b) {
-  return equal(a.out.cpu(), b.out.cpu()) && equal(a.grad_x.cpu(), b.grad_x.cpu()) &&
-         equal(a.grad_w.cpu(), b.grad_w.cpu());
 }
 
 // Restores every switch whatever the test does.
@@ -166,9 +136,9 @@ TEST_CASE("cuda conv2d: two geometries per dtype, forward and both gradients") {
     for (const Geometry& g : {kGeometries[0], kGeometries[6]}) {
       INFO(dtype_name(dtype) << " " << describe_geometry(g));
       const Results want = run(g, dtype, Device::cpu()), got = run(g, dtype, kGpu);
-      check_close(got.out, want.out, tolerance(dtype));
-      check_close(got.grad_x, want.grad_x, tolerance(dtype));
-      check_close(got.grad_w, want.grad_w, tolerance(dtype));
+      check_gpu_parity(got.out, want.out, conv_tolerance(dtype));
+      check_gpu_parity(got.grad_x, want.grad_x, conv_tolerance(dtype));
+      check_gpu_parity(got.grad_w, want.grad_w, conv_tolerance(dtype));
     }
 }
 
@@ -184,21 +154,21 @@ TEST_CASE("cuda conv2d: backward through autograd matches the CPU, bias included
     Tensor bg = b.to(kGpu).requires_grad_();
     const Tensor out_cpu = conv2d(xc, wc, bc, g.stride, g.padding, g.dilation, g.groups);
     const Tensor out_gpu = conv2d(xg, wg, bg, g.stride, g.padding, g.dilation, g.groups);
-    check_close(out_gpu, out_cpu, tolerance(dtype));
+    check_gpu_parity(out_gpu, out_cpu, tolerance(dtype));
     const Tensor r = random(out_cpu.shape(), 8, dtype);
     out_cpu.backward(r);
     out_gpu.backward(r.to(kGpu));
-    check_close(xg.grad(), xc.grad(), tolerance(dtype));
-    check_close(wg.grad(), wc.grad(), tolerance(dtype));
-    check_close(bg.grad(), bc.grad(), tolerance(dtype));
+    check_gpu_parity(xg.grad(), xc.grad(), tolerance(dtype));
+    check_gpu_parity(wg.grad(), wc.grad(), tolerance(dtype));
+    check_gpu_parity(bg.grad(), bc.grad(), tolerance(dtype));
   }
 }
 
 TEST_CASE("cuda conv2d: non-contiguous inputs are made contiguous first") {
   const Tensor x = random({2, 3, 8, 8}, 9, DType::f32), w = random({4, 3, 3, 3}, 10, DType::f32);
   const Tensor x_cpu = x.transpose(2, 3), x_gpu = x.to(kGpu).transpose(2, 3);
-  check_close(conv2d(x_gpu, w.to(kGpu), Tensor(), {1, 1}, {1, 1}),
-              conv2d(x_cpu, w, Tensor(), {1, 1}, {1, 1}), tolerance(DType::f32));
+  check_gpu_parity(conv2d(x_gpu, w.to(kGpu), Tensor(), {1, 1}, {1, 1}),
+                   conv2d(x_cpu, w, Tensor(), {1, 1}, {1, 1}), tolerance(DType::f32));
 }
 
 TEST_CASE("cuda conv2d: benchmark mode gives the heuristics' results", "[heavy]") {
@@ -212,10 +182,10 @@ TEST_CASE("cuda conv2d: benchmark mode gives the heuristics' results", "[heavy]"
       const Results measured = run(g, dtype, kGpu);
       const Results again = run(g, dtype, kGpu);  // from the cache this time
       // Different algorithms sum in different orders: close, not identical.
-      check_close(measured.out, heuristic.out, tolerance(dtype));
-      check_close(measured.grad_x, heuristic.grad_x, tolerance(dtype));
-      check_close(measured.grad_w, heuristic.grad_w, tolerance(dtype));
-      check_close(again.out, heuristic.out, tolerance(dtype));
+      check_close(measured.out, heuristic.out, conv_tolerance(dtype));
+      check_close(measured.grad_x, heuristic.grad_x, conv_tolerance(dtype));
+      check_close(measured.grad_w, heuristic.grad_w, conv_tolerance(dtype));
+      check_close(again.out, heuristic.out, conv_tolerance(dtype));
     }
   }
 }
@@ -229,8 +199,11 @@ TEST_CASE("cuda conv2d: deterministic mode repeats bit for bit", "[heavy]") {
       for (const Geometry& g : kGeometries) {
         INFO("benchmark " << benchmark << " " << dtype_name(dtype) << " " << describe_geometry(g));
         const Results first = run(g, dtype, kGpu), second = run(g, dtype, kGpu);
-        CHECK(identical(first, second));
-        check_close(first.out, run(g, dtype, Device::cpu()).out, tolerance(dtype));
+        // Bit for bit: the same algorithms, summing in the same order.
+        check_close(second.out, first.out, kExact);
+        check_close(second.grad_x, first.grad_x, kExact);
+        check_close(second.grad_w, first.grad_w, kExact);
+        check_gpu_parity(first.out, run(g, dtype, Device::cpu()).out, conv_tolerance(dtype));
       }
     }
   }
@@ -243,9 +216,9 @@ TEST_CASE("cuda conv2d: TF32 on stays within TF32 accuracy") {
   const Results got = run(g, DType::f32, kGpu), want = run(g, DType::f64, Device::cpu());
   // TF32 keeps 10 mantissa bits of each operand, so a sum of k terms of size <= 1 may be off by
   // k * 2^-10: k = 36 (forward), 72 (input gradient) and 147 (weight gradient) here.
-  check_close(got.out, want.out, {0.0, 36.0 / 1024});
-  check_close(got.grad_x, want.grad_x, {0.0, 72.0 / 1024});
-  check_close(got.grad_w, want.grad_w, {0.0, 147.0 / 1024});
+  check_close(got.out, want.out, Tolerance{0.0, 36.0 / 1024});
+  check_close(got.grad_x, want.grad_x, Tolerance{0.0, 72.0 / 1024});
+  check_close(got.grad_w, want.grad_w, Tolerance{0.0, 147.0 / 1024});
 }
 
 TEST_CASE("cuda conv2d: zero-size batch, channels and outputs") {
@@ -256,23 +229,23 @@ TEST_CASE("cuda conv2d: zero-size batch, channels and outputs") {
     const Geometry empty_batch{{0, 3, 6, 6}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1};
     const Results want = run(empty_batch, dtype, Device::cpu());
     const Results got = run(empty_batch, dtype, kGpu);
-    check_close(got.out, want.out, tol);
-    check_close(got.grad_x, want.grad_x, tol);
-    check_close(got.grad_w, want.grad_w, tol);
+    check_gpu_parity(got.out, want.out, tol);
+    check_gpu_parity(got.grad_x, want.grad_x, tol);
+    check_gpu_parity(got.grad_w, want.grad_w, tol);
     // No input channels: the output is the bias alone.
     const Geometry no_channels{{2, 0, 5, 5}, {3, 0, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1};
     const Results want_nc = run(no_channels, dtype, Device::cpu());
     const Results got_nc = run(no_channels, dtype, kGpu);
-    check_close(got_nc.out, want_nc.out, tol);
-    check_close(got_nc.grad_x, want_nc.grad_x, tol);
-    check_close(got_nc.grad_w, want_nc.grad_w, tol);
+    check_gpu_parity(got_nc.out, want_nc.out, tol);
+    check_gpu_parity(got_nc.grad_x, want_nc.grad_x, tol);
+    check_gpu_parity(got_nc.grad_w, want_nc.grad_w, tol);
     // No output channels: empty output, a zero input gradient.
     const Geometry no_outputs{{2, 3, 5, 5}, {0, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1};
     const Results want_no = run(no_outputs, dtype, Device::cpu());
     const Results got_no = run(no_outputs, dtype, kGpu);
-    check_close(got_no.out, want_no.out, tol);
-    check_close(got_no.grad_x, want_no.grad_x, tol);
-    check_close(got_no.grad_w, want_no.grad_w, tol);
+    check_gpu_parity(got_no.out, want_no.out, tol);
+    check_gpu_parity(got_no.grad_x, want_no.grad_x, tol);
+    check_gpu_parity(got_no.grad_w, want_no.grad_w, tol);
   }
 }
 

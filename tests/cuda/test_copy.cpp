@@ -2,15 +2,18 @@
 // every dtype pair against the CPU's casts, copy_ into strided and broadcast destinations, fills,
 // and the gradients of to(device) and to(dtype).
 #include <catch2/catch.hpp>
-#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using testing::check_close;
+using testing::check_gpu_parity;
+using testing::kExact;
 using testing::random_f64;
 
 namespace {
@@ -18,20 +21,6 @@ namespace {
 const Device kCuda = Device::cuda(0);
 constexpr DType kAllTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                DType::i32, DType::i64, DType::u8,  DType::boolean};
-
-// Exact element-by-element equality (NaN never appears here), with the first difference printed.
-void check_same(const Tensor& actual, const Tensor& expected) {
-  REQUIRE(actual.shape() == expected.shape());
-  REQUIRE(actual.dtype() == expected.dtype());
-  std::vector<double> a = actual.tolist(), e = expected.tolist();
-  int64_t mismatches = 0;
-  std::string first;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != e[i] && mismatches++ == 0)
-      first = fmt::format("element {}: got {} expected {}", i, a[i], e[i]);
-  INFO(mismatches << " of " << a.size() << " elements differ; first: " << first);
-  CHECK(mismatches == 0);
-}
 
 // Values every cast handles without undefined behaviour: fractions in [0, 200) for a u8 target
 // (a float below 0 or past 255 cast to u8 is undefined in C++), signed values otherwise; integer
@@ -89,9 +78,9 @@ TEST_CASE("cuda copy: cpu -> cuda -> cpu round trips strided tensors of every dt
       Tensor device = host.to(kCuda);
       CHECK(device.device() == kCuda);
       CHECK(device.is_contiguous());
-      check_same(device.to(Device::cpu()), host);
+      check_gpu_parity(device, host, kExact);
       // A strided view of a cuda tensor back to the host: gathered on the GPU first.
-      check_same(layout.view(base.to(kCuda)).cpu(), host);
+      check_gpu_parity(layout.view(base.to(kCuda)), host, kExact);
     }
 }
 
@@ -105,9 +94,9 @@ TEST_CASE("cuda copy: strided cuda views gather on the device (contiguous, clone
       Tensor gathered = view_gpu.contiguous();
       CHECK(gathered.device() == kCuda);
       CHECK(gathered.is_contiguous());
-      check_same(gathered.cpu(), layout.view(base).contiguous());
-      check_same(view_gpu.clone().cpu(), layout.view(base).clone());
-      check_same(view_gpu.cpu(), layout.view(base));
+      check_gpu_parity(gathered, layout.view(base).contiguous(), kExact);
+      check_gpu_parity(view_gpu.clone(), layout.view(base).clone(), kExact);
+      check_gpu_parity(view_gpu, layout.view(base), kExact);
     }
 }
 
@@ -121,7 +110,7 @@ TEST_CASE("cuda copy: casts between every dtype pair on cuda match the cpu's cas
         Tensor on_cpu = layout.view(base).to(target);
         Tensor on_gpu = layout.view(base.to(kCuda)).to(target);
         CHECK(on_gpu.device() == kCuda);
-        check_same(on_gpu.cpu(), on_cpu);
+        check_gpu_parity(on_gpu, on_cpu, kExact);
       }
 }
 
@@ -135,16 +124,16 @@ TEST_CASE("cuda copy: casts across devices convert on the destination side") {
       // host -> device with a cast: into a contiguous and into a strided cuda destination
       Tensor dst = empty({37, 53}, target, kCuda);
       dst.copy_(host);
-      check_same(dst.cpu(), expected);
+      check_gpu_parity(dst, expected, kExact);
       Tensor wide = zeros({37, 106}, target, kCuda);
       wide.slice(1, 0, 106, 2).copy_(host);
-      check_same(wide.slice(1, 0, 106, 2).cpu(), expected);
-      check_same(wide.slice(1, 1, 106, 2).cpu(), zeros({37, 53}, target));
+      check_gpu_parity(wide.slice(1, 0, 106, 2), expected, kExact);
+      check_gpu_parity(wide.slice(1, 1, 106, 2), zeros({37, 53}, target), kExact);
       // device -> host with a cast, from a strided cuda source into a strided host destination
       Tensor device_view = host.t().to(kCuda).t();
       Tensor back = zeros({53, 37}, target).t();
       back.copy_(device_view);
-      check_same(back, expected);
+      check_close(back, expected, kExact);
     }
 }
 
@@ -157,14 +146,14 @@ TEST_CASE("cuda copy: copy_ into a non-contiguous cuda destination") {
     // Every other column of a transposed destination: strided in both dims.
     dst_cpu.t().slice(1, 0, 10, 2).copy_(src);
     dst_gpu.t().slice(1, 0, 10, 2).copy_(src.to(kCuda));
-    check_same(dst_gpu.cpu(), dst_cpu);
+    check_gpu_parity(dst_gpu, dst_cpu, kExact);
     // From a strided cuda source, and from a strided CPU source, into a strided cuda destination.
     Tensor dst2_cpu = zeros({10, 8}, dtype), dst2_gpu = zeros({10, 8}, dtype, kCuda);
     dst2_cpu.slice(0, 1, 10, 2).copy_(src.t());
     dst2_gpu.slice(0, 1, 10, 2).copy_(src.to(kCuda).t());
     dst2_cpu.slice(0, 0, 10, 2).copy_(src.t());
     dst2_gpu.slice(0, 0, 10, 2).copy_(src.t());
-    check_same(dst2_gpu.cpu(), dst2_cpu);
+    check_gpu_parity(dst2_gpu, dst2_cpu, kExact);
   }
 }
 
@@ -179,11 +168,11 @@ TEST_CASE("cuda copy: copy_ broadcasts its source, on one device and across devi
     Tensor a = zeros({4, 5, 6}, dtype, kCuda), b = zeros({4, 5, 6}, dtype, kCuda);
     a.copy_(row.to(kCuda));  // cuda -> cuda
     b.copy_(column);         // cpu -> cuda, with a cast
-    check_same(a.cpu(), expect_row);
-    check_same(b.cpu(), expect_col);
+    check_gpu_parity(a, expect_row, kExact);
+    check_gpu_parity(b, expect_col, kExact);
     Tensor c = zeros({4, 5, 6}, dtype, kCuda);
     c.copy_(full({}, 3.0, DType::f64));  // a 0-dim host scalar
-    check_same(c.cpu(), full({4, 5, 6}, 3.0, dtype));
+    check_gpu_parity(c, full({4, 5, 6}, 3.0, dtype), kExact);
   }
 }
 
@@ -192,26 +181,26 @@ TEST_CASE("cuda copy: copy_ between overlapping views of one cuda tensor") {
   Tensor device = host.to(kCuda);
   host.slice(0, 1, 20).copy_(host.slice(0, 0, 19));
   device.slice(0, 1, 20).copy_(device.slice(0, 0, 19));
-  check_same(device.cpu(), host);
+  check_gpu_parity(device, host, kExact);
 }
 
 TEST_CASE("cuda copy: fill_, zeros, ones, full and arange on cuda in every dtype") {
   for (DType dtype : kAllTypes) {
     INFO(dtype_name(dtype));
-    check_same(zeros({37, 53}, dtype, kCuda).cpu(), zeros({37, 53}, dtype));
-    check_same(ones({2049}, dtype, kCuda).cpu(), ones({2049}, dtype));
-    check_same(full({7, 3}, 2.5, dtype, kCuda).cpu(), full({7, 3}, 2.5, dtype));
-    check_same(full({}, 1.0, dtype, kCuda).cpu(), full({}, 1.0, dtype));
-    check_same(zeros({0, 3}, dtype, kCuda).cpu(), zeros({0, 3}, dtype));
-    check_same(arange(0.0, 100.0, 1.0, dtype == DType::boolean ? DType::u8 : dtype, kCuda).cpu(),
-               arange(0.0, 100.0, 1.0, dtype == DType::boolean ? DType::u8 : dtype));
+    check_gpu_parity(zeros({37, 53}, dtype, kCuda), zeros({37, 53}, dtype), kExact);
+    check_gpu_parity(ones({2049}, dtype, kCuda), ones({2049}, dtype), kExact);
+    check_gpu_parity(full({7, 3}, 2.5, dtype, kCuda), full({7, 3}, 2.5, dtype), kExact);
+    check_gpu_parity(full({}, 1.0, dtype, kCuda), full({}, 1.0, dtype), kExact);
+    check_gpu_parity(zeros({0, 3}, dtype, kCuda), zeros({0, 3}, dtype), kExact);
+    check_gpu_parity(arange(0.0, 100.0, 1.0, dtype == DType::boolean ? DType::u8 : dtype, kCuda),
+                     arange(0.0, 100.0, 1.0, dtype == DType::boolean ? DType::u8 : dtype), kExact);
     // fill_ through strided and misaligned views changes only the viewed elements.
     Tensor host = zeros({8, 12}, dtype), device = zeros({8, 12}, dtype, kCuda);
     host.t().slice(0, 1, 12, 3).fill_(1.0);
     device.t().slice(0, 1, 12, 3).fill_(1.0);
     host.view({96}).slice(0, 1, 6).fill_(1.0);
     device.view({96}).slice(0, 1, 6).fill_(1.0);
-    check_same(device.cpu(), host);
+    check_gpu_parity(device, host, kExact);
   }
 }
 
@@ -221,12 +210,13 @@ TEST_CASE("cuda copy: large copies take the vector path with an odd tail") {
   Tensor device = host.to(kCuda);
   for (DType target : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::f64}) {
     INFO(dtype_name(target));
-    check_same(device.to(target).cpu(), host.to(target));
-    check_same(device.slice(0, 1, n).to(target).cpu(), host.slice(0, 1, n).to(target));
-    check_same(device.slice(0, 0, n, 3).to(target).cpu(), host.slice(0, 0, n, 3).to(target));
+    check_gpu_parity(device.to(target), host.to(target), kExact);
+    check_gpu_parity(device.slice(0, 1, n).to(target), host.slice(0, 1, n).to(target), kExact);
+    check_gpu_parity(device.slice(0, 0, n, 3).to(target), host.slice(0, 0, n, 3).to(target),
+                     kExact);
   }
   Tensor f16 = host.to(DType::f16);
-  check_same(f16.to(kCuda).to(DType::f32).cpu(), f16.to(DType::f32));
+  check_gpu_parity(f16.to(kCuda).to(DType::f32), f16.to(DType::f32), kExact);
 }
 
 TEST_CASE("cuda copy: to(device) and to(dtype) are differentiable across devices") {
@@ -238,14 +228,14 @@ TEST_CASE("cuda copy: to(device) and to(dtype) are differentiable across devices
   REQUIRE(x.grad().defined());
   CHECK(x.grad().device().is_cpu());
   CHECK(x.grad().dtype() == DType::f32);
-  check_same(x.grad(), mul(w.t(), 3.0));
+  check_close(x.grad(), mul(w.t(), 3.0), kExact);
 
   Tensor xg = random_f64({4, 6}, 702).to(kCuda).requires_grad_();
   Tensor yg = mul(xg.to(DType::f32).cpu(), 2.0);
   yg.backward(ones({4, 6}, DType::f32));
   REQUIRE(xg.grad().defined());
   CHECK(xg.grad().device() == kCuda);
-  check_same(xg.grad().cpu(), full({4, 6}, 2.0, DType::f64));
+  check_gpu_parity(xg.grad(), full({4, 6}, 2.0, DType::f64), kExact);
 
   CHECK_GRADCHECK([](const std::vector<Tensor>& in) { return mul(in[0].to(kCuda).t(), 0.5).cpu(); },
                   {random_f64({3, 4}, 703)});
@@ -259,9 +249,9 @@ TEST_CASE("cuda copy: copies between two GPUs") {
   const Device second = Device::cuda(1);
   Tensor host = random_f64({37, 53}, 800, -50.0, 50.0);
   Tensor on_first = host.to(kCuda);
-  check_same(on_first.t().to(second).cpu(), host.t());
+  check_gpu_parity(on_first.t().to(second), host.t(), kExact);
   Tensor dst = zeros({53, 37}, DType::f16, second);
   dst.copy_(on_first.t());
-  check_same(dst.cpu(), host.t().to(DType::f16));
-  check_same(dst.to(DType::f32).cpu(), host.t().to(DType::f16).to(DType::f32));
+  check_gpu_parity(dst, host.t().to(DType::f16), kExact);
+  check_gpu_parity(dst.to(DType::f32), host.t().to(DType::f16).to(DType::f32), kExact);
 }

@@ -12,8 +12,11 @@
 
 #include "kiln/core/cuda_caching_allocator.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_gpu_parity;
+using kiln::testing::kExact;
 
 namespace {
 
@@ -35,14 +38,6 @@ Tensor filled_on_gpu(int64_t count, float value) {
   Tensor out = empty({count}, DType::f32, Device::cuda(0));
   out.copy_(host);
   return out;
-}
-
-bool all_equal_to(const Tensor& t, float value) {
-  Tensor host = t.cpu();
-  const float* p = host.data<float>();
-  for (int64_t i = 0; i < host.numel(); ++i)
-    if (p[i] != value) return false;
-  return true;
 }
 
 }  // namespace
@@ -109,15 +104,15 @@ TEST_CASE("cuda allocator: a segment is split into blocks that hold their own da
     CHECK(bytes_of(b) == bytes_of(a) + 4 * MiB);
     CHECK(bytes_of(c) == bytes_of(b) + 4 * MiB);
     CHECK(memory_stats(Device::cuda(0)).device_allocs == start.device_allocs + 1);
-    CHECK(all_equal_to(a, 1.0f));
-    CHECK(all_equal_to(b, 2.0f));
-    CHECK(all_equal_to(c, 3.0f));
+    check_gpu_parity(a, full(a.shape(), 1.0, DType::f32), kExact);
+    check_gpu_parity(b, full(b.shape(), 2.0, DType::f32), kExact);
+    check_gpu_parity(c, full(c.shape(), 3.0, DType::f32), kExact);
   }
   // All three merged back into the segment: a request for most of it starts at its base.
   Tensor whole = filled_on_gpu(4 * MiB + MiB / 2, 4.0f);  // 18 MiB
   CHECK(whole.data_ptr() == base);
   CHECK(memory_stats(Device::cuda(0)).device_allocs == start.device_allocs + 1);
-  CHECK(all_equal_to(whole, 4.0f));
+  check_gpu_parity(whole, full(whole.shape(), 4.0, DType::f32), kExact);
 }
 
 TEST_CASE("cuda allocator: empty_cache gives wholly free segments back") {
@@ -179,7 +174,7 @@ TEST_CASE("cuda allocator: more than the device holds is an OutOfMemoryError, th
   CHECK(after.current_bytes == before.current_bytes);
   // The failure left nothing broken: allocations and copies work as before.
   Tensor x = arange(0.0, 4096.0, 1.0, DType::f32);
-  CHECK(equal(x.to(gpu).cpu(), x));
+  check_gpu_parity(x.to(gpu), x, kExact);
 }
 
 TEST_CASE("cuda allocator: zero-size tensors need no memory") {

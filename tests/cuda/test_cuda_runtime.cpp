@@ -3,8 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
+using kiln::testing::kExact;
 
 TEST_CASE("cuda runtime: a visible device has a name") {
   REQUIRE(cuda::device_count() >= 1);
@@ -14,14 +17,14 @@ TEST_CASE("cuda runtime: a visible device has a name") {
 TEST_CASE("cuda runtime: cpu -> cuda -> cpu copy round trip") {
   Tensor host = arange(0.0, 1000.0, 1.0, DType::f32);
   Tensor back = host.to(Device::cuda(0)).to(Device::cpu());
-  CHECK(equal(host, back));
+  check_close(back, host, kExact);
 }
 
 TEST_CASE("cuda runtime: rand on cuda equals rand on cpu for one seed (Philox)") {
   Generator g_cpu(42), g_gpu(42);
   Tensor on_cpu = rand({4097}, DType::f32, Device::cpu(), &g_cpu);
   Tensor on_gpu = rand({4097}, DType::f32, Device::cuda(0), &g_gpu).to(Device::cpu());
-  CHECK(equal(on_cpu, on_gpu));
+  check_close(on_gpu, on_cpu, kExact);
 }
 
 TEST_CASE("cuda runtime: the cuda allocator counts allocations") {

@@ -8,8 +8,11 @@
 
 #include "kiln/core/cuda.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
+using kiln::testing::kExact;
 
 namespace {
 
@@ -109,7 +112,7 @@ TEST_CASE("cuda streams: an event orders work on one stream after another") {
     consumer.wait_event(written);
     cuda::copy_bytes(b.data_ptr(), b.device(), a.data_ptr(), a.device(), nbytes);  // device->device
     Tensor back = b.cpu();  // on the consumer stream, waited for
-    CHECK(equal(back, host));
+    check_close(back, host, kExact);
   }
   written.synchronize();
   CHECK(written.query());
@@ -130,7 +133,7 @@ TEST_CASE("cuda streams: wait_stream orders a stream after another's queued work
   }
   consumer.wait_stream(producer);
   cuda::StreamGuard guard(consumer);
-  CHECK(equal(a.cpu(), host));
+  check_close(a.cpu(), host, kExact);
 }
 
 TEST_CASE("cuda streams: timing events measure elapsed time") {
@@ -158,13 +161,13 @@ TEST_CASE("cuda streams: pinned memory round trip with a non-blocking copy") {
   CHECK_FALSE(host.is_pinned());
   Tensor on_gpu = pinned.to(Device::cuda(0), true);
   CHECK(on_gpu.device() == Device::cuda(0));
-  CHECK(equal(on_gpu.cpu(), host));  // same stream: ordered after the copy
+  check_close(on_gpu.cpu(), host, kExact);  // same stream: ordered after the copy
   // A pageable source with non_blocking falls back to an ordinary copy.
-  CHECK(equal(host.to(Device::cuda(0), true).cpu(), host));
+  check_close(host.to(Device::cuda(0), true).cpu(), host, kExact);
   // Strided pinned views and non-float dtypes too.
   Tensor ints = arange(0.0, 600.0, 1.0, DType::i64).reshape({20, 30}).pin_memory();
   Tensor cols = ints.t();
-  CHECK(equal(cols.to(Device::cuda(0), true).cpu(), cols));
+  check_close(cols.to(Device::cuda(0), true).cpu(), cols, kExact);
 }
 
 TEST_CASE("cuda streams: a pinned block is not reused while a copy from it is pending") {
@@ -180,7 +183,7 @@ TEST_CASE("cuda streams: a pinned block is not reused while a copy from it is pe
   fill_host(next, -1.0f);  // would corrupt the copy if it got the same, still busy, block
   Tensor expected = empty({kBig});
   fill_host(expected, 1.0f);
-  CHECK(equal(on_gpu.cpu(), expected));
+  check_close(on_gpu.cpu(), expected, kExact);
   CHECK(cuda::pinned_allocator().stats().live_allocations >= 1);
 }
 
@@ -189,7 +192,7 @@ TEST_CASE("cuda streams: to(cuda, non_blocking) is differentiable") {
   Tensor y = x.to(Device::cuda(0), true);
   REQUIRE(y.requires_grad());
   y.cpu().sum().backward();
-  CHECK(equal(x.grad(), ones({6})));
+  check_close(x.grad(), ones({6}), kExact);
 }
 
 TEST_CASE("cuda streams: copies between two devices") {
@@ -201,8 +204,8 @@ TEST_CASE("cuda streams: copies between two devices") {
   Tensor on0 = host.to(Device::cuda(0));
   Tensor on1 = on0.to(Device::cuda(1));
   CHECK(on1.device() == Device::cuda(1));
-  CHECK(equal(on1.cpu(), host));
+  check_close(on1.cpu(), host, kExact);
   Tensor back0 = on1.to(Device::cuda(0));
-  CHECK(equal(back0.cpu(), host));
+  check_close(back0.cpu(), host, kExact);
   CHECK(cuda::current_device() == 0);
 }

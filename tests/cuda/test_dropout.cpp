@@ -5,8 +5,11 @@
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_gpu_parity;
+using kiln::testing::kExact;
 using kiln::testing::random_f64;
 
 namespace {
@@ -24,25 +27,25 @@ TEST_CASE("cuda dropout: the same mask, output and gradient as the cpu for one s
     Generator g_cpu(1234), g_gpu(1234);
     Tensor y_cpu = dropout(x_cpu, 0.3, true, &g_cpu);
     Tensor y_gpu = dropout(x_gpu, 0.3, true, &g_gpu);
-    CHECK(equal(y_gpu.cpu(), y_cpu));
+    check_gpu_parity(y_gpu, y_cpu, kExact);
     Tensor g = random_f64({4099}, 2).to(dtype);
     y_cpu.backward(g);
     y_gpu.backward(g.to(kGpu));
-    CHECK(equal(x_gpu.grad().cpu(), x_cpu.grad()));
+    check_gpu_parity(x_gpu.grad(), x_cpu.grad(), kExact);
     // Both generators took one offset: the next draw matches too.
-    CHECK(equal(rand({5}, DType::f32, kGpu, &g_gpu).cpu(),
-                rand({5}, DType::f32, Device::cpu(), &g_cpu)));
+    check_gpu_parity(rand({5}, DType::f32, kGpu, &g_gpu),
+                     rand({5}, DType::f32, Device::cpu(), &g_cpu), kExact);
   }
 }
 
 TEST_CASE("cuda dropout: non-contiguous, empty, p = 0 and p = 1") {
   Tensor x = random_f64({6, 7}, 3, 0.5, 1.5).to(DType::f32).t();
   Generator g_cpu(5), g_gpu(5);
-  CHECK(equal(dropout(x.to(kGpu), 0.5, true, &g_gpu).cpu(), dropout(x, 0.5, true, &g_cpu)));
+  check_gpu_parity(dropout(x.to(kGpu), 0.5, true, &g_gpu), dropout(x, 0.5, true, &g_cpu), kExact);
   Tensor e = zeros({0, 3}, DType::f32, kGpu);
   CHECK(dropout(e, 0.5, true).shape() == Shape{0, 3});
-  CHECK(equal(dropout(x.to(kGpu), 0.0, true).cpu(), x));
-  CHECK(equal(dropout(x.to(kGpu), 1.0, true).cpu(), zeros({7, 6}, DType::f32)));
+  check_gpu_parity(dropout(x.to(kGpu), 0.0, true), x, kExact);
+  check_gpu_parity(dropout(x.to(kGpu), 1.0, true), zeros({7, 6}, DType::f32), kExact);
   CHECK(dropout(x.to(kGpu), 0.5, false).device().is_cuda());
 }
 

@@ -1,9 +1,11 @@
 // GPU parity of the elementwise family: every unary, binary, comparison and where op runs on cuda
 // and on the CPU on the same inputs, per dtype, through every kernel path (16-byte vectorised with
 // an odd tail, contiguous but misaligned, strided, broadcast, zero-size), forward and backward.
+// Results are held to parity.h's table, integer and bool ones exactly; gradients in f16 and bf16
+// get gradient_tolerance, since CUDA's and glibc's float math may differ in the last bit and a
+// backward's chain of 16-bit roundings carries that on.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -16,7 +18,11 @@
 #include "parity.h"
 
 using namespace kiln;
-using kiln::testing::dtype_tolerance;
+using kiln::testing::check_gpu_parity;
+using kiln::testing::gradient_tolerance;
+using kiln::testing::kExact;
+using kiln::testing::Tolerance;
+using kiln::testing::tolerance;
 using testing::random_f64;
 
 namespace {
@@ -24,38 +30,6 @@ namespace {
 const Device kCuda = Device::cuda(0);
 constexpr DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 constexpr DType kIntTypes[] = {DType::i32, DType::i64, DType::u8};
-
-// The issue's relative tolerances. Applied as |gpu - cpu| <= tol * (1 + |cpu|): the absolute part
-// covers results that cancel to near zero (gelu_tanh at large negative x), where both sides round
-// O(1) intermediates. Integer and bool results must match exactly.
-
-// Backward formulas chain several ops, each rounding to the 16-bit dtype on its own; one that lands
-// a half-ulp apart (CUDA's and glibc's float math differ in the last bit) carries on, so gradients
-// in f16/bf16 get four times the forward tolerance.
-double grad_tolerance(DType dtype) {
-  return (dtype == DType::f16 || dtype == DType::bf16) ? 4 * dtype_tolerance(dtype)
-                                                       : dtype_tolerance(dtype);
-}
-
-// gpu (a cuda tensor) against cpu, element by element; NaN matches NaN, equal infinities match.
-void check_matches(const Tensor& gpu, const Tensor& cpu, double tol) {
-  REQUIRE(gpu.defined());
-  REQUIRE(cpu.defined());
-  CHECK(gpu.device() == kCuda);
-  REQUIRE(gpu.shape() == cpu.shape());
-  REQUIRE(gpu.dtype() == cpu.dtype());
-  std::vector<double> g = gpu.tolist(), c = cpu.tolist();
-  int64_t mismatches = 0;
-  std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok = (std::isnan(g[i]) && std::isnan(c[i])) || g[i] == c[i] ||
-              (std::isfinite(c[i]) && std::abs(g[i] - c[i]) <= tol * (1 + std::abs(c[i])));
-    if (!ok && mismatches++ == 0)
-      first = fmt::format("element {}: cuda {} vs cpu {}", i, g[i], c[i]);
-  }
-  INFO(mismatches << " of " << g.size() << " elements differ; first: " << first);
-  CHECK(mismatches == 0);
-}
 
 // Random values in [low, high) of `dtype`, made on the CPU (so both devices see the same bits).
 Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double low, double high) {
@@ -153,7 +127,7 @@ void check_unary(const UnaryCase& c, const Layout& layout, DType dtype, uint64_t
   Tensor base = random_tensor(layout.base, dtype, seed, c.low, c.high);
   Tensor on_cpu = c.f(layout.view(base));
   Tensor on_gpu = c.f(layout.view(base.to(kCuda)));
-  check_matches(on_gpu, on_cpu, dtype_tolerance(dtype));
+  check_gpu_parity(on_gpu, on_cpu, tolerance(dtype));
 }
 
 struct BinaryCase {
@@ -216,11 +190,11 @@ bool broadcasts(const BinaryLayout& layout) {
 }
 
 void check_binary(const BinaryCase& c, const BinaryLayout& layout, const Tensor& base_a,
-                  const Tensor& base_b, double tol) {
+                  const Tensor& base_b, Tolerance tol) {
   INFO("op " << c.name << ", " << dtype_name(base_a.dtype()) << ", " << layout.name);
   Tensor on_cpu = c.f(layout.view_a(base_a), layout.view_b(base_b));
   Tensor on_gpu = c.f(layout.view_a(base_a.to(kCuda)), layout.view_b(base_b.to(kCuda)));
-  check_matches(on_gpu, on_cpu, tol);
+  check_gpu_parity(on_gpu, on_cpu, tol);
 }
 
 // The gradient of sum(f(x) * w) on both devices, compared: leaves are contiguous, the view is
@@ -236,7 +210,7 @@ void check_unary_backward(const UnaryCase& c, const Layout& layout, DType dtype,
   c.f(layout.view(x_gpu)).backward(w.to(kCuda));
   REQUIRE(x_gpu.grad().defined() == x_cpu.grad().defined());
   if (!x_cpu.grad().defined()) return;
-  check_matches(x_gpu.grad(), x_cpu.grad(), grad_tolerance(dtype));
+  check_gpu_parity(x_gpu.grad(), x_cpu.grad(), gradient_tolerance(dtype));
 }
 
 void check_binary_backward(const BinaryCase& c, const BinaryLayout& layout, DType dtype,
@@ -253,8 +227,8 @@ void check_binary_backward(const BinaryCase& c, const BinaryLayout& layout, DTyp
   REQUIRE(a_gpu.grad().defined() == a_cpu.grad().defined());
   REQUIRE(b_gpu.grad().defined() == b_cpu.grad().defined());
   if (!a_cpu.grad().defined() || !b_cpu.grad().defined()) return;
-  check_matches(a_gpu.grad(), a_cpu.grad(), grad_tolerance(dtype));
-  check_matches(b_gpu.grad(), b_cpu.grad(), grad_tolerance(dtype));
+  check_gpu_parity(a_gpu.grad(), a_cpu.grad(), gradient_tolerance(dtype));
+  check_gpu_parity(b_gpu.grad(), b_cpu.grad(), gradient_tolerance(dtype));
 }
 
 // gradcheck perturbs its f64 leaves on the host, so the leaves stay on the CPU and f moves them to
@@ -297,7 +271,7 @@ TEST_CASE("cuda elementwise: each op once per dtype, each layout once, forward a
     for (const BinaryCase& c : float_binary_cases()) {
       const Tensor a = random_tensor(same.base_a, dtype, seed++, c.low_a, c.high_a);
       const Tensor b = random_tensor(same.base_b, dtype, seed++, c.low_b, c.high_b);
-      check_binary(c, same, a, b, dtype_tolerance(dtype));
+      check_binary(c, same, a, b, tolerance(dtype));
       check_binary_backward(c, same, dtype, seed++);
     }
     const UnaryCase first_unary = float_unary_cases().front();
@@ -309,7 +283,7 @@ TEST_CASE("cuda elementwise: each op once per dtype, each layout once, forward a
     for (const BinaryLayout& layout : binary_layouts()) {
       const Tensor a = random_tensor(layout.base_a, dtype, seed++, -2.0, 2.0);
       const Tensor b = random_tensor(layout.base_b, dtype, seed++, -2.0, 2.0);
-      check_binary(first_binary, layout, a, b, dtype_tolerance(dtype));
+      check_binary(first_binary, layout, a, b, tolerance(dtype));
       check_binary_backward(first_binary, layout, dtype, seed++);
     }
   }
@@ -341,7 +315,7 @@ TEST_CASE("cuda elementwise: integer unary ops match the cpu exactly") {
         Tensor base = random_integers(layout.base, dtype, seed++, low, 7);
         Tensor on_cpu = c.f(layout.view(base));
         Tensor on_gpu = c.f(layout.view(base.to(kCuda)));
-        check_matches(on_gpu, on_cpu, dtype_tolerance(on_cpu.dtype()));
+        check_gpu_parity(on_gpu, on_cpu, tolerance(on_cpu.dtype()));
       }
 }
 
@@ -350,9 +324,9 @@ TEST_CASE("cuda elementwise: bool unary ops match the cpu") {
     INFO(layout.name);
     Tensor base = gt(random_f64(layout.base, 300), 0.0);
     Tensor gpu_base = base.to(kCuda);
-    check_matches(logical_not(layout.view(gpu_base)), logical_not(layout.view(base)), 0.0);
-    check_matches(isnan(layout.view(gpu_base)), isnan(layout.view(base)), 0.0);
-    check_matches(abs(layout.view(gpu_base)), abs(layout.view(base)), 0.0);
+    check_gpu_parity(logical_not(layout.view(gpu_base)), logical_not(layout.view(base)), kExact);
+    check_gpu_parity(isnan(layout.view(gpu_base)), isnan(layout.view(base)), kExact);
+    check_gpu_parity(abs(layout.view(gpu_base)), abs(layout.view(base)), kExact);
   }
 }
 
@@ -362,9 +336,9 @@ TEST_CASE("cuda elementwise: logical_not and isnan write bool from floating inpu
     Tensor x = random_integers({9, 7}, DType::i64, 301, -2, 3).to(dtype);
     x = where(eq(x, 2.0), full({}, NAN, dtype), x);
     Tensor xg = x.to(kCuda);
-    check_matches(logical_not(xg), logical_not(x), 0.0);
-    check_matches(isnan(xg), isnan(x), 0.0);
-    check_matches(isnan(xg.t()), isnan(x.t()), 0.0);
+    check_gpu_parity(logical_not(xg), logical_not(x), kExact);
+    check_gpu_parity(isnan(xg), isnan(x), kExact);
+    check_gpu_parity(isnan(xg.t()), isnan(x.t()), kExact);
   }
 }
 
@@ -376,23 +350,23 @@ TEST_CASE("cuda elementwise: NaN and infinities propagate as on the cpu") {
     Tensor x = tensor<double>({nan, -inf, inf, -1.0, -0.0, 0.0, 0.5, 2.5, nan}).to(dtype);
     Tensor y = tensor<double>({1.0, nan, -inf, inf, 0.0, -0.0, nan, 3.0, nan}).to(dtype);
     Tensor xg = x.to(kCuda), yg = y.to(kCuda);
-    const double tol = dtype_tolerance(dtype);
-    check_matches(relu(xg), relu(x), tol);
-    check_matches(clamp(xg, -0.5, 0.7), clamp(x, -0.5, 0.7), tol);
-    check_matches(sign(xg), sign(x), tol);
-    check_matches(abs(xg), abs(x), tol);
-    check_matches(exp(xg), exp(x), tol);
-    check_matches(log(xg), log(x), tol);
-    check_matches(sqrt(xg), sqrt(x), tol);
-    check_matches(sigmoid(xg), sigmoid(x), tol);
-    check_matches(tanh(xg), tanh(x), tol);
-    check_matches(maximum(xg, yg), maximum(x, y), tol);
-    check_matches(minimum(xg, yg), minimum(x, y), tol);
-    check_matches(div(xg, yg), div(x, y), tol);
-    check_matches(isnan(xg), isnan(x), 0.0);
-    check_matches(eq(xg, yg), eq(x, y), 0.0);
-    check_matches(ne(xg, yg), ne(x, y), 0.0);
-    check_matches(lt(xg, yg), lt(x, y), 0.0);
+    const Tolerance tol = tolerance(dtype);
+    check_gpu_parity(relu(xg), relu(x), tol);
+    check_gpu_parity(clamp(xg, -0.5, 0.7), clamp(x, -0.5, 0.7), tol);
+    check_gpu_parity(sign(xg), sign(x), tol);
+    check_gpu_parity(abs(xg), abs(x), tol);
+    check_gpu_parity(exp(xg), exp(x), tol);
+    check_gpu_parity(log(xg), log(x), tol);
+    check_gpu_parity(sqrt(xg), sqrt(x), tol);
+    check_gpu_parity(sigmoid(xg), sigmoid(x), tol);
+    check_gpu_parity(tanh(xg), tanh(x), tol);
+    check_gpu_parity(maximum(xg, yg), maximum(x, y), tol);
+    check_gpu_parity(minimum(xg, yg), minimum(x, y), tol);
+    check_gpu_parity(div(xg, yg), div(x, y), tol);
+    check_gpu_parity(isnan(xg), isnan(x), kExact);
+    check_gpu_parity(eq(xg, yg), eq(x, y), kExact);
+    check_gpu_parity(ne(xg, yg), ne(x, y), kExact);
+    check_gpu_parity(lt(xg, yg), lt(x, y), kExact);
   }
 }
 
@@ -404,7 +378,7 @@ TEST_CASE("cuda elementwise: floating binary ops match the cpu in every dtype an
       for (const BinaryLayout& layout : binary_layouts()) {
         Tensor a = random_tensor(layout.base_a, dtype, seed++, c.low_a, c.high_a);
         Tensor b = random_tensor(layout.base_b, dtype, seed++, c.low_b, c.high_b);
-        check_binary(c, layout, a, b, dtype_tolerance(dtype));
+        check_binary(c, layout, a, b, tolerance(dtype));
       }
 }
 
@@ -414,11 +388,11 @@ TEST_CASE("cuda elementwise: mixed dtypes promote as on the cpu") {
   Tensor c = random_integers({37, 1}, DType::i32, 452, -5, 5);
   Tensor d = random_tensor({37, 53}, DType::f64, 453, -2.0, 2.0);
   Tensor ag = a.to(kCuda), bg = b.to(kCuda), cg = c.to(kCuda), dg = d.to(kCuda);
-  check_matches(add(ag, bg), add(a, b), dtype_tolerance(DType::f32));  // f16 + bf16 meet at f32
-  check_matches(mul(ag, cg), mul(a, c), dtype_tolerance(DType::f16));
-  check_matches(sub(cg, dg), sub(c, d), dtype_tolerance(DType::f64));
-  check_matches(div(cg, cg.t().t()), div(c, c), dtype_tolerance(DType::f32));
-  check_matches(lt(ag, dg), lt(a, d), 0.0);
+  check_gpu_parity(add(ag, bg), add(a, b), tolerance(DType::f32));  // f16 + bf16 meet at f32
+  check_gpu_parity(mul(ag, cg), mul(a, c), tolerance(DType::f16));
+  check_gpu_parity(sub(cg, dg), sub(c, d), tolerance(DType::f64));
+  check_gpu_parity(div(cg, cg.t().t()), div(c, c), tolerance(DType::f32));
+  check_gpu_parity(lt(ag, dg), lt(a, d), kExact);
 }
 
 TEST_CASE("cuda elementwise: comparisons and logical ops match the cpu exactly, with ties") {
@@ -443,7 +417,7 @@ TEST_CASE("cuda elementwise: comparisons and logical ops match the cpu exactly, 
         int64_t low = (dtype == DType::u8 || dtype == DType::boolean) ? 0 : -2;
         Tensor a = random_integers(layout.base_a, dtype, seed++, low, 3);
         Tensor b = random_integers(layout.base_b, dtype, seed++, low, 3);
-        check_binary(c, layout, a, b, 0.0);
+        check_binary(c, layout, a, b, kExact);
       }
 }
 
@@ -466,8 +440,7 @@ TEST_CASE("cuda elementwise: integer and bool arithmetic match the cpu exactly")
         Tensor a = random_integers(layout.base_a, dtype, seed++, low, 10);
         // Exponents and divisors in [1, 4): pow stays small, div has no zero.
         Tensor b = random_integers(layout.base_b, dtype, seed++, 1, 4);
-        check_binary(c, layout, a, b,
-                     dtype_tolerance(c.name.rfind("div", 0) == 0 ? DType::f32 : dtype));
+        check_binary(c, layout, a, b, tolerance(c.name.rfind("div", 0) == 0 ? DType::f32 : dtype));
       }
   std::vector<BinaryCase> bool_cases = {
       {"add (or)", [](const Tensor& a, const Tensor& b) { return add(a, b); }},
@@ -479,7 +452,7 @@ TEST_CASE("cuda elementwise: integer and bool arithmetic match the cpu exactly")
     for (const BinaryLayout& layout : binary_layouts()) {
       Tensor a = random_integers(layout.base_a, DType::boolean, seed++, 0, 2);
       Tensor b = random_integers(layout.base_b, DType::boolean, seed++, 0, 2);
-      check_binary(c, layout, a, b, 0.0);
+      check_binary(c, layout, a, b, kExact);
     }
 }
 
@@ -495,40 +468,41 @@ TEST_CASE("cuda elementwise: where matches the cpu in every dtype, with broadcas
     };
     // same shapes (vectorised path), broadcast condition, broadcast values, strided, zero-size
     Tensor c1 = condition({37, 53}), a1 = values({37, 53}), b1 = values({37, 53});
-    check_matches(where(c1.to(kCuda), a1.to(kCuda), b1.to(kCuda)), where(c1, a1, b1), 0.0);
+    check_gpu_parity(where(c1.to(kCuda), a1.to(kCuda), b1.to(kCuda)), where(c1, a1, b1), kExact);
     Tensor c2 = condition({37, 1}), a2 = values({53}), b2 = values({37, 53});
-    check_matches(where(c2.to(kCuda), a2.to(kCuda), b2.to(kCuda)), where(c2, a2, b2), 0.0);
+    check_gpu_parity(where(c2.to(kCuda), a2.to(kCuda), b2.to(kCuda)), where(c2, a2, b2), kExact);
     Tensor c3 = condition({53, 37}), a3 = values({}), b3 = values({37, 106});
-    check_matches(where(c3.to(kCuda).t(), a3.to(kCuda), b3.to(kCuda).slice(1, 0, 106, 2)),
-                  where(c3.t(), a3, b3.slice(1, 0, 106, 2)), 0.0);
+    check_gpu_parity(where(c3.to(kCuda).t(), a3.to(kCuda), b3.to(kCuda).slice(1, 0, 106, 2)),
+                     where(c3.t(), a3, b3.slice(1, 0, 106, 2)), kExact);
     Tensor c4 = condition({2049}), a4 = values({2049}), b4 = values({2048});
-    check_matches(
+    check_gpu_parity(
         where(c4.to(kCuda).slice(0, 1, 2049), a4.to(kCuda).slice(0, 1, 2049), b4.to(kCuda)),
-        where(c4.slice(0, 1, 2049), a4.slice(0, 1, 2049), b4), 0.0);
+        where(c4.slice(0, 1, 2049), a4.slice(0, 1, 2049), b4), kExact);
     Tensor c5 = condition({0, 4}), a5 = values({4}), b5 = values({0, 4});
-    check_matches(where(c5.to(kCuda), a5.to(kCuda), b5.to(kCuda)), where(c5, a5, b5), 0.0);
+    check_gpu_parity(where(c5.to(kCuda), a5.to(kCuda), b5.to(kCuda)), where(c5, a5, b5), kExact);
   }
 }
 
 TEST_CASE("cuda elementwise: masked_fill and in-place ops on cuda match the cpu") {
   for (DType dtype : kFloatTypes) {
     INFO(dtype_name(dtype));
-    const double tol = dtype_tolerance(dtype);
+    const Tolerance tol = tolerance(dtype);
     Tensor x = random_tensor({37, 53}, dtype, 800, -2.0, 2.0);
     Tensor y = random_tensor({53}, dtype, 801, -2.0, 2.0);
     Tensor mask = gt(random_f64({37, 1}, 802), 0.0);
-    check_matches(masked_fill(x.to(kCuda), mask.to(kCuda), -7.0), masked_fill(x, mask, -7.0), tol);
+    check_gpu_parity(masked_fill(x.to(kCuda), mask.to(kCuda), -7.0), masked_fill(x, mask, -7.0),
+                     tol);
 
     Tensor xc = x.clone(), xg = x.to(kCuda);
     xc.add_(y, 0.5).mul_(y).relu_().clamp_(-0.25, 1.5).sub_(0.125);
     xg.add_(y.to(kCuda), 0.5).mul_(y.to(kCuda)).relu_().clamp_(-0.25, 1.5).sub_(0.125);
-    check_matches(xg, xc, tol);
+    check_gpu_parity(xg, xc, tol);
 
     // In place through a strided view: only the viewed elements change.
     Tensor zc = x.clone(), zg = x.to(kCuda);
     zc.slice(1, 0, 53, 3).mul_(2.0).neg_();
     zg.slice(1, 0, 53, 3).mul_(2.0).neg_();
-    check_matches(zg, zc, tol);
+    check_gpu_parity(zg, zc, tol);
   }
 }
 
@@ -538,23 +512,23 @@ TEST_CASE("cuda elementwise: large tensors take the vector path with an odd tail
   std::vector<DType> dtypes = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::u8};
   for (DType dtype : dtypes) {
     INFO(dtype_name(dtype));
-    const double tol = dtype_tolerance(dtype);
+    const Tolerance tol = tolerance(dtype);
     Tensor a = random_integers({n}, DType::i64, 900, 0, 200).to(dtype);
     Tensor b = random_integers({n}, DType::i64, 901, 0, 50).to(dtype);
     Tensor ag = a.to(kCuda), bg = b.to(kCuda);
-    check_matches(add(ag, bg), add(a, b), tol);
-    check_matches(maximum(ag, bg), maximum(a, b), tol);
-    check_matches(gt(ag, bg), gt(a, b), 0.0);
-    check_matches(where(gt(ag, bg), ag, bg), where(gt(a, b), a, b), tol);
-    check_matches(square(ag), square(a), tol);
+    check_gpu_parity(add(ag, bg), add(a, b), tol);
+    check_gpu_parity(maximum(ag, bg), maximum(a, b), tol);
+    check_gpu_parity(gt(ag, bg), gt(a, b), kExact);
+    check_gpu_parity(where(gt(ag, bg), ag, bg), where(gt(a, b), a, b), tol);
+    check_gpu_parity(square(ag), square(a), tol);
     if (is_floating(dtype)) {
       Tensor x = random_tensor({n}, dtype, 902, -3.0, 3.0);
-      check_matches(exp(x.to(kCuda)), exp(x), tol);
-      check_matches(sigmoid(x.to(kCuda)), sigmoid(x), tol);
+      check_gpu_parity(exp(x.to(kCuda)), exp(x), tol);
+      check_gpu_parity(sigmoid(x.to(kCuda)), sigmoid(x), tol);
     }
     // Misaligned (offset 1) over the same size: the scalar contiguous kernel.
-    check_matches(add(ag.slice(0, 1, n), bg.slice(0, 0, n - 1)),
-                  add(a.slice(0, 1, n), b.slice(0, 0, n - 1)), tol);
+    check_gpu_parity(add(ag.slice(0, 1, n), bg.slice(0, 0, n - 1)),
+                     add(a.slice(0, 1, n), b.slice(0, 0, n - 1)), tol);
   }
 }
 
@@ -607,8 +581,8 @@ TEST_CASE("cuda elementwise: where backward matches the cpu") {
     Tensor ag = a.to(kCuda).requires_grad_(), bg = b.to(kCuda).requires_grad_();
     where(c, ac, bc).backward(w);
     where(c.to(kCuda), ag, bg).backward(w.to(kCuda));
-    check_matches(ag.grad(), ac.grad(), dtype_tolerance(dtype));
-    check_matches(bg.grad(), bc.grad(), dtype_tolerance(dtype));
+    check_gpu_parity(ag.grad(), ac.grad(), tolerance(dtype));
+    check_gpu_parity(bg.grad(), bc.grad(), tolerance(dtype));
   }
 }
 

@@ -1,16 +1,13 @@
 // GPU checks of matmul, mm, bmm and linear (cuBLAS) against the CPU (Eigen) on the same inputs.
 // The executable exits 77 (ctest's skip code) when no GPU is visible.
 //
-// Tolerances (|gpu - cpu| <= atol + rtol |cpu|, inputs in [-1, 1)): f64 1e-12; f32 1e-5 with TF32
-// off (the default); f16 2e-3 and bf16 1.6e-2, one rounding step of each type. Both devices
-// accumulate 16-bit products in f32 and round once, so only the summation order differs; that
-// holds for K up to 256 here. With TF32 on, f32 is held to 1e-2 relative to sum |a||b|.
+// Tolerances: parity.h's table (inputs in [-1, 1), TF32 off, the default). Both devices accumulate
+// 16-bit products in f32 and round once, so only the summation order differs and the results are
+// at most one rounding step apart; that holds for K up to 256 here. With TF32 on, f32 is held to
+// 1e-2 relative to sum |a||b|.
 #include <array>
 #include <catch2/catch.hpp>
-#include <cmath>
-#include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "gradcheck.h"
@@ -18,50 +15,18 @@
 #include "kiln/kernels/cpu/gemm.h"
 #include "kiln/kernels/cuda/gemm.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
+using kiln::testing::check_gpu_parity;
 using kiln::testing::random_f64;
+using kiln::testing::Tolerance;
+using kiln::testing::tolerance;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
-
-struct Tolerance {
-  double rtol, atol;
-};
-
-Tolerance tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return {1e-12, 1e-12};
-    case DType::f32:
-      return {1e-5, 1e-5};
-    case DType::f16:
-      return {2e-3, 2e-3};
-    default:
-      return {1.6e-2, 1.6e-2};
-  }
-}
-
-// Compares on the CPU in f64; reports how many elements are off and the first of them.
-void check_close(const Tensor& got, const Tensor& want, Tolerance tol) {
-  REQUIRE(got.defined());
-  REQUIRE(want.defined());
-  REQUIRE(got.shape() == want.shape());
-  const Tensor g = got.cpu().to(DType::f64).contiguous();
-  const Tensor w = want.cpu().to(DType::f64).contiguous();
-  const double* pg = g.data<double>();
-  const double* pw = w.data<double>();
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    if (!(std::abs(pg[i] - pw[i]) <= tol.atol + tol.rtol * std::abs(pw[i]))) {
-      if (bad++ == 0) first = i;
-    }
-  }
-  INFO(bad << " of " << g.numel() << " elements off; first at " << first << ": gpu "
-           << (first >= 0 ? pg[first] : 0.0) << " vs cpu " << (first >= 0 ? pw[first] : 0.0));
-  CHECK(bad == 0);
-}
 
 Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
   return random_f64(shape, seed).to(dtype);
@@ -90,7 +55,7 @@ TEST_CASE("cuda matmul: mm matches the CPU in every dtype") {
     for (const Case& c : cases) {
       INFO(dtype_name(dtype) << " m " << c.m << " k " << c.k << " n " << c.n);
       const Tensor a = random({c.m, c.k}, 1, dtype), b = random({c.k, c.n}, 2, dtype);
-      check_close(mm(a.to(kGpu), b.to(kGpu)), mm(a, b), tolerance(dtype));
+      check_gpu_parity(mm(a.to(kGpu), b.to(kGpu)), mm(a, b), tolerance(dtype));
     }
   }
 }
@@ -104,11 +69,11 @@ TEST_CASE("cuda matmul: transposed and row-sliced operands reach cuBLAS without 
     const Tensor wide = random({6, 20}, 5, dtype);
     const Tensor a_cpu = at.t(), b_cpu = bt.t();  // [6, 9] and [9, 11]
     const Tensor a_gpu = at.to(kGpu).t(), b_gpu = bt.to(kGpu).t();
-    check_close(mm(a_gpu, b_gpu), mm(a_cpu, b_cpu), tolerance(dtype));
+    check_gpu_parity(mm(a_gpu, b_gpu), mm(a_cpu, b_cpu), tolerance(dtype));
     const Tensor slice_cpu = wide.narrow(1, 3, 9);  // [6, 9] with row stride 20
     const Tensor slice_gpu = wide.to(kGpu).narrow(1, 3, 9);
-    check_close(mm(slice_gpu, b_gpu), mm(slice_cpu, b_cpu), tolerance(dtype));
-    check_close(mm(b_gpu.t(), slice_gpu.t()), mm(b_cpu.t(), slice_cpu.t()), tolerance(dtype));
+    check_gpu_parity(mm(slice_gpu, b_gpu), mm(slice_cpu, b_cpu), tolerance(dtype));
+    check_gpu_parity(mm(b_gpu.t(), slice_gpu.t()), mm(b_cpu.t(), slice_cpu.t()), tolerance(dtype));
   }
 }
 
@@ -118,24 +83,24 @@ TEST_CASE("cuda matmul: operands with no gemm layout are copied first") {
   const Tensor wide = random({8, 14}, 6, DType::f32), b = random({7, 5}, 7, DType::f32);
   const Tensor a_cpu = wide.slice(1, 0, 14, 2);
   const Tensor a_gpu = wide.to(kGpu).slice(1, 0, 14, 2);
-  check_close(mm(a_gpu, b.to(kGpu)), mm(a_cpu, b), tolerance(DType::f32));
+  check_gpu_parity(mm(a_gpu, b.to(kGpu)), mm(a_cpu, b), tolerance(DType::f32));
   const Tensor row = random({1, 7}, 8, DType::f32);
-  check_close(mm(row.to(kGpu).expand({4, 7}), b.to(kGpu)), mm(row.expand({4, 7}), b),
-              tolerance(DType::f32));
+  check_gpu_parity(mm(row.to(kGpu).expand({4, 7}), b.to(kGpu)), mm(row.expand({4, 7}), b),
+                   tolerance(DType::f32));
 }
 
 TEST_CASE("cuda matmul: bmm matches the CPU, with transposed batches") {
   for (DType dtype : kAllDtypes) {
     INFO(dtype_name(dtype));
     const Tensor a = random({5, 6, 7}, 9, dtype), b = random({5, 7, 4}, 10, dtype);
-    check_close(bmm(a.to(kGpu), b.to(kGpu)), bmm(a, b), tolerance(dtype));
+    check_gpu_parity(bmm(a.to(kGpu), b.to(kGpu)), bmm(a, b), tolerance(dtype));
     const Tensor bt = random({5, 4, 7}, 11, dtype);
-    check_close(bmm(a.to(kGpu), bt.to(kGpu).transpose(1, 2)), bmm(a, bt.transpose(1, 2)),
-                tolerance(dtype));
+    check_gpu_parity(bmm(a.to(kGpu), bt.to(kGpu).transpose(1, 2)), bmm(a, bt.transpose(1, 2)),
+                     tolerance(dtype));
     // Batch-major storage read batch-minor: the batch stride is the smallest one.
     const Tensor inner = random({6, 5, 7}, 12, dtype);
-    check_close(bmm(inner.to(kGpu).transpose(0, 1), b.to(kGpu)), bmm(inner.transpose(0, 1), b),
-                tolerance(dtype));
+    check_gpu_parity(bmm(inner.to(kGpu).transpose(0, 1), b.to(kGpu)), bmm(inner.transpose(0, 1), b),
+                     tolerance(dtype));
   }
 }
 
@@ -146,19 +111,19 @@ TEST_CASE("cuda matmul: matmul broadcasts batch dims and promotes 1-D operands")
     // [2, 1, 4, 3] x [3, 3, 5]: batch strides (s, 0) and (0, s') do not fold into one stride,
     // so the product runs as an outer loop over strided-batched calls.
     const Tensor a = random({2, 1, 4, 3}, 13, dtype), b = random({3, 3, 5}, 14, dtype);
-    check_close(matmul(a.to(kGpu), b.to(kGpu)), matmul(a, b), tol);
+    check_gpu_parity(matmul(a.to(kGpu), b.to(kGpu)), matmul(a, b), tol);
     // A stack times one matrix folds into one taller product.
     const Tensor stack = random({3, 4, 6}, 15, dtype), m = random({6, 2}, 16, dtype);
-    check_close(matmul(stack.to(kGpu), m.to(kGpu)), matmul(stack, m), tol);
+    check_gpu_parity(matmul(stack.to(kGpu), m.to(kGpu)), matmul(stack, m), tol);
     // A matrix times a stack: the matrix is expanded with batch stride 0.
     const Tensor lhs = random({4, 6}, 17, dtype), rhs = random({3, 6, 5}, 18, dtype);
-    check_close(matmul(lhs.to(kGpu), rhs.to(kGpu)), matmul(lhs, rhs), tol);
+    check_gpu_parity(matmul(lhs.to(kGpu), rhs.to(kGpu)), matmul(lhs, rhs), tol);
     const Tensor v = random({6}, 19, dtype);
-    check_close(matmul(v.to(kGpu), m.to(kGpu)), matmul(v, m), tol);
-    check_close(matmul(lhs.to(kGpu), v.to(kGpu)), matmul(lhs, v), tol);
-    check_close(matmul(v.to(kGpu), v.to(kGpu)), matmul(v, v), tol);
-    check_close(matmul(rhs.to(kGpu).transpose(1, 2), lhs.to(kGpu).t()),
-                matmul(rhs.transpose(1, 2), lhs.t()), tol);
+    check_gpu_parity(matmul(v.to(kGpu), m.to(kGpu)), matmul(v, m), tol);
+    check_gpu_parity(matmul(lhs.to(kGpu), v.to(kGpu)), matmul(lhs, v), tol);
+    check_gpu_parity(matmul(v.to(kGpu), v.to(kGpu)), matmul(v, v), tol);
+    check_gpu_parity(matmul(rhs.to(kGpu).transpose(1, 2), lhs.to(kGpu).t()),
+                     matmul(rhs.transpose(1, 2), lhs.t()), tol);
   }
 }
 
@@ -170,18 +135,19 @@ TEST_CASE("cuda matmul: zero-size dims give empty or zero results") {
          std::vector<std::array<int64_t, 3>>{{0, 4, 3}, {4, 3, 0}, {4, 0, 3}, {0, 0, 0}}) {
       INFO("m " << m << " k " << k << " n " << n);
       const Tensor a = random({m, k}, 20, dtype), b = random({k, n}, 21, dtype);
-      check_close(mm(a.to(kGpu), b.to(kGpu)), mm(a, b), tol);
+      check_gpu_parity(mm(a.to(kGpu), b.to(kGpu)), mm(a, b), tol);
     }
     // k = 0 must write zeros over uninitialised memory, in a batch too.
     const Tensor a = random({3, 4, 0}, 22, dtype), b = random({3, 0, 5}, 23, dtype);
     const Tensor out = bmm(a.to(kGpu), b.to(kGpu));
-    check_close(out, zeros({3, 4, 5}, dtype), tol);
-    check_close(bmm(random({0, 4, 2}, 24, dtype).to(kGpu), random({0, 2, 5}, 25, dtype).to(kGpu)),
-                zeros({0, 4, 5}, dtype), tol);
+    check_gpu_parity(out, zeros({3, 4, 5}, dtype), tol);
+    check_gpu_parity(
+        bmm(random({0, 4, 2}, 24, dtype).to(kGpu), random({0, 2, 5}, 25, dtype).to(kGpu)),
+        zeros({0, 4, 5}, dtype), tol);
     // linear with no input features is its bias.
     const Tensor x = random({6, 0}, 26, dtype), w = random({3, 0}, 27, dtype);
     const Tensor bias = random({3}, 28, dtype);
-    check_close(linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(x, w, bias), tol);
+    check_gpu_parity(linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(x, w, bias), tol);
   }
 }
 
@@ -191,10 +157,11 @@ TEST_CASE("cuda matmul: linear matches the CPU with and without bias") {
     const Tolerance tol = tolerance(dtype);
     const Tensor x = random({2, 3, 10}, 29, dtype), w = random({7, 10}, 30, dtype);
     const Tensor bias = random({7}, 31, dtype);
-    check_close(linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(x, w, bias), tol);
-    check_close(linear(x.to(kGpu), w.to(kGpu)), linear(x, w), tol);
+    check_gpu_parity(linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(x, w, bias), tol);
+    check_gpu_parity(linear(x.to(kGpu), w.to(kGpu)), linear(x, w), tol);
     const Tensor x2 = random({10, 5}, 32, dtype);  // a transposed input
-    check_close(linear(x2.to(kGpu).t(), w.to(kGpu), bias.to(kGpu)), linear(x2.t(), w, bias), tol);
+    check_gpu_parity(linear(x2.to(kGpu).t(), w.to(kGpu), bias.to(kGpu)), linear(x2.t(), w, bias),
+                     tol);
   }
 }
 
@@ -202,10 +169,10 @@ TEST_CASE("cuda matmul: 16-bit products with K = 256 stay within one rounding st
   for (DType dtype : {DType::f16, DType::bf16}) {
     INFO(dtype_name(dtype));
     const Tensor a = random({16, 256}, 33, dtype), b = random({256, 24}, 34, dtype);
-    check_close(mm(a.to(kGpu), b.to(kGpu)), mm(a, b), tolerance(dtype));
+    check_gpu_parity(mm(a.to(kGpu), b.to(kGpu)), mm(a, b), tolerance(dtype));
     const Tensor w = random({24, 256}, 35, dtype), bias = random({24}, 36, dtype);
-    check_close(linear(a.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(a, w, bias),
-                tolerance(dtype));
+    check_gpu_parity(linear(a.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(a, w, bias),
+                     tolerance(dtype));
   }
 }
 
@@ -227,12 +194,12 @@ TEST_CASE("cuda matmul: backward of mm, bmm and broadcast matmul matches the CPU
       Tensor ag = a.to(kGpu).requires_grad_(), bg = b.to(kGpu).requires_grad_();
       const Tensor out_cpu = matmul(ac, bc);
       const Tensor out_gpu = matmul(ag, bg);
-      check_close(out_gpu, out_cpu, tol);
+      check_gpu_parity(out_gpu, out_cpu, tol);
       const Tensor r = random(out_cpu.shape(), 39, dtype);
       out_cpu.backward(r);
       out_gpu.backward(r.to(kGpu));
-      check_close(ag.grad(), ac.grad(), tol);
-      check_close(bg.grad(), bc.grad(), tol);
+      check_gpu_parity(ag.grad(), ac.grad(), tol);
+      check_gpu_parity(bg.grad(), bc.grad(), tol);
     }
   }
 }
@@ -251,9 +218,9 @@ TEST_CASE("cuda matmul: backward of linear matches the CPU") {
     const Tensor r = random(out_cpu.shape(), 43, dtype);
     out_cpu.backward(r);
     out_gpu.backward(r.to(kGpu));
-    check_close(xg.grad(), xc.grad(), tol);
-    check_close(wg.grad(), wc.grad(), tol);
-    check_close(bg.grad(), bc.grad(), tol);
+    check_gpu_parity(xg.grad(), xc.grad(), tol);
+    check_gpu_parity(wg.grad(), wc.grad(), tol);
+    check_gpu_parity(bg.grad(), bc.grad(), tol);
   }
 }
 
@@ -288,10 +255,10 @@ TEST_CASE("cuda matmul: cuda::gemm matches cpu::gemm for every transpose, ld and
         cpu::gemm<float>(trans_a, trans_b, m, n, k, a.data<float>(), lda, b.data<float>(), ldb,
                          c.data<float>(), ldc, accumulate);
         cuda::gemm<float>(trans_a, trans_b, m, n, k, static_cast<const float*>(ag.data_ptr()), lda,
-                         static_cast<const float*>(bg.data_ptr()), ldb,
-                         static_cast<float*>(cg.data_ptr()), ldc, accumulate);
+                          static_cast<const float*>(bg.data_ptr()), ldb,
+                          static_cast<float*>(cg.data_ptr()), ldc, accumulate);
         // The padding columns of c are never written, so the whole buffers compare.
-        check_close(cg, c, tolerance(DType::f32));
+        check_gpu_parity(cg, c, tolerance(DType::f32));
       }
     }
   }
@@ -304,13 +271,10 @@ TEST_CASE("cuda matmul: TF32 on stays within TF32 accuracy") {
   const Tensor a = random({64, k}, 52, DType::f32), b = random({k, 48}, 53, DType::f32);
   const Tensor got = mm(a.to(kGpu), b.to(kGpu)).cpu();
   const Tensor want = mm(a.to(DType::f64), b.to(DType::f64));
-  // TF32 keeps 10 mantissa bits of each input: each product is off by up to ~2^-10 relative.
+  // TF32 keeps 10 mantissa bits of each input: each product is off by up to ~2^-10 relative, so
+  // the relative part scales with sum |a||b| rather than with |want|.
   const Tensor scale = mm(abs(a.to(DType::f64)), abs(b.to(DType::f64)));
-  const std::vector<double> g = got.to(DType::f64).tolist(), w = want.tolist(), s = scale.tolist();
-  int64_t bad = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(std::abs(g[i] - w[i]) <= 1e-2 * s[i] + 1e-5)) ++bad;
-  CHECK(bad == 0);
+  check_close(got, want, Tolerance{1e-2, 1e-5}, scale);
 }
 
 TEST_CASE("cuda matmul: operands on different devices are a DeviceError") {

@@ -1,13 +1,9 @@
 // GPU parity of batch_norm and layer_norm: forward, running statistics and backward on CUDA
 // against the CPU on the same inputs, per dtype, plus gradchecks through the GPU. The 16-bit
 // dtypes compute in f32 on both devices, so their tolerance is the dtype's rounding.
-#include <algorithm>
 #include <catch2/catch.hpp>
-#include <cmath>
-#include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "gradcheck.h"
@@ -15,40 +11,15 @@
 #include "parity.h"
 
 using namespace kiln;
-using kiln::testing::dtype_tolerance;
+using kiln::testing::check_gpu_parity;
+using kiln::testing::kExact;
 using kiln::testing::random_f64;
+using kiln::testing::relative_to_largest;
+using kiln::testing::tolerance;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
-
-// Relative tolerance per dtype; batch norm's backward subtracts two sums of M terms, so its f32
-// gradients are compared against the scale of the largest value, with this same factor.
-
-// Every element of `gpu` (brought back) within atol + rtol * |cpu| of `cpu`, where atol is rtol
-// times the largest |cpu| (values that cancel to near zero keep their absolute error).
-void check_close(const Tensor& gpu, const Tensor& cpu, double rtol) {
-  REQUIRE(gpu.defined());
-  REQUIRE(cpu.defined());
-  CHECK(gpu.device().is_cuda());
-  REQUIRE(gpu.shape() == cpu.shape());
-  CHECK(gpu.dtype() == cpu.dtype());
-  std::vector<double> a = gpu.cpu().tolist(), b = cpu.tolist();
-  double scale = 0.0;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  int bad = 0;
-  std::string first;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (!(std::abs(a[i] - b[i]) <= rtol * (scale + std::abs(b[i])))) {
-      if (bad++ == 0)
-        first = "element " + std::to_string(i) + ": gpu " + std::to_string(a[i]) + " vs cpu " +
-                std::to_string(b[i]);
-    }
-  }
-  INFO(bad << " mismatches; first " << first);
-  CHECK(bad == 0);
-}
 
 Tensor leaf(const Tensor& t, Device device) {
   Tensor out = t.detach().to(device).detach();
@@ -82,7 +53,10 @@ BatchNormCase batch_norm_case(const Shape& shape, DType dtype, uint64_t seed, bo
 void check_batch_norm(const BatchNormCase& c, bool training,
                       const std::function<Tensor(const Tensor&)>& layout = nullptr) {
   const DType dtype = c.x.dtype();
-  const double tol = dtype_tolerance(dtype);
+  // The dtype's rtol, with atol rtol times the largest |cpu| (relative_to_largest): batch norm's
+  // backward subtracts two sums of M terms, so values that cancel to near zero keep the absolute
+  // error of the largest ones.
+  const double rtol = tolerance(dtype).rtol;
   Tensor x_cpu = leaf(c.x, Device::cpu()), x_gpu = leaf(c.x, kGpu);
   Tensor w_cpu, w_gpu, b_cpu, b_gpu;
   if (c.weight.defined()) {
@@ -94,16 +68,16 @@ void check_batch_norm(const BatchNormCase& c, bool training,
   Tensor in_cpu = layout ? layout(x_cpu) : x_cpu, in_gpu = layout ? layout(x_gpu) : x_gpu;
   Tensor y_cpu = batch_norm(in_cpu, rm_cpu, rv_cpu, w_cpu, b_cpu, training, 0.1, 1e-5);
   Tensor y_gpu = batch_norm(in_gpu, rm_gpu, rv_gpu, w_gpu, b_gpu, training, 0.1, 1e-5);
-  check_close(y_gpu, y_cpu, tol);
-  check_close(rm_gpu, rm_cpu, tol);
-  check_close(rv_gpu, rv_cpu, tol);
+  check_gpu_parity(y_gpu, y_cpu, relative_to_largest(rtol, y_cpu));
+  check_gpu_parity(rm_gpu, rm_cpu, relative_to_largest(rtol, rm_cpu));
+  check_gpu_parity(rv_gpu, rv_cpu, relative_to_largest(rtol, rv_cpu));
   Tensor g = layout ? layout(c.grad) : c.grad;
   y_cpu.backward(g);
   y_gpu.backward(g.to(kGpu));
-  check_close(x_gpu.grad(), x_cpu.grad(), tol);
+  check_gpu_parity(x_gpu.grad(), x_cpu.grad(), relative_to_largest(rtol, x_cpu.grad()));
   if (c.weight.defined()) {
-    check_close(w_gpu.grad(), w_cpu.grad(), tol);
-    check_close(b_gpu.grad(), b_cpu.grad(), tol);
+    check_gpu_parity(w_gpu.grad(), w_cpu.grad(), relative_to_largest(rtol, w_cpu.grad()));
+    check_gpu_parity(b_gpu.grad(), b_cpu.grad(), relative_to_largest(rtol, b_cpu.grad()));
   }
 }
 
@@ -154,8 +128,8 @@ TEST_CASE("cuda normalization: batch_norm on an empty batch keeps the running st
   Tensor rm = c.running_mean.to(kGpu), rv = c.running_var.to(kGpu);
   Tensor y = batch_norm(c.x.to(kGpu), rm, rv, c.weight.to(kGpu), c.bias.to(kGpu), true, 0.1, 1e-5);
   CHECK(y.shape() == Shape{0, 3, 4});
-  CHECK(equal(rm.cpu(), c.running_mean));
-  CHECK(equal(rv.cpu(), c.running_var));
+  check_gpu_parity(rm, c.running_mean, kExact);
+  check_gpu_parity(rv, c.running_var, kExact);
 }
 
 TEST_CASE("cuda normalization: batch_norm gradcheck in f64 through the GPU", "[heavy]") {
@@ -179,7 +153,7 @@ namespace {
 void check_layer_norm(const Tensor& x0, const Shape& normalized_shape, bool affine,
                       const std::function<Tensor(const Tensor&)>& layout = nullptr) {
   const DType dtype = x0.dtype();
-  const double tol = dtype_tolerance(dtype);
+  const double rtol = tolerance(dtype).rtol;  // relative to the largest |cpu|, as batch norm's
   Tensor x_cpu = leaf(x0, Device::cpu()), x_gpu = leaf(x0, kGpu);
   Tensor w_cpu, w_gpu, b_cpu, b_gpu;
   if (affine) {
@@ -191,14 +165,14 @@ void check_layer_norm(const Tensor& x0, const Shape& normalized_shape, bool affi
   Tensor in_cpu = layout ? layout(x_cpu) : x_cpu, in_gpu = layout ? layout(x_gpu) : x_gpu;
   Tensor y_cpu = layer_norm(in_cpu, normalized_shape, w_cpu, b_cpu, 1e-5);
   Tensor y_gpu = layer_norm(in_gpu, normalized_shape, w_gpu, b_gpu, 1e-5);
-  check_close(y_gpu, y_cpu, tol);
+  check_gpu_parity(y_gpu, y_cpu, relative_to_largest(rtol, y_cpu));
   Tensor g = random_f64(y_cpu.shape(), 83).to(dtype);
   y_cpu.backward(g);
   y_gpu.backward(g.to(kGpu));
-  check_close(x_gpu.grad(), x_cpu.grad(), tol);
+  check_gpu_parity(x_gpu.grad(), x_cpu.grad(), relative_to_largest(rtol, x_cpu.grad()));
   if (affine) {
-    check_close(w_gpu.grad(), w_cpu.grad(), tol);
-    check_close(b_gpu.grad(), b_cpu.grad(), tol);
+    check_gpu_parity(w_gpu.grad(), w_cpu.grad(), relative_to_largest(rtol, w_cpu.grad()));
+    check_gpu_parity(b_gpu.grad(), b_cpu.grad(), relative_to_largest(rtol, b_cpu.grad()));
   }
 }
 

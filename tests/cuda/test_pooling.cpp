@@ -2,12 +2,10 @@
 // and NaN rule) and gradients on CUDA against the CPU on the same inputs, per dtype, plus
 // gradchecks through the GPU.
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "gradcheck.h"
@@ -15,34 +13,16 @@
 #include "parity.h"
 
 using namespace kiln;
-using kiln::testing::dtype_tolerance;
+using kiln::testing::check_gpu_parity;
+using kiln::testing::kExact;
 using kiln::testing::random_f64;
+using kiln::testing::Tolerance;
+using kiln::testing::tolerance;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
 const DType kTrainingDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
-
-void check_close(const Tensor& gpu, const Tensor& cpu, double rtol) {
-  REQUIRE(gpu.defined());
-  REQUIRE(cpu.defined());
-  CHECK(gpu.device().is_cuda());
-  REQUIRE(gpu.shape() == cpu.shape());
-  CHECK(gpu.dtype() == cpu.dtype());
-  std::vector<double> a = gpu.cpu().tolist(), b = cpu.tolist();
-  int bad = 0;
-  std::string first;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (!(std::abs(a[i] - b[i]) <= rtol * (1.0 + std::abs(b[i])))) {
-      if (bad++ == 0)
-        first = "element " + std::to_string(i) + ": gpu " + std::to_string(a[i]) + " vs cpu " +
-                std::to_string(b[i]);
-    }
-  }
-  INFO(bad << " mismatches; first " << first);
-  CHECK(bad == 0);
-}
 
 Tensor leaf(const Tensor& t, Device device) {
   Tensor out = t.detach().to(device).detach();
@@ -54,15 +34,15 @@ Tensor leaf(const Tensor& t, Device device) {
 // same random gradient and compares the input gradients.
 void check_op(const Tensor& x, const std::function<Tensor(const Tensor&)>& op,
               const std::function<Tensor(const Tensor&)>& layout = nullptr) {
-  const double tol = dtype_tolerance(x.dtype());
+  const Tolerance tol = tolerance(x.dtype());
   Tensor x_cpu = leaf(x, Device::cpu()), x_gpu = leaf(x, kGpu);
   Tensor y_cpu = op(layout ? layout(x_cpu) : x_cpu);
   Tensor y_gpu = op(layout ? layout(x_gpu) : x_gpu);
-  check_close(y_gpu, y_cpu, tol);
+  check_gpu_parity(y_gpu, y_cpu, tol);
   Tensor g = random_f64(y_cpu.shape(), 7).to(x.dtype());
   y_cpu.backward(g);
   y_gpu.backward(g.to(kGpu));
-  check_close(x_gpu.grad(), x_cpu.grad(), tol);
+  check_gpu_parity(x_gpu.grad(), x_cpu.grad(), tol);
 }
 
 // Values from {0, 1, 2} (truncated): many ties inside each window.
@@ -103,13 +83,13 @@ TEST_CASE("cuda pooling: max_pool2d picks the cpu's index among ties and NaNs") 
     Tensor xd = x.to(dtype);
     MaxPool2dResult cpu = max_pool2d_with_indices(xd, {3, 3}, {1, 1}, {1, 1});
     MaxPool2dResult gpu = max_pool2d_with_indices(xd.to(kGpu), {3, 3}, {1, 1}, {1, 1});
-    CHECK(equal(gpu.indices.cpu(), cpu.indices));
-    check_close(gpu.values, cpu.values, 0.0);
+    check_gpu_parity(gpu.indices, cpu.indices, kExact);
+    check_gpu_parity(gpu.values, cpu.values, kExact);
     // Overlapping windows share maxima, so the backward adds several gradients into one input.
     Tensor g = random_f64(cpu.values.shape(), 3).to(dtype);
     Shape input_shape = xd.shape();
-    check_close(max_pool2d_backward(g.to(kGpu), gpu.indices, input_shape),
-                max_pool2d_backward(g, cpu.indices, input_shape), dtype_tolerance(dtype));
+    check_gpu_parity(max_pool2d_backward(g.to(kGpu), gpu.indices, input_shape),
+                     max_pool2d_backward(g, cpu.indices, input_shape), tolerance(dtype));
   }
 }
 

@@ -1,12 +1,13 @@
 // GPU parity of softmax, log_softmax and the losses (nll_loss, cross_entropy with weights,
 // ignore_index and label smoothing, mse_loss): each runs on the CPU and on cuda:0 from the same
-// inputs, forward and backward, within a tolerance that scales with the dtype.
+// inputs, forward and backward, within a tolerance that scales with the dtype: parity.h's table,
+// or composed_tolerance for composed results (several kernels, each rounding to the dtype) and the
+// backward of softmax (fused in f32 on the GPU, a chain of 16-bit ops on the CPU).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "gradcheck.h"
@@ -14,8 +15,12 @@
 #include "parity.h"
 
 using namespace kiln;
-using kiln::testing::dtype_tolerance;
+using kiln::testing::check_gpu_parity;
+using kiln::testing::composed_tolerance;
+using kiln::testing::kExact;
 using kiln::testing::random_f64;
+using kiln::testing::Tolerance;
+using kiln::testing::tolerance;
 
 namespace {
 
@@ -23,62 +28,25 @@ const Device kGpu = Device::cuda(0);
 
 const DType kFloatTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
-// Composed results (several kernels, each rounding to the dtype) and the backward of softmax
-// (fused in f32 on the GPU, a chain of 16-bit ops on the CPU) may differ by a few units in the
-// last place of a 16-bit float: those comparisons allow 4 of the dtype's tolerance.
-double composed_tol(DType dtype) {
-  const double tol = dtype_tolerance(dtype);
-  return dtype == DType::f16 || dtype == DType::bf16 ? 4 * tol : 10 * tol;
-}
-
 Tensor rnd(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {
   return random_f64(shape, seed, low, high).to(dtype);
-}
-
-// got (on the GPU) against want (on the CPU): same shape and dtype, every element within
-// atol + rtol |want|, NaN where want is NaN, the same infinity where want is infinite.
-void check_parity(const Tensor& got, const Tensor& want, double rtol, double atol = 0.0) {
-  REQUIRE(got.defined());
-  REQUIRE(want.defined());
-  CHECK(got.device() == kGpu);
-  INFO("got " << shape_str(got.shape()) << " " << dtype_name(got.dtype()) << ", want "
-              << shape_str(want.shape()) << " " << dtype_name(want.dtype()));
-  REQUIRE(got.shape() == want.shape());
-  REQUIRE(got.dtype() == want.dtype());
-  const std::vector<double> g = got.cpu().tolist(), w = want.tolist();
-  int64_t bad = 0;
-  std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(w[i]))
-      ok = std::isnan(g[i]);
-    else if (std::isinf(w[i]))
-      ok = g[i] == w[i];
-    else
-      ok = std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
-    if (!ok && bad++ == 0)
-      first = "element " + std::to_string(i) + ": gpu " + std::to_string(g[i]) + " vs cpu " +
-              std::to_string(w[i]);
-  }
-  INFO(bad << " mismatches; first " << first);
-  CHECK(bad == 0);
 }
 
 // f applied to x on the CPU and on the GPU (other inputs are captured by f and moved by it), then
 // backward from one random output gradient: outputs and input gradients compared.
 void check_forward_backward(const std::function<Tensor(const Tensor&, Device)>& f, const Tensor& x,
-                            double rtol, double atol, uint64_t seed) {
+                            Tolerance tol, uint64_t seed) {
   Tensor xc = x.detach().clone();
   xc.requires_grad_();
   Tensor xg = x.detach().to(kGpu);
   xg.requires_grad_();
   Tensor yc = f(xc, Device::cpu()), yg = f(xg, kGpu);
-  check_parity(yg, yc, rtol, atol);
+  check_gpu_parity(yg, yc, tol);
   Tensor gy = rnd(yc.shape(), yc.dtype(), seed);
   yc.backward(gy);
   yg.backward(gy.to(kGpu));
   REQUIRE(xg.grad().defined());
-  check_parity(xg.grad(), xc.grad(), rtol, atol);
+  check_gpu_parity(xg.grad(), xc.grad(), tol);
 }
 
 // The op as gradcheck sees it: the first input moved to the GPU (a differentiable copy), the op
@@ -109,26 +77,25 @@ TEST_CASE("cuda softmax: softmax and log_softmax match the CPU per dtype and dim
     Tensor x = rnd({4, 5, 6}, dtype, 1, -3.0, 3.0);
     for (int64_t dim : {0, 1, 2, -1, -2}) {
       INFO(dtype_name(dtype) << " dim " << dim);
-      const double tol = dtype_tolerance(dtype);
-      check_parity(softmax(x.to(kGpu), dim), softmax(x, dim), tol, tol);
-      check_parity(log_softmax(x.to(kGpu), dim), log_softmax(x, dim), tol, tol);
+      check_gpu_parity(softmax(x.to(kGpu), dim), softmax(x, dim), tolerance(dtype));
+      check_gpu_parity(log_softmax(x.to(kGpu), dim), log_softmax(x, dim), tolerance(dtype));
     }
   }
 }
 
 TEST_CASE("cuda softmax: rows longer than a warp's share, and many short rows") {
   for (DType dtype : {DType::f32, DType::f64, DType::f16}) {
-    const double tol = dtype_tolerance(dtype);
+    const Tolerance tol = tolerance(dtype);
     for (const Shape& shape : std::vector<Shape>{{3, 5000}, {2, 1025}, {20000, 10}, {7, 33}}) {
       INFO(dtype_name(dtype) << " shape " << shape_str(shape));
       Tensor x = rnd(shape, dtype, 2, -5.0, 5.0);
-      check_parity(softmax(x.to(kGpu), 1), softmax(x, 1), tol, tol);
-      check_parity(log_softmax(x.to(kGpu), -1), log_softmax(x, -1), tol, tol);
+      check_gpu_parity(softmax(x.to(kGpu), 1), softmax(x, 1), tol);
+      check_gpu_parity(log_softmax(x.to(kGpu), -1), log_softmax(x, -1), tol);
     }
     // Softmax over channels of an image batch: the strided (inner > 1) layout.
     Tensor img = rnd({3, 2000, 4, 5}, dtype, 3, -5.0, 5.0);
-    check_parity(softmax(img.to(kGpu), 1), softmax(img, 1), tol, tol);
-    check_parity(log_softmax(img.to(kGpu), 1), log_softmax(img, 1), tol, tol);
+    check_gpu_parity(softmax(img.to(kGpu), 1), softmax(img, 1), tol);
+    check_gpu_parity(log_softmax(img.to(kGpu), 1), log_softmax(img, 1), tol);
   }
 }
 
@@ -139,10 +106,8 @@ TEST_CASE("cuda softmax: large logits, -inf and NaN entries as on the CPU") {
   for (DType dtype : {DType::f32, DType::f64}) {
     INFO(dtype_name(dtype));
     Tensor xd = x.to(dtype);
-    check_parity(softmax(xd.to(kGpu), 1), softmax(xd, 1), dtype_tolerance(dtype),
-                 dtype_tolerance(dtype));
-    check_parity(log_softmax(xd.to(kGpu), 1), log_softmax(xd, 1), dtype_tolerance(dtype),
-                 dtype_tolerance(dtype));
+    check_gpu_parity(softmax(xd.to(kGpu), 1), softmax(xd, 1), tolerance(dtype));
+    check_gpu_parity(log_softmax(xd.to(kGpu), 1), log_softmax(xd, 1), tolerance(dtype));
   }
 }
 
@@ -151,31 +116,30 @@ TEST_CASE("cuda softmax: non-contiguous GPU inputs, zero-size and 0-dim") {
   Tensor gbase = base.to(kGpu);
   for (int64_t dim : {0, 1, 2}) {
     INFO("dim " << dim);
-    check_parity(softmax(gbase.transpose(0, 2), dim), softmax(base.transpose(0, 2), dim), 1e-5,
-                 1e-5);
-    check_parity(log_softmax(gbase.slice(1, 1, 9, 2), dim),
-                 log_softmax(base.slice(1, 1, 9, 2), dim), 1e-5, 1e-5);
+    check_gpu_parity(softmax(gbase.transpose(0, 2), dim), softmax(base.transpose(0, 2), dim),
+                     tolerance(DType::f32));
+    check_gpu_parity(log_softmax(gbase.slice(1, 1, 9, 2), dim),
+                     log_softmax(base.slice(1, 1, 9, 2), dim), tolerance(DType::f32));
   }
   Tensor e = zeros({0, 5}, DType::f32);
-  check_parity(softmax(e.to(kGpu), 1), softmax(e, 1), 0.0);
-  check_parity(log_softmax(e.to(kGpu), 0), log_softmax(e, 0), 0.0);
+  check_gpu_parity(softmax(e.to(kGpu), 1), softmax(e, 1), kExact);
+  check_gpu_parity(log_softmax(e.to(kGpu), 0), log_softmax(e, 0), kExact);
   Tensor s = scalar_tensor(0.7, DType::f64);
-  check_parity(softmax(s.to(kGpu), 0), softmax(s, 0), 0.0);
-  check_parity(log_softmax(s.to(kGpu), -1), log_softmax(s, -1), 0.0, 1e-15);
+  check_gpu_parity(softmax(s.to(kGpu), 0), softmax(s, 0), kExact);
+  check_gpu_parity(log_softmax(s.to(kGpu), -1), log_softmax(s, -1), Tolerance{0.0, 1e-15});
   CHECK_THROWS_AS(softmax(randint(0, 3, {4}, DType::i64).to(kGpu), 0), DTypeError);
 }
 
 TEST_CASE("cuda softmax: backward matches the CPU per dtype, rows and columns") {
   for (DType dtype : kFloatTypes) {
-    const double tol = composed_tol(dtype);
+    const Tolerance tol = composed_tolerance(dtype);
     for (const Shape& shape : std::vector<Shape>{{4, 5, 6}, {3, 3000}}) {
       for (int64_t dim : {0, 1, -1}) {
         INFO(dtype_name(dtype) << " shape " << shape_str(shape) << " dim " << dim);
         Tensor x = rnd(shape, dtype, 5, -2.0, 2.0);
-        check_forward_backward([&](const Tensor& t, Device) { return softmax(t, dim); }, x, tol,
-                               tol, 6);
+        check_forward_backward([&](const Tensor& t, Device) { return softmax(t, dim); }, x, tol, 6);
         check_forward_backward([&](const Tensor& t, Device) { return log_softmax(t, dim); }, x, tol,
-                               tol, 7);
+                               7);
       }
     }
   }
@@ -189,7 +153,7 @@ TEST_CASE("cuda softmax: backward through a strided upstream gradient") {
   xg.requires_grad_();
   sum(log_softmax(xc, 1), {1}).backward(ones({5}, DType::f64));
   sum(log_softmax(xg, 1), {1}).backward(ones({5}, DType::f64, kGpu));
-  check_parity(xg.grad(), xc.grad(), 1e-12, 1e-12);
+  check_gpu_parity(xg.grad(), xc.grad(), tolerance(DType::f64));
 }
 
 TEST_CASE("cuda softmax: f64 gradcheck on the GPU", "[heavy]") {
@@ -204,7 +168,7 @@ TEST_CASE("cuda softmax: f64 gradcheck on the GPU", "[heavy]") {
 TEST_CASE("cuda loss: nll_loss matches the CPU: weights, ignore_index, reductions, dtypes") {
   const int64_t ignore = -100;
   for (DType dtype : kFloatTypes) {
-    const double tol = composed_tol(dtype);
+    const Tolerance tol = composed_tolerance(dtype);
     for (const Shape& shape : std::vector<Shape>{{8, 5}, {5}, {4, 3, 2, 3}}) {
       const bool unbatched = shape.size() == 1;
       Shape target_shape = shape;
@@ -223,7 +187,7 @@ TEST_CASE("cuda loss: nll_loss matches the CPU: weights, ignore_index, reduction
                 return nll_loss(lp, target.to(device), weighted ? w.to(device) : Tensor(), ignore,
                                 reduction);
               },
-              logp, tol, tol, 13);
+              logp, tol, 13);
         }
       }
     }
@@ -235,18 +199,18 @@ TEST_CASE("cuda loss: many targets (multi-block sums) and i32 targets") {
   Tensor target = targets({70000}, 10, 7, 3, 15);  // ignore_index 3 is also a valid class
   for (Reduction reduction : kReductions) {
     INFO("reduction " << static_cast<int>(reduction));
-    check_parity(nll_loss(logp.to(kGpu), target.to(kGpu), Tensor(), 3, reduction),
-                 nll_loss(logp, target, Tensor(), 3, reduction), 1e-12, 1e-12);
+    check_gpu_parity(nll_loss(logp.to(kGpu), target.to(kGpu), Tensor(), 3, reduction),
+                     nll_loss(logp, target, Tensor(), 3, reduction), tolerance(DType::f64));
     Tensor t32 = target.to(DType::i32);
-    check_parity(nll_loss(logp.to(kGpu), t32.to(kGpu), Tensor(), 3, reduction),
-                 nll_loss(logp, t32, Tensor(), 3, reduction), 1e-12, 1e-12);
+    check_gpu_parity(nll_loss(logp.to(kGpu), t32.to(kGpu), Tensor(), 3, reduction),
+                     nll_loss(logp, t32, Tensor(), 3, reduction), tolerance(DType::f64));
   }
 }
 
 TEST_CASE("cuda loss: cross_entropy with label smoothing, ignore_index and weights") {
   const int64_t ignore = 2;
   for (DType dtype : kFloatTypes) {
-    const double tol = composed_tol(dtype);
+    const Tolerance tol = composed_tolerance(dtype);
     for (const Shape& shape : std::vector<Shape>{{16, 7}, {7}, {3, 7, 4, 2}}) {
       const bool unbatched = shape.size() == 1;
       Shape target_shape = shape;
@@ -266,7 +230,7 @@ TEST_CASE("cuda loss: cross_entropy with label smoothing, ignore_index and weigh
                                        weighted ? weight.to(device) : Tensor(), ignore, reduction,
                                        smoothing);
                 },
-                logits, tol, tol, 19);
+                logits, tol, 19);
           }
         }
       }
@@ -278,7 +242,7 @@ TEST_CASE("cuda loss: a mean over only ignored targets is nan, as on the CPU") {
   Tensor logits = rnd({4, 3}, DType::f32, 20);
   Tensor target = tensor(std::vector<int64_t>{-100, -100, -100, -100}, {4});
   Tensor got = cross_entropy(logits.to(kGpu), target.to(kGpu));
-  check_parity(got, cross_entropy(logits, target), 0.0);
+  check_gpu_parity(got, cross_entropy(logits, target), kExact);
   CHECK(std::isnan(got.item<double>()));
 }
 
@@ -294,13 +258,13 @@ TEST_CASE("cuda loss: an out-of-range target throws IndexError naming it") {
 
 TEST_CASE("cuda loss: mse_loss matches the CPU") {
   for (DType dtype : kFloatTypes) {
-    const double tol = composed_tol(dtype);
+    const Tolerance tol = composed_tolerance(dtype);
     Tensor target = rnd({6, 5}, dtype, 22);
     for (Reduction reduction : kReductions) {
       INFO(dtype_name(dtype) << " reduction " << static_cast<int>(reduction));
       check_forward_backward(
           [&](const Tensor& x, Device device) { return mse_loss(x, target.to(device), reduction); },
-          rnd({6, 5}, dtype, 23), tol, tol, 24);
+          rnd({6, 5}, dtype, 23), tol, 24);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "parity.h"
 #include "torch_reference.h"
 
 namespace kiln::testing {
@@ -126,8 +127,10 @@ inline const std::map<std::string, OpRunner>& nonfinite_ops() {
 
 // Runs every case of nonfinite.json on `device` in `dtype` (a floating type): outputs and, where
 // PyTorch has them, input gradients must match with NaN where PyTorch has NaN, the same infinities,
-// and finite values within tol.
-inline void check_nonfinite_against_torch(Device device, DType dtype, double tol) {
+// and finite values within the table's tolerance for dtype (relative to |want| plus the largest
+// |want|).
+inline void check_nonfinite_against_torch(Device device, DType dtype) {
+  const double tol = tolerance(dtype).rtol;
   const nlohmann::json ref = torch_reference("nonfinite.json");
   for (const nlohmann::json& c : ref["cases"]) {
     const std::string op = c["op"].get<std::string>();

@@ -2,10 +2,7 @@
 // made it and the torch version), so a test can hold kiln to PyTorch without PyTorch installed.
 #pragma once
 
-#include <algorithm>
 #include <catch2/catch.hpp>
-#include <cmath>
-#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -16,6 +13,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/shape.h"
 #include "kiln/core/tensor.h"
+#include "parity.h"
 
 namespace kiln::testing {
 
@@ -61,22 +59,8 @@ inline Shape shape_of(const nlohmann::json& j) {
 // got against PyTorch's want: each element within tol * (|want| + max |want|); NaN where want
 // is NaN and infinities equal. Prints the count and the first mismatch.
 inline void check_against_torch(const Tensor& got, const std::vector<double>& want, double tol) {
-  const std::vector<double> g = got.cpu().tolist();
-  REQUIRE(g.size() == want.size());
-  double scale = 0.0;
-  for (double v : want)
-    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const bool ok = std::isnan(want[i]) ? std::isnan(g[i])
-                    : std::isinf(want[i])
-                        ? g[i] == want[i]
-                        : std::abs(g[i] - want[i]) <= tol * (std::abs(want[i]) + scale);
-    if (!ok && bad++ == 0) first = i;
-  }
-  INFO(bad << " of " << g.size() << " differ from PyTorch; first at " << first << ": kiln "
-           << (bad ? g[first] : 0.0) << " vs torch " << (bad ? want[first] : 0.0));
-  CHECK(bad == 0);
+  INFO("against PyTorch");
+  check_close(got, want, relative_to_largest(tol, want));
 }
 
 }  // namespace kiln::testing

@@ -1,107 +1,48 @@
-// The reduction machinery shared by reduce.cu and reduce_minmax.cu (nvcc only): device types for
-// kiln's element types, conversions, warp/block combines, and a planner plus two kernels that
-// reduce any set of dims of a strided tensor without copying it.
+// The reduction engine (nvcc only): reduces any set of dims of a strided tensor without copying
+// it, for reduce.cu (sum, mean) and reduce_minmax.cu (max and min with the index of the first).
+// make_plan sees the input as a matrix [outputs, count]: the kept dims (row-major, as the output is
+// laid out) by the reduced dims (row-major in their logical order), each list merged where
+// neighbours are contiguous with each other. reduce() then runs one of two kernels:
 //
-// An Op describes a reduction: acc_t (a trivially constructible accumulator), identity(),
-// load(value, j) (j: the element's row-major index within the reduced dims, for argmax), combine
-// (associative and commutative, so any tree order gives the same answer up to rounding) and
-// shfl_down. A Finish writes one output element from its accumulator.
+//   row_kernel:    blockDim.x threads share an output (row_threads: wider rows get more threads),
+//                  blockDim.y outputs a block, combined with row_allreduce (block_reduce.cuh):
+//                  when the reduced elements are innermost in memory, neighbouring threads read
+//                  neighbouring elements.
+//   column_kernel: when the innermost kept dim is contiguous and the reduced elements are not,
+//                  32 neighbouring outputs a block along x, so a warp reads 32 neighbouring
+//                  elements, and blockDim.y threads share each output's reduced elements.
+//
+// Few outputs with many elements each would leave most of the GPU idle at one block per group of
+// outputs, so then the reduced elements are split over blockIdx.y as well: each split leaves its
+// accumulator in a workspace and a second row_kernel pass combines the splits. A thread's
+// elements and the order of every combine follow from the block shape and the splits alone, never
+// from the grid along x (outputs are walked with a grid stride) or from timing, so a result
+// repeats bit for bit on one device; the splits follow the device's SM count.
+//
+// An Op describes a reduction: acc_t (trivially copyable: row_allreduce moves it between lanes as
+// 32-bit words), identity(), load(value, j) (j: the element's row-major index within the reduced
+// dims, for argmax) and combine(a, b), associative and commutative, so any tree of combines gives
+// the same answer up to rounding. A Finish writes one output element from its accumulator.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/tensor.h"
+#include "kiln/kernels/cuda/block_reduce.cuh"
 #include "kiln/kernels/cuda/launch.h"
 
 namespace kiln::cuda::red {
 
-// ---- element types ----
-
-template <class T>
-struct DeviceType {
-  using type = T;
-};
-template <>
-struct DeviceType<Half> {
-  using type = __half;
-};
-template <>
-struct DeviceType<BFloat16> {
-  using type = __nv_bfloat16;
-};
-template <class T>
-using device_t = typename DeviceType<T>::type;
-
-template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-
-// Converts between device element types; the 16-bit floats go through float with round to
-// nearest even, as kiln's CPU conversions do.
-template <class To, class From>
-__device__ __forceinline__ To cvt(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (std::is_same_v<From, __half>) {
-    return cvt<To>(__half2float(v));
-  } else if constexpr (std::is_same_v<From, __nv_bfloat16>) {
-    return cvt<To>(__bfloat162float(v));
-  } else if constexpr (std::is_same_v<To, __half>) {
-    return __float2half_rn(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
-    return __float2bfloat16_rn(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
-// exp and log in the accumulation type: the float forms for float, the double ones for double.
-__device__ __forceinline__ float exp_acc(float v) {
-  return expf(v);
-}
-__device__ __forceinline__ double exp_acc(double v) {
-  return exp(v);
-}
-__device__ __forceinline__ float log_acc(float v) {
-  return logf(v);
-}
-__device__ __forceinline__ double log_acc(double v) {
-  return log(v);
-}
-
-template <class A>
-__device__ __forceinline__ bool is_nan(A v) {
-  if constexpr (std::is_floating_point_v<A>)
-    return isnan(v);
-  else
-    return false;
-}
-
-// __shfl_down_sync has no overload for bool or 8-bit integers: they travel as int.
-template <class T>
-__device__ __forceinline__ T shfl_down(T v, int offset) {
-  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
-    return static_cast<T>(__shfl_down_sync(0xffffffffu, static_cast<int>(v), offset));
-  } else if constexpr (std::is_same_v<T, int64_t>) {
-    return static_cast<int64_t>(__shfl_down_sync(0xffffffffu, static_cast<long long>(v), offset));
-  } else {
-    return __shfl_down_sync(0xffffffffu, v, offset);
-  }
-}
-
 // ---- geometry ----
 
 // Enough for any tensor kiln makes in practice once size-1 dims are dropped and neighbours that
-// are contiguous with each other merged; plan() throws beyond it.
+// are contiguous with each other merged; make_plan throws beyond it.
 constexpr int kMaxDims = 10;
 
 // Sizes and strides of a list of dims, indexed row-major.
@@ -159,29 +100,20 @@ inline Plan make_plan(const Tensor& x, const std::vector<bool>& reduced, const c
   return p;
 }
 
-// ---- device-wide constants ----
-
-int sm_count();  // multiprocessors of the current device (cached per device)
-
-// ---- combines ----
-
-// Combines v across the blockDim.x threads of each row (threadIdx.y) of the block; the result is
-// valid in threadIdx.x == 0. blockDim.x is a multiple of 32, so each row is whole warps; every
-// thread of the block must call it (it synchronises).
-template <class Op>
-__device__ typename Op::acc_t row_combine(typename Op::acc_t v, const Op& op,
-                                          typename Op::acc_t* smem) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = op.combine(v, op.shfl_down(v, offset));
-  if (blockDim.x <= 32) return v;
-  const int warps = blockDim.x / 32, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) smem[threadIdx.y * warps + warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < warps ? smem[threadIdx.y * warps + lane] : op.identity();
-    for (int offset = 16; offset > 0; offset >>= 1) v = op.combine(v, op.shfl_down(v, offset));
+// Multiprocessors of the current device, cached per device.
+inline int sm_count() {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};
+  int device = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices) device = 0;
+  // A race here only repeats the query: every thread stores the same value.
+  if (cached[device] == 0) {
+    int count = 0;
+    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    cached[device] = count;
   }
-  __syncthreads();
-  return v;
+  return cached[device];
 }
 
 // ---- sources: where the row kernel's elements come from ----
@@ -215,11 +147,11 @@ template <class Op, class Src, class Finish>
 __global__ void row_kernel(Src src, int64_t outputs, int64_t count, int64_t chunk, Op op,
                            Finish finish, typename Op::acc_t* partial) {
   using Acc = typename Op::acc_t;
-  __shared__ Acc smem[32];
+  __shared__ RowReduceSmem<Acc> smem;
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk;
   const int64_t end = begin + chunk < count ? begin + chunk : count;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
-  // The loop bound is the same for the whole block, so every thread reaches row_combine.
+  // The loop bound is the same for the whole block, so every thread reaches row_allreduce.
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.y; first < outputs;
        first += step) {
     const int64_t o = first + threadIdx.y;
@@ -229,7 +161,8 @@ __global__ void row_kernel(Src src, int64_t outputs, int64_t count, int64_t chun
       for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
         acc = op.combine(acc, src.at(op, base, j));
     }
-    acc = row_combine(acc, op, smem);
+    acc = row_allreduce(
+        acc, [&op](const Acc& a, const Acc& b) { return op.combine(a, b); }, op.identity(), smem);
     if (threadIdx.x == 0 && o < outputs) {
       if (partial)
         partial[o * gridDim.y + blockIdx.y] = acc;
@@ -276,21 +209,9 @@ __global__ void column_kernel(StridedSource<T, Op> src, int64_t outputs, int64_t
 
 // ---- launching ----
 
-inline int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// Threads per output row: about 4 elements per thread at least, 32 to 512.
-inline int row_threads(int64_t count) {
-  int t = 32;
-  while (t < 512 && static_cast<int64_t>(t) * 4 < count) t *= 2;
-  return t;
-}
-
 // How many blocks keep the device busy, and the most a row is split into.
 constexpr int64_t kBlocksPerSm = 4;
 constexpr int64_t kMaxSplits = 1024;
-constexpr int64_t kMaxGridX = int64_t(1) << 20;
 
 // Splits of the reduced elements: enough blocks to fill the device when there are few outputs,
 // at least min_chunk elements per split.
@@ -329,7 +250,7 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
 
   if (column) {
     const dim3 block(32, 8);
-    const int64_t blocks_x = std::min(ceil_div(outputs, 32), kMaxGridX);
+    const int64_t blocks_x = grid_for(outputs, 32);
     make_partials(blocks_x, 8 * 16);
     const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(splits));
     column_kernel<<<grid, block, block.x * block.y * sizeof(Acc), stream()>>>(
@@ -337,8 +258,8 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
     KILN_CUDA_CHECK_LAUNCH();
   } else {
     const int tx = row_threads(count);
-    const int ty = std::max(1, 256 / tx);
-    const int64_t blocks_x = std::min(ceil_div(outputs, ty), kMaxGridX);
+    const int ty = std::max(1, kThreads / tx);
+    const int64_t blocks_x = grid_for(outputs, ty);
     make_partials(blocks_x, static_cast<int64_t>(tx) * 16);
     const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(splits));
     row_kernel<<<grid, dim3(tx, ty), 0, stream()>>>(src, outputs, count, chunk, op, finish,
@@ -348,8 +269,8 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
   if (splits == 1) return;
   // Second pass over the [outputs, splits] accumulators: a plain row reduction.
   const int tx = row_threads(splits);
-  const int ty = std::max(1, 256 / tx);
-  const int64_t blocks_x = std::min(ceil_div(outputs, ty), kMaxGridX);
+  const int ty = std::max(1, kThreads / tx);
+  const int64_t blocks_x = grid_for(outputs, ty);
   row_kernel<<<dim3(static_cast<unsigned>(blocks_x), 1), dim3(tx, ty), 0, stream()>>>(
       PartialSource<Op>{partial, splits}, outputs, splits, splits, op, finish,
       static_cast<Acc*>(nullptr));
