@@ -47,6 +47,11 @@ class NotImplementedError : public Error {
 class OutOfMemoryError : public Error {
   using Error::Error;
 };
+// A distributed job failed: a rank died or hung past the timeout, a collective's peers
+// disagreed, the rendezvous could not be reached. The message names the rank and the collective.
+class DistError : public Error {
+  using Error::Error;
+};
 
 }  // namespace kiln
 

@@ -121,6 +121,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, Transform transfo
              "DataLoader: batch_size must be at least 1, got {}", options_.batch_size);
   KILN_CHECK(options_.num_workers >= 0, ValueError,
              "DataLoader: num_workers must be non-negative, got {}", options_.num_workers);
+  KILN_CHECK(!(options_.sampler && options_.shuffle), ValueError,
+             "DataLoader: shuffle and a sampler are exclusive: the sampler decides the order (set "
+             "its own shuffle option)");
   KILN_CHECK(options_.prefetch_batches >= 1, ValueError,
              "DataLoader: prefetch_batches must be at least 1, got {}", options_.prefetch_batches);
 }
@@ -130,7 +133,8 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::num_batches() const {
-  const int64_t size = dataset_->size();
+  const int64_t size =
+      options_.sampler ? options_.sampler->length(dataset_->size()) : dataset_->size();
   return options_.drop_last ? size / options_.batch_size
                             : (size + options_.batch_size - 1) / options_.batch_size;
 }
@@ -149,7 +153,9 @@ void DataLoader::start_epoch() {
   stop_epoch();
   auto epoch = std::make_unique<Epoch>();
   epoch->number = next_epoch_++;
-  epoch->order = epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch->number);
+  epoch->order = options_.sampler ? options_.sampler->indices(dataset_->size(), epoch->number)
+                                  : epoch_order(dataset_->size(), options_.shuffle, options_.seed,
+                                                epoch->number);
   epoch->transform_seed = derive_seed(options_.seed, epoch->number, kTransformStream);
   epoch->num_batches = num_batches();
   epoch_ = std::move(epoch);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kiln/data/dataset.h"
+#include "kiln/data/sampler.h"
 #include "kiln/data/transforms.h"
 
 namespace kiln::data {
@@ -35,6 +36,9 @@ struct DataLoaderOptions {
   // Batches in page-locked memory, so `batch[k].to(cuda, /*non_blocking=*/true)` copies without
   // waiting. Only where a GPU is visible: elsewhere (as PyTorch does) batches stay pageable.
   bool pin_memory = false;
+  // Which examples each epoch visits, in which order (data/sampler.h: DistributedSampler gives
+  // each rank its share). Null: all of them, shuffled or not as above; shuffle must then be false.
+  std::shared_ptr<const Sampler> sampler = nullptr;
 };
 
 // Field k of every example stacked along a new leading dim; field 0 after the transform.

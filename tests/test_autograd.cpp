@@ -494,3 +494,20 @@ TEST_CASE("autograd: to(cuda) throws DeviceError without a GPU") {
     CHECK(x.cpu().is_same(x));
   }
 }
+
+TEST_CASE("autograd: callbacks queued from a hook run once the backward pass has finished") {
+  Tensor w = ones({3});
+  w.requires_grad_();
+  std::vector<std::string> events;
+  w.register_post_accumulate_grad_hook([&](Tensor&) {
+    events.push_back("hook");
+    queue_backward_callback([&] {
+      events.push_back("callback, grad " + std::to_string(w.grad().tolist()[0]));
+      queue_backward_callback([&] { events.push_back("queued by a callback"); });
+    });
+  });
+  sum(mul(w, 2.0)).backward();
+  CHECK(events ==
+        std::vector<std::string>{"hook", "callback, grad 2.000000", "queued by a callback"});
+  CHECK_THROWS_WITH(queue_backward_callback([] {}), Catch::Contains("outside a backward pass"));
+}

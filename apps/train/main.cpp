@@ -22,14 +22,17 @@
 #include "kiln/data/cifar.h"
 #include "kiln/data/dataloader.h"
 #include "kiln/data/idx.h"
+#include "kiln/data/sampler.h"
 #include "kiln/data/synthetic.h"
+#include "kiln/dist/ddp.h"
+#include "kiln/dist/process_group.h"
 #include "kiln/kiln.h"
-#include "kiln/train/checkpoint.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/resnet.h"
 #include "kiln/optim/adam.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/sgd.h"
+#include "kiln/train/checkpoint.h"
 #include "main_guard.h"
 #include "plot.h"
 #include "progress.h"
@@ -139,6 +142,12 @@ int run_training(const apps::Recipe& r) {
   if (r.threads > 0) omp_set_num_threads(r.threads);
   manual_seed(r.seed);
   Device device = pick_device(r.device);
+  if (r.distributed) {
+    dist::init_process_group(device.is_cuda() ? "nccl" : "gloo");
+    if (device.is_cuda()) device = Device::cuda(dist::get_local_rank());
+  }
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const bool lead = rank == 0;  // prints, and owns the checkpoint directory
   Split split = load_data(r);
   check_image_shapes(split);
   {
@@ -153,13 +162,19 @@ int run_training(const apps::Recipe& r) {
     }
     train_steps.push_back(data::normalize(split.mean, split.std));
     if (r.random_erasing) train_steps.push_back(data::random_erasing());
+    // In a job, every rank shuffles alike and takes its own share (DistributedSampler).
+    std::shared_ptr<const data::Sampler> sampler;
+    if (r.distributed)
+      sampler = std::make_shared<data::DistributedSampler>(
+          world, rank, data::DistributedSamplerOptions{.shuffle = true, .seed = r.seed});
     data::DataLoader loader(split.train, data::compose(train_steps),
                             {.batch_size = r.batch_size,
-                             .shuffle = true,
+                             .shuffle = !r.distributed,
                              .seed = r.seed,
                              .drop_last = false,
                              .num_workers = r.workers,
-                             .pin_memory = device.is_cuda()});
+                             .pin_memory = device.is_cuda(),
+                             .sampler = sampler});
 
     auto model =
         nn::make_resnet(r.model, {split.classes, split.channels, !r.large_input_stem, false});
@@ -198,8 +213,9 @@ int run_training(const apps::Recipe& r) {
 
     train::TrainingState state{
         model.get(), optimizer.get(), scheduler.get(), &default_generator(), {}};
-    const apps::RunDir run_dir(r.checkpoint_dir);
-    const std::string last_path = run_dir.enabled() ? run_dir.path("last.safetensors") : "";
+    const apps::RunDir run_dir(lead ? r.checkpoint_dir : "");
+    const std::string last_path =
+        r.checkpoint_dir.empty() ? "" : apps::RunDir::path_in(r.checkpoint_dir, "last.safetensors");
     if (!r.resume.empty()) {
       std::string path = r.resume == "last" ? last_path : r.resume;
       KILN_CHECK(!path.empty(), ValueError, "--resume last needs --checkpoint-dir");
@@ -212,19 +228,28 @@ int run_training(const apps::Recipe& r) {
                   static_cast<long long>(p.epoch + 1), static_cast<long long>(p.batch_in_epoch));
     }
     auto save = [&]() {
-      if (last_path.empty()) return;
+      if (last_path.empty() || !lead) return;
       train::save_training_checkpoint(last_path, state);
     };
+    // The model the steps run: in a job, wrapped by DDP (made after a resume, so every rank starts
+    // from rank 0's weights either way); checkpoints hold the bare model's state.
+    std::shared_ptr<nn::Module> trained = model;
+    if (r.distributed) trained = std::make_shared<dist::DistributedDataParallel>(model);
 
-    std::printf(
-        "kiln-train: %s on %s (%lld train / %lld test images), %s, batch %lld, %lld epochs, device "
-        "%s, "
-        "%d threads\n",
-        r.model.c_str(), r.dataset.c_str(), static_cast<long long>(split.train->size()),
-        static_cast<long long>(split.test->size()), r.optimizer.c_str(),
-        static_cast<long long>(r.batch_size), static_cast<long long>(r.epochs),
-        device.str().c_str(), omp_get_max_threads());
-    std::printf("%lld parameters\n", static_cast<long long>(model->parameter_count()));
+    if (lead && r.distributed)
+      std::printf("kiln-train: rank 0 of %d (%s), batch %lld per rank\n", world,
+                  dist::default_group().backend().c_str(), static_cast<long long>(r.batch_size));
+    if (lead)
+      std::printf(
+          "kiln-train: %s on %s (%lld train / %lld test images), %s, batch %lld, %lld epochs, "
+          "device "
+          "%s, "
+          "%d threads\n",
+          r.model.c_str(), r.dataset.c_str(), static_cast<long long>(split.train->size()),
+          static_cast<long long>(split.test->size()), r.optimizer.c_str(),
+          static_cast<long long>(r.batch_size), static_cast<long long>(r.epochs),
+          device.str().c_str(), omp_get_max_threads());
+    if (lead) std::printf("%lld parameters\n", static_cast<long long>(model->parameter_count()));
     std::signal(SIGINT, on_sigint);
     nn::CrossEntropyLossOptions loss_options;
     loss_options.label_smoothing = r.label_smoothing;
@@ -236,7 +261,7 @@ int run_training(const apps::Recipe& r) {
     for (int64_t epoch = state.position.epoch; epoch < r.epochs; ++epoch) {
       model->train();
       loader.set_epoch(epoch);
-      apps::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, r.epochs), steps_per_epoch);
+      apps::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, r.epochs), steps_per_epoch, lead);
       double loss_sum = 0;
       int64_t correct = 0, seen = 0, step = 0;
       const int64_t skip = state.position.batch_in_epoch;  // a resumed epoch skips what it had done
@@ -247,7 +272,7 @@ int run_training(const apps::Recipe& r) {
           continue;
         }
         Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
-        Tensor logits = model->forward(x);
+        Tensor logits = trained->forward(x);
         Tensor loss = criterion(logits, y);
         optimizer->zero_grad();
         loss.backward();
@@ -273,6 +298,13 @@ int run_training(const apps::Recipe& r) {
           return 130;
         }
       }
+      if (r.distributed) {  // the epoch's figures over every rank's share
+        Tensor totals =
+            tensor({loss_sum, static_cast<double>(correct), static_cast<double>(seen)}).to(device);
+        dist::all_reduce(totals);
+        const std::vector<double> t = totals.cpu().tolist();
+        loss_sum = t[0], correct = static_cast<int64_t>(t[1]), seen = static_cast<int64_t>(t[2]);
+      }
       EpochStats train;
       train.seconds = bar.finish();
       train.loss = seen ? loss_sum / static_cast<double>(seen) : 0.0;
@@ -281,11 +313,12 @@ int run_training(const apps::Recipe& r) {
       if (scheduler && !per_batch_schedule) scheduler->step();
       test = evaluate(*model, *split.test, eval_transform, device);
       double lr = optimizer->param_groups().front().options.at("lr");
-      std::printf(
-          "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f "
-          "s\n",
-          static_cast<long long>(epoch + 1), train.loss, 100 * train.accuracy, test.loss,
-          100 * test.accuracy, train.images_per_second, train.seconds);
+      if (lead)
+        std::printf(
+            "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f "
+            "s\n",
+            static_cast<long long>(epoch + 1), train.loss, 100 * train.accuracy, test.loss,
+            100 * test.accuracy, train.images_per_second, train.seconds);
       // The row goes first: a run killed before the checkpoint below redoes this epoch, and
       // resuming drops the row (RunDir::drop_metrics_after); the other order lost it for good.
       run_dir.append_metrics({epoch + 1, train.loss, train.accuracy, test.loss, test.accuracy, lr,
@@ -295,10 +328,13 @@ int run_training(const apps::Recipe& r) {
       save();
       if (run_dir.enabled() && apps::plot_metrics(run_dir.dir(), run_dir.metrics_rows()))
         std::printf("curves: %s\n", run_dir.path("curves.png").c_str());
+      // The others must not read last.safetensors (a resume) while rank 0 is still writing it.
+      if (r.distributed) dist::barrier();
     }
     if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device);
     if (run_dir.enabled()) nn::save_state_dict(*model, run_dir.path("model.safetensors"));
-    std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);
+    if (lead) std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);
+    if (r.distributed) dist::destroy_process_group();
     return 0;
   }
 }

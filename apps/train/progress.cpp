@@ -10,10 +10,11 @@
 
 namespace kiln::apps {
 
-ProgressBar::ProgressBar(std::string label, int64_t total_steps)
+ProgressBar::ProgressBar(std::string label, int64_t total_steps, bool visible)
     : label_(std::move(label)),
       total_(total_steps),
       tty_(isatty(fileno(stderr)) != 0),
+      visible_(visible),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
@@ -23,7 +24,7 @@ void ProgressBar::update(int64_t step, double loss, double accuracy, int64_t ima
   int64_t tenth = total_ > 0 ? step * 10 / total_ : 0;
   bool redraw = tty_ ? (now - last_draw_ > std::chrono::milliseconds(200) || step == total_)
                      : (tenth != last_logged_tenth_);
-  if (!redraw) return;
+  if (!redraw || !visible_) return;
   last_draw_ = now;
   last_logged_tenth_ = tenth;
   double rate = elapsed > 0 ? static_cast<double>(images) / elapsed : 0.0;
@@ -42,7 +43,7 @@ void ProgressBar::update(int64_t step, double loss, double accuracy, int64_t ima
 }
 
 double ProgressBar::finish() {
-  if (tty_) std::fprintf(stderr, "\n");
+  if (tty_ && visible_) std::fprintf(stderr, "\n");
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 

@@ -10,7 +10,8 @@ namespace kiln::apps {
 
 class ProgressBar {
  public:
-  ProgressBar(std::string label, int64_t total_steps);
+  // A bar that is not `visible` (the ranks of a distributed job other than 0) draws nothing.
+  ProgressBar(std::string label, int64_t total_steps, bool visible = true);
   // Called after each step with running averages over the epoch so far.
   void update(int64_t step, double loss, double accuracy, int64_t images);
   // Ends the line; returns the elapsed seconds.
@@ -20,6 +21,7 @@ class ProgressBar {
   std::string label_;
   int64_t total_;
   bool tty_;
+  bool visible_;
   std::chrono::steady_clock::time_point start_, last_draw_;
   int64_t last_logged_tenth_ = -1;
 };

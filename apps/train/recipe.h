@@ -71,6 +71,7 @@ struct Recipe {
   std::string resume;       // a checkpoint path, or "last" for <checkpoint-dir>/last.safetensors
   int64_t max_batches = 0;  // per epoch, 0: all (for smoke tests and quick looks)
   int64_t interrupt_after = 0;  // batches, 0: never (a deterministic Ctrl-C, for tests)
+  bool distributed = false;     // one rank of a kiln-run / mpirun / srun job
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
@@ -99,7 +100,8 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   // Two flags rather than CLI11's "--nesterov,!--no-nesterov", whose help reads
   // "--no-nesterov{false}".
   app.add_flag("--nesterov", r.nesterov, "Nesterov momentum for SGD (the default)");
-  app.add_flag_callback("--no-nesterov", [&r] { r.nesterov = false; }, "plain momentum for SGD");
+  app.add_flag_callback(
+      "--no-nesterov", [&r] { r.nesterov = false; }, "plain momentum for SGD");
   app.add_option("--weight-decay", r.weight_decay, "weight decay")->capture_default_str();
   app.add_option("--schedule", r.schedule, "onecycle|cosine|step|none")
       ->capture_default_str()
@@ -130,6 +132,10 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
                  "act as if Ctrl-C came after this many batches of this run (0: never; for tests)")
       ->capture_default_str()
       ->check(integer_in(0, INT64_MAX));
+  app.add_flag("--distributed", r.distributed,
+               "run as one rank of a data-parallel job started by kiln-run, mpirun or srun: gloo "
+               "on the CPU, nccl on GPUs (cuda:LOCAL_RANK); --batch-size is per rank; rank 0 "
+               "prints and writes the checkpoint directory");
   app.add_option("--resume", r.resume,
                  "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");
 }

@@ -43,8 +43,8 @@ RunDir::RunDir(std::string dir) : dir_(std::move(dir)) {
   nn::remove_stale_temporaries(path("model.safetensors"));
 }
 
-std::string RunDir::path(const std::string& name) const {
-  return (fs::path(dir_) / name).string();
+std::string RunDir::path_in(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
 }
 
 void RunDir::drop_metrics_after(int64_t completed_epochs) const {

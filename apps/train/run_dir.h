@@ -22,7 +22,9 @@ class RunDir {
   explicit RunDir(std::string dir);
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
-  std::string path(const std::string& name) const;
+  std::string path(const std::string& name) const { return path_in(dir_, name); }
+  // A file of the directory `dir`, for the ranks of a job that read it without owning it.
+  static std::string path_in(const std::string& dir, const std::string& name);
 
   // The row is written before the checkpoint that counts its epoch as done. A run killed between
   // the two leaves a row for an epoch the checkpoint does not have; resuming from that checkpoint

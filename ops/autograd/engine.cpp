@@ -1,14 +1,16 @@
 // The backward pass: find every node reachable from the roots, count how many gradients each will
 // receive, then run nodes whose gradients are complete (Kahn's algorithm on the reversed tape).
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/ops/autograd/record.h"
-#include "kiln/ops/factories.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 
 namespace kiln {
 
@@ -35,11 +37,42 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<Node*>& root
   return dependencies;
 }
 
+// The callbacks of the backward pass running on this thread, or null outside one.
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
+// Installs this pass's callback list for its lifetime, restoring an enclosing pass's (a hook that
+// runs a backward of its own) when done.
+class CallbackScope {
+ public:
+  CallbackScope() : outer_(current_callbacks) { current_callbacks = &callbacks_; }
+  ~CallbackScope() { current_callbacks = outer_; }
+  // Runs the queued callbacks, including any they queue, in order.
+  void run() {
+    for (size_t i = 0; i < callbacks_.size(); ++i) {
+      std::function<void()> callback = std::move(callbacks_[i]);
+      callback();
+    }
+    callbacks_.clear();
+  }
+
+ private:
+  std::vector<std::function<void()>> callbacks_;
+  std::vector<std::function<void()>>* outer_;
+};
+
 }  // namespace
+
+void queue_backward_callback(std::function<void()> callback) {
+  KILN_CHECK(current_callbacks != nullptr, AutogradError,
+             "queue_backward_callback: called outside a backward pass; queue callbacks from a "
+             "gradient hook");
+  current_callbacks->push_back(std::move(callback));
+}
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph) {
   NoGradGuard no_grad;
+  CallbackScope callbacks;
   std::unordered_map<Node*, Tensor> pending;  // gradient summed so far, per node
   std::unordered_map<Node*, std::shared_ptr<Node>> keep_alive;
   std::vector<Node*> root_nodes;
@@ -114,6 +147,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (--dependencies[next] == 0) ready.push_back(next);
     }
   }
+  callbacks.run();
 }
 
 }  // namespace kiln

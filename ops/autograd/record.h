@@ -3,6 +3,7 @@
 // arithmetic, an op like any other; core/autograd/node.h holds the tape's types.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -38,5 +39,11 @@ void record(Tensor& output, std::shared_ptr<Node> node, const std::vector<Tensor
 // Runs the backward pass from `roots` with the given gradients (see Tensor::backward).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph);
+
+// Runs `callback` once the backward pass running on this thread has finished every node (as
+// PyTorch's Variable._execution_engine.queue_callback): distributed training waits there for the
+// gradient reductions it started from hooks. Callbacks run in the order queued, and may queue more.
+// Only from inside a backward pass (a hook); elsewhere an AutogradError.
+void queue_backward_callback(std::function<void()> callback);
 
 }  // namespace kiln

@@ -1,0 +1,224 @@
+// kiln-run: starts a data-parallel job's processes on this machine, as torchrun does.
+//
+//   kiln-run --nproc-per-node 4 kiln-train --distributed --epochs 2
+//
+// Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+// (dist/env.h reads them); rank 0 serves the job's store on MASTER_PORT. Several machines run one
+// kiln-run each with --nnodes, --node-rank and rank 0's --master-addr. The processes are started
+// with an argument vector (posix_spawnp), never through a shell.
+//
+// SIGINT and SIGTERM are passed on to every process. When one process fails (a non-zero status, or
+// killed by a signal), the others get SIGTERM, then SIGKILL after --grace-seconds, and kiln-run
+// exits with the first failure's status (128 + the signal for a signal), naming the rank.
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/error.h"
+#include "main_guard.h"
+
+extern char** environ;
+
+namespace {
+
+volatile sig_atomic_t g_forward_signal = 0;
+
+void on_signal(int sig) {
+  g_forward_signal = sig;
+}
+
+// A TCP port that was free a moment ago: the kernel's pick for port 0.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  KILN_CHECK(fd >= 0, kiln::Error, "cannot open a socket to find a free port: {}",
+             std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  KILN_CHECK(ok, kiln::Error, "cannot find a free port: {}", std::strerror(errno));
+  return ntohs(addr.sin_port);
+}
+
+// This process's environment with the job's variables set (replacing any inherited ones).
+std::vector<std::string> child_environment(
+    const std::vector<std::pair<std::string, std::string>>& set) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const auto& [name, value] : set) replaced = replaced || entry.rfind(name + "=", 0) == 0;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int rank = 0;
+  bool running = false;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return std::string("was killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "stopped";
+}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void signal_all(std::vector<Child>& children, int sig) {
+  for (Child& c : children)
+    if (c.running) ::kill(c.pid, sig);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"kiln-run: start the processes of a data-parallel job (as torchrun)"};
+  int nproc = 1, nnodes = 1, node_rank = 0, master_port = 0;
+  double grace_seconds = 10;
+  std::string master_addr = "127.0.0.1";
+  std::vector<std::string> command;
+  app.add_option("--nproc-per-node", nproc, "processes on this machine (one per GPU)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--nnodes", nnodes, "machines in the job")->check(CLI::Range(1, 65536));
+  app.add_option("--node-rank", node_rank, "this machine's index, 0 for the one serving the store")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--master-addr", master_addr, "rank 0's host (default 127.0.0.1)");
+  app.add_option("--master-port", master_port, "rank 0's store port (default: a free one)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--grace-seconds", grace_seconds,
+                 "after one process fails, how long the others get to stop before SIGKILL")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("command", command, "the program and its arguments")->required();
+  app.positionals_at_end();
+  app.prefix_command();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (command.empty()) command = app.remaining();
+  KILN_CHECK(!command.empty(), kiln::ValueError,
+             "no program to run (kiln-run --nproc-per-node N program args...)");
+  KILN_CHECK(node_rank < nnodes, kiln::ValueError, "--node-rank {} is not below --nnodes {}",
+             node_rank, nnodes);
+  KILN_CHECK(nnodes == 1 || master_port != 0, kiln::ValueError,
+             "a job of {} machines needs --master-port (and --master-addr): every machine must "
+             "name the same one",
+             nnodes);
+  if (master_port == 0) master_port = free_port();
+
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  const int world = nproc * nnodes;
+  std::vector<Child> children;
+  for (int local = 0; local < nproc; ++local) {
+    const int rank = node_rank * nproc + local;
+    std::vector<std::string> env = child_environment({
+        {"RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(world)},
+        {"LOCAL_RANK", std::to_string(local)},
+        {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+        {"MASTER_ADDR", master_addr},
+        {"MASTER_PORT", std::to_string(master_port)},
+    });
+    std::vector<std::string> args = command;
+    std::vector<char*> argv_ptrs = pointers(args), env_ptrs = pointers(env);
+    pid_t pid = -1;
+    const int err =
+        ::posix_spawnp(&pid, args[0].c_str(), nullptr, nullptr, argv_ptrs.data(), env_ptrs.data());
+    if (err != 0) {
+      signal_all(children, SIGTERM);
+      for (Child& c : children) ::waitpid(c.pid, nullptr, 0);
+      throw kiln::Error("cannot start '" + args[0] + "' for rank " + std::to_string(rank) + ": " +
+                        std::strerror(err));
+    }
+    children.push_back({pid, rank, true});
+  }
+
+  using Clock = std::chrono::steady_clock;
+  int running = nproc, result = 0;
+  auto kill_at = Clock::time_point::max();  // when the ranks that were told to stop get SIGKILL
+  bool killed = false;
+  auto begin_stop = [&] {
+    if (kill_at == Clock::time_point::max())
+      kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(grace_seconds));
+  };
+  while (running > 0) {
+    if (g_forward_signal != 0) {
+      signal_all(children, g_forward_signal);
+      g_forward_signal = 0;
+      begin_stop();
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (Child& c : children) {
+        if (c.pid != pid) continue;
+        c.running = false;
+        --running;
+        const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (failed && result == 0) {
+          result = exit_code(status);
+          std::fprintf(stderr, "kiln-run: rank %d (pid %d) %s; stopping the other ranks\n", c.rank,
+                       static_cast<int>(pid), describe_status(status).c_str());
+          signal_all(children, SIGTERM);
+          begin_stop();
+        }
+      }
+      continue;
+    }
+    if (!killed && Clock::now() > kill_at) {
+      std::fprintf(stderr,
+                   "kiln-run: ranks still running %.0f s after being told to stop: "
+                   "killing them\n",
+                   grace_seconds);
+      signal_all(children, SIGKILL);
+      killed = true;  // once: the loop then only reaps them
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kiln::apps::run_main("kiln-run", [&] { return run(argc, argv); });
+}

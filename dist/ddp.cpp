@@ -1,0 +1,217 @@
+#include "kiln/dist/ddp.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/error.h"
+#include "kiln/dist/ring.h"
+#include "kiln/ops/autograd/record.h"
+#include "kiln/ops/factories.h"
+
+namespace kiln::dist {
+
+// The buckets and what one backward pass has done to them. Hooks hold it weakly, so a hook that
+// outlives its DistributedDataParallel does nothing.
+class Reducer : public std::enable_shared_from_this<Reducer> {
+ public:
+  Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<ProcessGroup> group,
+          const DDPOptions& options)
+      : params_(std::move(params)), group_(std::move(group)), options_(options) {
+    const auto cap = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
+    // Reverse order: backward finishes the last layers first, so their bucket fills first.
+    for (size_t k = params_.size(); k-- > 0;) {
+      const Tensor& p = params_[k].second;
+      const int64_t bytes = p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+      const bool fits = !buckets_.empty() && buckets_.back().dtype == p.dtype() &&
+                        buckets_.back().device == p.device() &&
+                        buckets_.back().bytes + bytes <= cap;
+      if (!fits) buckets_.push_back(Bucket{p.dtype(), p.device()});
+      Bucket& b = buckets_.back();
+      slots_.push_back(Slot{k, buckets_.size() - 1, b.numel});
+      b.slots.push_back(slots_.size() - 1);
+      b.numel += p.numel();
+      b.bytes += bytes;
+    }
+    for (Bucket& b : buckets_) b.buffer = zeros({b.numel}, b.dtype, b.device);
+    slot_of_param_.resize(params_.size());
+    for (size_t s = 0; s < slots_.size(); ++s) slot_of_param_[slots_[s].param] = s;
+  }
+
+  void install_hooks() {
+    std::weak_ptr<Reducer> self = weak_from_this();
+    for (size_t k = 0; k < params_.size(); ++k) {
+      params_[k].second.register_post_accumulate_grad_hook([self, k](Tensor&) {
+        if (auto reducer = self.lock()) reducer->on_gradient(k);
+      });
+    }
+  }
+
+  bool sync = true;
+
+  std::vector<std::vector<std::string>> bucket_names() const {
+    std::vector<std::vector<std::string>> names;
+    for (const Bucket& b : buckets_) {
+      names.emplace_back();
+      for (size_t s : b.slots) names.back().push_back(params_[slots_[s].param].first);
+    }
+    return names;
+  }
+
+ private:
+  struct Slot {
+    size_t param;
+    size_t bucket;
+    int64_t offset;  // in the bucket's buffer, in elements
+  };
+  struct Bucket {
+    DType dtype;
+    Device device;
+    std::vector<size_t> slots = {};
+    int64_t numel = 0, bytes = 0;
+    Tensor buffer = {};
+    size_t ready = 0;
+    std::shared_ptr<Work> work = nullptr;
+  };
+
+  // A parameter's gradient is final for this backward pass.
+  void on_gradient(size_t param) {
+    if (!sync) return;
+    if (!in_pass_) start_pass();
+    const Slot& slot = slots_[slot_of_param_[param]];
+    Bucket& b = buckets_[slot.bucket];
+    KILN_CHECK(!seen_[param], DistError,
+               "DistributedDataParallel (rank {}): parameter '{}' got its gradient twice in one "
+               "backward pass; DDP reduces each gradient once per backward",
+               group_->rank(), params_[param].first);
+    seen_[param] = true;
+    const Tensor grad = params_[param].second.grad();
+    b.buffer.narrow(0, slot.offset, grad.numel()).copy_(grad.reshape({grad.numel()}));
+    if (++b.ready == b.slots.size()) launch_ready_buckets();
+  }
+
+  void start_pass() {
+    in_pass_ = true;
+    next_launch_ = 0;
+    seen_.assign(params_.size(), false);
+    for (Bucket& b : buckets_) b.ready = 0, b.work.reset();
+    std::weak_ptr<Reducer> self = weak_from_this();
+    queue_backward_callback([self] {
+      if (auto reducer = self.lock()) reducer->finish_pass();
+    });
+  }
+
+  // Starts the full buckets that are next in order, so every rank starts them in the same order.
+  void launch_ready_buckets() {
+    while (next_launch_ < buckets_.size() &&
+           buckets_[next_launch_].ready == buckets_[next_launch_].slots.size()) {
+      Bucket& b = buckets_[next_launch_++];
+      if (options_.use_kiln_ring) {
+        ring_all_reduce(*group_, b.buffer, ReduceOp::average);
+      } else {
+        b.work = group_->all_reduce_async(b.buffer, ReduceOp::average);
+      }
+    }
+  }
+
+  void finish_pass() {
+    in_pass_ = false;
+    std::string unused;
+    for (size_t k = 0; k < params_.size(); ++k) {
+      if (seen_[k]) continue;
+      if (!unused.empty()) unused += ", ";
+      unused += params_[k].first;
+    }
+    if (!unused.empty()) {
+      // Waiting on the started buckets first keeps the group's order intact for the error path.
+      for (Bucket& b : buckets_)
+        if (b.work) b.work->wait();
+      KILN_CHECK(options_.find_unused_parameters, DistError,
+                 "DistributedDataParallel (rank {}): these parameters got no gradient in this "
+                 "backward pass: {}. Their buckets would wait forever on the other ranks; make "
+                 "every parameter take part in the loss, or set "
+                 "DDPOptions::find_unused_parameters (they then count as zero gradients)",
+                 group_->rank(), unused);
+      for (size_t k = 0; k < params_.size(); ++k) {
+        if (seen_[k]) continue;
+        const Slot& slot = slots_[slot_of_param_[k]];
+        Bucket& b = buckets_[slot.bucket];
+        b.buffer.narrow(0, slot.offset, params_[k].second.numel()).zero_();
+        ++b.ready;
+      }
+      launch_ready_buckets();
+    }
+    for (Bucket& b : buckets_) {
+      if (b.work) b.work->wait();
+      for (size_t s : b.slots) {
+        Tensor& p = params_[slots_[s].param].second;
+        const Tensor average =
+            b.buffer.narrow(0, slots_[s].offset, p.numel()).view(p.shape()).clone();
+        p.set_grad(average);
+      }
+    }
+  }
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::shared_ptr<ProcessGroup> group_;
+  DDPOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<Slot> slots_;
+  std::vector<size_t> slot_of_param_;
+  std::vector<bool> seen_;
+  size_t next_launch_ = 0;
+  bool in_pass_ = false;
+};
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 std::shared_ptr<ProcessGroup> group,
+                                                 DDPOptions options)
+    : module_(std::move(module)),
+      group_(group ? std::move(group) : default_group_ptr()),
+      options_(options) {
+  KILN_CHECK(module_ != nullptr, ValueError,
+             "DistributedDataParallel: expected a module, got null");
+  KILN_CHECK(options.bucket_cap_mb > 0, ValueError,
+             "DistributedDataParallel: bucket_cap_mb must be positive, got {}",
+             options.bucket_cap_mb);
+  register_module("module", module_);
+  NoGradGuard no_grad;
+  std::vector<std::pair<std::string, Tensor>> trained;
+  for (auto& [name, p] : module_->named_parameters()) {
+    group_->broadcast(p, 0);
+    if (p.requires_grad()) trained.emplace_back(name, p);
+  }
+  for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
+  reducer_ = std::make_shared<Reducer>(std::move(trained), group_, options_);
+  reducer_->install_hooks();
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  if (options_.broadcast_buffers && is_training() && group_->size() > 1) {
+    NoGradGuard no_grad;
+    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
+  }
+  return module_->forward(x);
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() const {
+  return reducer_->bucket_names();
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
+    : ddp_(ddp), previous_(ddp.reducer_->sync) {
+  ddp_.reducer_->sync = false;
+}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  ddp_.reducer_->sync = previous_;
+}
+
+}  // namespace kiln::dist

@@ -1,0 +1,140 @@
+// What every backend shares: the store of a job from its environment, the choice of backend, and
+// the default group behind the free functions (as torch.distributed's module-level functions).
+#include "kiln/dist/process_group.h"
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/cuda.h"
+#include "kiln/core/error.h"
+#include "kiln/dist/backends.h"
+#include "kiln/dist/env.h"
+#include "kiln/dist/store.h"
+
+namespace kiln::dist {
+
+namespace {
+
+struct DefaultGroup {
+  std::mutex mutex;
+  std::shared_ptr<ProcessGroup> group;
+  LaunchEnv env;
+};
+
+DefaultGroup& default_state() {
+  static DefaultGroup state;
+  return state;
+}
+
+}  // namespace
+
+std::shared_ptr<Store> store_from_env(const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  if (!env.master_addr.empty())
+    return make_tcp_store(env.master_addr, env.master_port, env.rank == 0, timeout);
+  KILN_CHECK(!env.file_store.empty(), ValueError,
+             "dist: no rendezvous for a job of {} ranks: set MASTER_ADDR and MASTER_PORT",
+             env.world_size);
+  return make_file_store(env.file_store, timeout);
+}
+
+std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
+                                                std::shared_ptr<Store> store, int rank, int size,
+                                                const std::string& name,
+                                                ProcessGroupOptions options) {
+  KILN_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError,
+             "dist: new_process_group: rank {} of {} is not a rank of the group", rank, size);
+  KILN_CHECK(store != nullptr, ValueError, "dist: new_process_group: expected a store, got null");
+  if (backend == "gloo") return make_gloo_group(std::move(store), rank, size, name, options);
+  if (backend == "nccl") return make_nccl_group(std::move(store), rank, size, name, options);
+  throw ValueError("dist: unknown backend '" + backend + "': expected \"gloo\" or \"nccl\"");
+}
+
+void init_process_group(const std::string& backend, ProcessGroupOptions options) {
+  DefaultGroup& state = default_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  KILN_CHECK(state.group == nullptr, DistError,
+             "dist: init_process_group: the default group already exists ({}); call "
+             "destroy_process_group first",
+             state.group ? state.group->backend() : "");
+  state.env = launch_env();
+  // One GPU per rank of a machine, as torchrun's users set it: cuda:LOCAL_RANK.
+  if (backend == "nccl" && cuda::is_available()) {
+    KILN_CHECK(state.env.local_rank < cuda::device_count(), DistError,
+               "dist: local rank {} has no GPU of its own: this machine has {} (start at most one "
+               "process per GPU)",
+               state.env.local_rank, cuda::device_count());
+    cuda::set_device(state.env.local_rank);
+  }
+  options.single_machine = state.env.local_world_size == state.env.world_size;
+  if (state.env.world_size == 1) {
+    // A process of its own: a group of one needs no one to meet, and still runs every call.
+    state.group =
+        new_process_group(backend, make_memory_store(options.timeout), 0, 1, "default", options);
+    return;
+  }
+  state.group = new_process_group(backend, store_from_env(state.env, options.timeout),
+                                  state.env.rank, state.env.world_size, "default", options);
+}
+
+bool is_initialized() {
+  DefaultGroup& state = default_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.group != nullptr;
+}
+
+void destroy_process_group() {
+  DefaultGroup& state = default_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.group.reset();
+  state.env = LaunchEnv{};
+}
+
+std::shared_ptr<ProcessGroup> default_group_ptr() {
+  DefaultGroup& state = default_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  KILN_CHECK(state.group != nullptr, DistError,
+             "dist: no default process group: call kiln::dist::init_process_group(\"gloo\") or "
+             "(\"nccl\") first");
+  return state.group;
+}
+
+ProcessGroup& default_group() {
+  return *default_group_ptr();
+}
+
+int get_rank() {
+  return is_initialized() ? default_group().rank() : 0;
+}
+int get_world_size() {
+  return is_initialized() ? default_group().size() : 1;
+}
+int get_local_rank() {
+  DefaultGroup& state = default_state();
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.group) return state.env.local_rank;
+  }
+  return launch_env().local_rank;
+}
+
+void all_reduce(const Tensor& tensor, ReduceOp op) {
+  default_group().all_reduce(tensor, op);
+}
+void broadcast(const Tensor& tensor, int root) {
+  default_group().broadcast(tensor, root);
+}
+void all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  default_group().all_gather(outputs, input);
+}
+void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  default_group().reduce_scatter(output, inputs, op);
+}
+void barrier() {
+  default_group().barrier();
+}
+
+}  // namespace kiln::dist

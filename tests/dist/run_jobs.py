@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Multi-process jobs of tests/dist/dist_job.cpp under kiln-run (and mpirun when present).
+
+Each case starts a real job, waits for it with a deadline, and checks its exit status and output:
+  collectives over 2, 3 and 4 processes (and over mpirun's variables with a file store)
+  a rank killed by SIGKILL mid-job: kiln-run stops the rest and exits non-zero, naming the rank
+  a rank that hangs: the others time out with a DistError naming the collective
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(cmd, timeout, env=None):
+    start = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return p, time.monotonic() - start
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", required=True, help="kiln-run")
+    ap.add_argument("--job", required=True, help="dist_job")
+    ap.add_argument("--train", help="kiln-train, for a distributed run and its resume")
+    args = ap.parse_args()
+    failures = []
+
+    def check(ok, what, p):
+        status = "ok  " if ok else "FAIL"
+        print(f"{status} {what}")
+        if not ok:
+            failures.append(what)
+            print(f"  exit {p.returncode}\n  stdout: {p.stdout.strip()}\n  stderr: {p.stderr.strip()}")
+
+    for n in (2, 3, 4):
+        p, _ = run([args.run, "--nproc-per-node", str(n), args.job, "collectives"], 120)
+        oks = p.stdout.count(": ok")
+        check(p.returncode == 0 and oks == n, f"collectives and DDP over {n} processes", p)
+
+    p, seconds = run([args.run, "--nproc-per-node", "3", "--grace-seconds", "5", args.job, "die"], 120)
+    check(p.returncode != 0 and "rank 1" in p.stderr and "signal 9" in p.stderr and seconds < 60,
+          f"a killed rank stops the job ({seconds:.1f} s, exit {p.returncode})", p)
+
+    p, seconds = run([args.run, "--nproc-per-node", "2", "--grace-seconds", "5", args.job, "hang"], 120)
+    check(p.returncode != 0 and "all_reduce" in p.stderr and "rank 0 of 2" in p.stderr and seconds < 60,
+          f"a hung rank times the others out ({seconds:.1f} s, exit {p.returncode})", p)
+
+    if args.train:
+        with tempfile.TemporaryDirectory() as d:
+            common = [args.train, "--distributed", "--dataset", "synthetic", "--synthetic-size", "256",
+                      "--batch-size", "16", "--threads", "1", "--workers", "0", "--checkpoint-dir", d]
+            p, _ = run([args.run, "--nproc-per-node", "2"] + common + ["--epochs", "1"], 300)
+            rows = open(os.path.join(d, "metrics.csv")).read().splitlines() if p.returncode == 0 else []
+            check(p.returncode == 0 and "rank 0 of 2 (gloo)" in p.stdout and len(rows) == 2
+                  and p.stdout.count("test accuracy") == 1,
+                  "kiln-train --distributed over 2 processes: rank 0 alone prints and writes", p)
+            p, _ = run([args.run, "--nproc-per-node", "2"] + common + ["--epochs", "2", "--resume", "last"], 300)
+            rows = open(os.path.join(d, "metrics.csv")).read().splitlines() if p.returncode == 0 else []
+            check(p.returncode == 0 and "resumed from" in p.stdout and len(rows) == 3,
+                  "kiln-train --distributed resumes from rank 0's checkpoint on every rank", p)
+
+    mpirun = shutil.which("mpirun")
+    if mpirun:
+        cmd = [mpirun, "--oversubscribe", "-np", "2", args.job, "collectives"]
+        if os.geteuid() == 0:
+            cmd.insert(1, "--allow-run-as-root")
+        p, _ = run(cmd, 120)
+        check(p.returncode == 0 and p.stdout.count(": ok") == 2,
+              "collectives and DDP over 2 processes under mpirun (file store)", p)
+    else:
+        print("skip mpirun: not installed")
+
+    if failures:
+        print(f"{len(failures)} failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+// DistributedDataParallel with ranks as threads (tests/support/dist_ranks.h), held against one
+// process that trains the same model on the whole batch: with the batch split evenly and a mean
+// loss, averaging the ranks' gradients gives exactly the whole batch's gradient, so after each
+// step the parameters must agree (in f64, to rounding).
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist_ranks.h"
+#include "kiln/dist/ddp.h"
+#include "kiln/kiln.h"
+#include "parity.h"
+
+using namespace kiln;
+using kiln::dist::DDPOptions;
+using kiln::dist::DistributedDataParallel;
+using kiln::dist::ProcessGroup;
+using kiln::testing::check_close;
+using kiln::testing::run_ranks;
+using kiln::testing::Tolerance;
+
+namespace {
+
+constexpr int64_t kBatch = 12, kIn = 5, kHidden = 7, kOut = 3;
+
+std::shared_ptr<nn::Sequential> make_net(uint64_t seed) {
+  manual_seed(seed);
+  auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(kHidden, kHidden), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(kHidden, kOut)});
+  net->to(DType::f64);
+  return net;
+}
+
+struct Batch {
+  Tensor x, y;
+};
+
+Batch make_batch(uint64_t seed) {
+  Generator gen(seed);
+  return {randn({kBatch, kIn}, DType::f64, Device::cpu(), &gen),
+          randint(0, kOut, {kBatch}, DType::i64, Device::cpu(), &gen)};
+}
+
+Batch shard(const Batch& b, int rank, int n) {
+  const int64_t per = kBatch / n;
+  return {b.x.narrow(0, rank * per, per), b.y.narrow(0, rank * per, per)};
+}
+
+std::vector<Tensor> snapshot(nn::Module& m) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// The whole-batch reference: `steps` SGD steps of a net initialised like rank 0's.
+std::vector<Tensor> train_reference(int steps) {
+  auto net = make_net(100);
+  optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (int s = 0; s < steps; ++s) {
+    const Batch b = make_batch(s);
+    opt.zero_grad();
+    cross_entropy(net->forward(b.x), b.y).backward();
+    opt.step();
+  }
+  return snapshot(*net);
+}
+
+// Each rank starts from its own seed (DDP must broadcast rank 0's parameters) and trains on its
+// shard.
+std::vector<std::vector<Tensor>> train_ddp(int n, int steps, DDPOptions options) {
+  std::vector<std::shared_ptr<nn::Sequential>> nets;
+  for (int r = 0; r < n; ++r) nets.push_back(make_net(100 + r));
+  return run_ranks<std::vector<Tensor>>(n, "ddp", [&](ProcessGroup& g) {
+    std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+    auto ddp = std::make_shared<DistributedDataParallel>(nets[g.rank()], group, options);
+    optim::SGD opt(ddp->parameters(), {.lr = 0.1, .momentum = 0.9});
+    for (int s = 0; s < steps; ++s) {
+      const Batch b = shard(make_batch(s), g.rank(), n);
+      opt.zero_grad();
+      cross_entropy(ddp->forward(b.x), b.y).backward();
+      opt.step();
+    }
+    return snapshot(*ddp);
+  });
+}
+
+const Tolerance kF64Steps{1e-12, 1e-12};
+
+}  // namespace
+
+TEST_CASE("ddp: training on shards matches one process on the whole batch") {
+  const std::vector<Tensor> want = train_reference(3);
+  for (int n : {1, 2, 3, 4}) {
+    for (double cap_mb : {25.0, 0.0002}) {  // one bucket; a bucket per parameter or two
+      for (bool ring : {false, true}) {
+        INFO(n << " ranks, buckets of " << cap_mb << " MB, " << (ring ? "kiln ring" : "gloo"));
+        DDPOptions options;
+        options.bucket_cap_mb = cap_mb;
+        options.use_kiln_ring = ring;
+        const auto got = train_ddp(n, 3, options);
+        for (const auto& params : got) {
+          REQUIRE(params.size() == want.size());
+          for (size_t k = 0; k < want.size(); ++k) check_close(params[k], want[k], kF64Steps);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ddp: buckets hold parameters in reverse order, within the cap") {
+  auto net = make_net(1);
+  auto got = run_ranks<std::vector<std::vector<std::string>>>(1, "buckets", [&](ProcessGroup& g) {
+    std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+    DDPOptions options;
+    options.bucket_cap_mb =
+        (kHidden * kHidden + kHidden) * 8.0 / (1024 * 1024);  // one hidden layer
+    return DistributedDataParallel(net, group, options).bucket_names();
+  });
+  // Filled greedily from the last parameter: 24 + 168 + 56 bytes, then 392 + 56 (504 is the cap),
+  // then 280. Names are the wrapped module's own.
+  const std::vector<std::vector<std::string>> want = {
+      {"4.bias", "4.weight", "2.bias"}, {"2.weight", "0.bias"}, {"0.weight"}};
+  CHECK(got[0] == want);
+}
+
+TEST_CASE("ddp: no_sync accumulates locally and the next backward reduces the sum") {
+  const int n = 2;
+  std::vector<std::shared_ptr<nn::Sequential>> nets{make_net(7), make_net(8)};
+  struct Out {
+    std::vector<Tensor> local, reduced;
+  };
+  auto got = run_ranks<Out>(n, "no_sync", [&](ProcessGroup& g) {
+    std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+    auto ddp = std::make_shared<DistributedDataParallel>(nets[g.rank()], group);
+    Out out;
+    {
+      auto guard = ddp->no_sync();
+      const Batch a = shard(make_batch(20), g.rank(), n);
+      cross_entropy(ddp->forward(a.x), a.y).backward();
+    }
+    for (const Tensor& p : ddp->parameters()) out.local.push_back(p.grad().clone());
+    const Batch b = shard(make_batch(21), g.rank(), n);
+    cross_entropy(ddp->forward(b.x), b.y).backward();
+    for (const Tensor& p : ddp->parameters()) out.reduced.push_back(p.grad().clone());
+    return out;
+  });
+  // Reference: the mean over ranks of each rank's two accumulated micro-batch gradients.
+  auto ref = make_net(7);
+  for (int r = 0; r < n; ++r)
+    for (uint64_t seed : {20, 21}) {
+      const Batch s = shard(make_batch(seed), r, n);
+      cross_entropy(ref->forward(s.x), s.y).backward();
+    }
+  const std::vector<Tensor> ref_params = ref->parameters();
+  for (size_t k = 0; k < ref_params.size(); ++k) {
+    INFO("parameter " << k);
+    CHECK_FALSE(equal(got[0].local[k], got[1].local[k]));  // not reduced inside no_sync
+    for (int r = 0; r < n; ++r)
+      check_close(got[r].reduced[k], div(ref_params[k].grad(), n), kF64Steps);
+  }
+}
+
+TEST_CASE("ddp: a parameter without a gradient is named, or counts as zero when allowed") {
+  // A net whose last layer is skipped: its parameters get no gradient.
+  struct Skip : nn::Module {
+    std::shared_ptr<nn::Linear> used, unused;
+    Skip() {
+      used = register_module("used", std::make_shared<nn::Linear>(3, 2));
+      unused = register_module("unused", std::make_shared<nn::Linear>(2, 2));
+    }
+    Tensor forward(const Tensor& x) override { return used->forward(x); }
+  };
+  for (bool find_unused : {false, true}) {
+    INFO("find_unused_parameters " << find_unused);
+    auto got = run_ranks<std::string>(2, "unused", [&](ProcessGroup& g) -> std::string {
+      std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+      DDPOptions options;
+      options.find_unused_parameters = find_unused;
+      auto ddp =
+          std::make_shared<DistributedDataParallel>(std::make_shared<Skip>(), group, options);
+      try {
+        sum(ddp->forward(ones({4, 3}))).backward();
+      } catch (const DistError& e) {
+        return e.what();
+      }
+      const Tensor g_unused = ddp->named_parameters()[2].second.grad();
+      return g_unused.defined() && equal(g_unused, zeros_like(g_unused)) ? "zero" : "not zero";
+    });
+    for (const std::string& message : got) {
+      if (find_unused)
+        CHECK(message == "zero");
+      else
+        CHECK_THAT(message, Catch::Contains("unused.weight, unused.bias") &&
+                                Catch::Contains("find_unused_parameters"));
+    }
+  }
+}

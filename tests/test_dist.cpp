@@ -1,0 +1,316 @@
+// Process groups over Gloo and kiln's ring all-reduce, with ranks as threads of this process
+// (tests/support/dist_ranks.h). Inputs are small integers, so every sum is exact in every dtype
+// and results are compared bit for bit: rank r's input element i is ((r + 1) * (i % 7) - 3 * r)
+// rounded to the dtype.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dist_ranks.h"
+#include "kiln/dist/process_group.h"
+#include "kiln/dist/ring.h"
+#include "kiln/kiln.h"
+#include "temp_dir.h"
+
+using namespace kiln;
+using kiln::dist::ProcessGroup;
+using kiln::dist::ReduceOp;
+using kiln::testing::run_ranks;
+
+namespace {
+
+const DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64};
+
+Tensor rank_input(int rank, int64_t numel, DType dtype) {
+  std::vector<double> values(numel);
+  for (int64_t i = 0; i < numel; ++i) values[i] = (rank + 1.0) * (i % 7) - 3.0 * rank;
+  return tensor(values).to(dtype);
+}
+
+// What an all-reduce of every rank's rank_input must give, computed on one thread in f64.
+Tensor expected_reduction(int n, int64_t numel, DType dtype, ReduceOp op) {
+  Tensor acc = rank_input(0, numel, DType::f64);
+  for (int r = 1; r < n; ++r) {
+    const Tensor x = rank_input(r, numel, DType::f64);
+    acc = op == ReduceOp::max ? maximum(acc, x) : add(acc, x);
+  }
+  if (op == ReduceOp::average) acc = div(acc, static_cast<double>(n));
+  return acc.to(dtype);
+}
+
+const char* op_label(ReduceOp op) {
+  return op == ReduceOp::sum ? "sum" : op == ReduceOp::average ? "average" : "max";
+}
+
+}  // namespace
+
+TEST_CASE("dist: gloo all_reduce sums, averages and takes the max over 1 to 4 ranks") {
+  for (int n : {1, 2, 3, 4}) {
+    for (DType dtype : kDTypes) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::average, ReduceOp::max}) {
+        if (op == ReduceOp::average && dtype == DType::i64) continue;
+        INFO(n << " ranks, " << dtype_name(dtype) << ", " << op_label(op));
+        const int64_t numel = 37;
+        auto got = run_ranks<Tensor>(n, "all_reduce", [&](ProcessGroup& g) {
+          Tensor t = rank_input(g.rank(), numel, dtype);
+          g.all_reduce(t, op);
+          return t;
+        });
+        // An average of integers divided by 3 is not exact in f16/bf16: both sides round once.
+        const Tensor want = expected_reduction(n, numel, dtype, op);
+        for (const Tensor& t : got) CHECK(equal(t, want));
+      }
+    }
+  }
+}
+
+TEST_CASE("dist: gloo broadcast, all_gather, reduce_scatter and barrier") {
+  for (int n : {1, 2, 3}) {
+    INFO(n << " ranks");
+    struct Out {
+      Tensor broadcast;
+      std::vector<Tensor> gathered;
+      Tensor scattered;
+    };
+    auto got = run_ranks<Out>(n, "collectives", [&](ProcessGroup& g) {
+      Out out;
+      out.broadcast = rank_input(g.rank(), 11, DType::f32);
+      g.broadcast(out.broadcast, n - 1);
+      for (int r = 0; r < n; ++r) out.gathered.push_back(empty({3, 2}, DType::f64));
+      g.all_gather(out.gathered, rank_input(g.rank(), 6, DType::f64).view({3, 2}));
+      std::vector<Tensor> parts;
+      for (int r = 0; r < n; ++r) parts.push_back(add(rank_input(g.rank(), 5, DType::f32), r));
+      out.scattered = empty({5}, DType::f32);
+      g.reduce_scatter(out.scattered, parts);
+      g.barrier();
+      return out;
+    });
+    for (int rank = 0; rank < n; ++rank) {
+      CHECK(equal(got[rank].broadcast, rank_input(n - 1, 11, DType::f32)));
+      for (int r = 0; r < n; ++r)
+        CHECK(equal(got[rank].gathered[r], rank_input(r, 6, DType::f64).view({3, 2})));
+      // Part `rank` of every rank: sum over q of (rank_input(q) + rank).
+      CHECK(equal(got[rank].scattered,
+                  add(expected_reduction(n, 5, DType::f32, ReduceOp::sum), 1.0 * n * rank)));
+    }
+  }
+}
+
+TEST_CASE("dist: async collectives complete in the order they were called") {
+  auto got = run_ranks<std::vector<Tensor>>(3, "async", [](ProcessGroup& g) {
+    std::vector<Tensor> ts;
+    std::vector<std::shared_ptr<dist::Work>> works;
+    for (int k = 0; k < 8; ++k) {
+      ts.push_back(full({1000}, k + g.rank(), DType::f32));
+      works.push_back(g.all_reduce_async(ts.back(), ReduceOp::sum));
+    }
+    for (auto& w : works) w->wait();
+    for (auto& w : works)
+      if (!w->is_completed()) throw Error("a waited Work is not completed");
+    return ts;
+  });
+  for (const auto& ts : got)
+    for (int k = 0; k < 8; ++k) CHECK(equal(ts[k], full({1000}, 3.0 * k + 3, DType::f32)));
+}
+
+TEST_CASE("dist: the ring all-reduce matches gloo's for every size and dtype") {
+  for (int n : {2, 3, 4}) {
+    for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{7}, int64_t{1001}}) {
+      for (DType dtype : kDTypes) {
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+          INFO(n << " ranks, " << numel << " elements, " << dtype_name(dtype) << ", "
+                 << op_label(op));
+          dist::RingOptions small_segments;
+          small_segments.segment_bytes = 40;  // several segments a chunk even at these sizes
+          auto got = run_ranks<std::vector<Tensor>>(n, "ring", [&](ProcessGroup& g) {
+            Tensor ring = rank_input(g.rank(), numel, dtype);
+            Tensor library = ring.clone();
+            dist::ring_all_reduce(g, ring, op, small_segments);
+            g.all_reduce(library, op);
+            return std::vector<Tensor>{ring, library};
+          });
+          for (const auto& r : got) {
+            CHECK(equal(r[0], r[1]));
+            CHECK(equal(r[0], expected_reduction(n, numel, dtype, op)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dist: the ring all-reduce of 100 MB over 4 ranks") {
+  const int64_t numel = 25 * 1000 * 1000;  // f32: 100 MB
+  auto got = run_ranks<std::vector<Tensor>>(4, "ring-100mb", [&](ProcessGroup& g) {
+    Tensor ring = rank_input(g.rank(), numel, DType::f32);
+    Tensor library = ring.clone();
+    dist::ring_all_reduce(g, ring, ReduceOp::average);
+    g.all_reduce(library, ReduceOp::average);
+    return std::vector<Tensor>{ring, library};
+  });
+  for (const auto& r : got) CHECK(equal(r[0], r[1]));
+  CHECK(equal(got[0][0], expected_reduction(4, numel, DType::f32, ReduceOp::average)));
+}
+
+TEST_CASE("dist: bad arguments are refused with the collective and the rank named") {
+  auto errors = run_ranks<std::vector<std::string>>(2, "errors", [](ProcessGroup& g) {
+    std::vector<std::string> messages;
+    auto expect_error = [&](auto&& call) {
+      try {
+        call();
+        messages.push_back("no error");
+      } catch (const Error& e) {
+        messages.push_back(e.what());
+      }
+    };
+    expect_error([&] { g.all_reduce(zeros({4, 3}).t()); });
+    expect_error([&] { g.all_gather({zeros({2})}, zeros({2})); });
+    expect_error([&] { g.all_gather({zeros({2}), zeros({3})}, zeros({2})); });
+    expect_error([&] { g.broadcast(zeros({2}), 5); });
+    expect_error([&] { g.send_async(zeros({2}), g.rank(), 0); });
+    return messages;
+  });
+  for (const auto& messages : errors) {
+    REQUIRE(messages.size() == 5);
+    CHECK_THAT(messages[0], Catch::Contains("all_reduce") && Catch::Contains("contiguous") &&
+                                Catch::Contains("rank"));
+    CHECK_THAT(messages[1], Catch::Contains("one of the outputs per rank (2), got 1"));
+    CHECK_THAT(messages[2], Catch::Contains("[3] f32 cpu"));
+    CHECK_THAT(messages[3], Catch::Contains("root must be a rank below 2"));
+    CHECK_THAT(messages[4], Catch::Contains("another rank"));
+  }
+  CHECK_THROWS_WITH(
+      dist::new_process_group("mpi", dist::make_memory_store(std::chrono::seconds(1)), 0, 1, "x"),
+      Catch::Contains("unknown backend 'mpi'"));
+#if !KILN_WITH_NCCL
+  CHECK_THROWS_AS(
+      dist::new_process_group("nccl", dist::make_memory_store(std::chrono::seconds(1)), 0, 1, "x"),
+      NotImplementedError);
+#endif
+}
+
+TEST_CASE("dist: a rank that never joins a collective fails the others after the timeout") {
+  const auto start = std::chrono::steady_clock::now();
+  auto got = run_ranks<std::string>(
+      2, "timeout",
+      [](ProcessGroup& g) -> std::string {
+        if (g.rank() == 1) {  // alive, connected, and never calls all_reduce
+          std::this_thread::sleep_for(std::chrono::seconds(4));
+          return "";
+        }
+        try {
+          g.all_reduce(zeros({4}));
+        } catch (const DistError& e) {
+          return e.what();
+        }
+        return "no error";
+      },
+      std::chrono::milliseconds(1500));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(got[0]);
+  CHECK_THAT(got[0], Catch::Contains("rank 0 of 2") && Catch::Contains("all_reduce") &&
+                         Catch::Contains("imed out"));
+  CHECK(seconds < 30);
+}
+
+TEST_CASE("dist: without a launcher the default group is a group of one") {
+  dist::init_process_group("gloo");
+  CHECK(dist::is_initialized());
+  CHECK(dist::get_rank() == 0);
+  CHECK(dist::get_world_size() == 1);
+  Tensor t = full({3}, 2.0);
+  dist::all_reduce(t, ReduceOp::average);
+  CHECK(equal(t, full({3}, 2.0)));
+  CHECK_THROWS_AS(dist::init_process_group("gloo"), DistError);
+  dist::destroy_process_group();
+  CHECK_FALSE(dist::is_initialized());
+  CHECK_THROWS_WITH(dist::default_group(), Catch::Contains("init_process_group"));
+}
+
+namespace {
+
+// Sets environment variables for one scope, restoring the previous values.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) {
+    for (auto& [name, value] : vars) {
+      const char* old = std::getenv(name.c_str());
+      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [name, old] : saved_) {
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+}  // namespace
+
+TEST_CASE("dist: the launch environment of kiln-run, mpirun and srun, and its errors") {
+  {
+    ScopedEnv env({{"RANK", "2"},
+                   {"WORLD_SIZE", "4"},
+                   {"LOCAL_RANK", "0"},
+                   {"LOCAL_WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "10.0.0.1"},
+                   {"MASTER_PORT", "29500"}});
+    const dist::LaunchEnv e = dist::launch_env();
+    CHECK(e.launcher == "kiln-run");
+    CHECK((e.rank == 2 && e.world_size == 4 && e.local_rank == 0 && e.local_world_size == 2));
+    CHECK((e.master_addr == "10.0.0.1" && e.master_port == 29500));
+  }
+  {
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"},
+                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                   {"OMPI_MCA_ess_base_jobid", "77"}});
+    const dist::LaunchEnv e = dist::launch_env();
+    CHECK(e.launcher == "mpirun");
+    CHECK((e.rank == 1 && e.world_size == 2 && e.master_addr.empty()));
+    CHECK_THAT(e.file_store, Catch::Contains("kiln-store-77"));
+  }
+  {
+    ScopedEnv env({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
+    CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains("rank 4 is not below the world size 4"));
+  }
+  {
+    ScopedEnv env({{"RANK", "x"}, {"WORLD_SIZE", "4"}});
+    CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains("RANK='x' is not a whole number"));
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}});
+    ::unsetenv("MASTER_PORT");
+    CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains("MASTER_PORT is not"));
+  }
+}
+
+TEST_CASE("dist: the file and TCP stores: set, get, wait, add, and a key that never comes") {
+  kiln::testing::TempDir dir("kiln_store");
+  const auto ms = std::chrono::milliseconds(300);
+  std::vector<std::shared_ptr<dist::Store>> stores = {
+      dist::make_file_store((dir.path / "store").string(), ms),
+      dist::make_tcp_store("127.0.0.1", 29731, true, ms), dist::make_memory_store(ms)};
+  for (auto& s : stores) {
+    s->set("a/b", {'x', 'y'});
+    CHECK(s->get("a/b") == std::vector<char>{'x', 'y'});
+    s->wait({"a/b"});
+    CHECK(s->add("n", 2) == 2);
+    CHECK(s->add("n", 3) == 5);
+    CHECK_THROWS_WITH(s->get("never"), Catch::Contains("'never'") && Catch::Contains("300 ms"));
+  }
+}
