@@ -23,6 +23,7 @@
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/ring.h"
 #include "kiln/dist/store.h"
+#include "kiln/dist/sync_batch_norm.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"

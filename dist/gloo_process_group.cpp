@@ -157,6 +157,13 @@ class GlooProcessGroup : public ProcessGroup {
       context_->setTimeout(options.timeout);
       GlooStore gloo_store(store_, "gloo/" + name + "/");
       context_->connectFullMesh(gloo_store, device);
+      // A rank leaves the constructor only when every rank has connected: otherwise one that is
+      // done early and destroys its group (a job with nothing to reduce) closes pairs that a
+      // slower rank is still connecting. Tag 0 is this barrier's; collectives count from 1.
+      gloo::BarrierOptions connected(context_);
+      connected.setTag(0);
+      connected.setTimeout(options.timeout);
+      gloo::barrier(connected);
     } catch (const DistError&) {
       throw;
     } catch (const std::exception& e) {
@@ -375,7 +382,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   void run_worker() {
-    uint32_t tag = 0;
+    uint32_t tag = 1;
     for (;;) {
       Job job;
       {

@@ -7,13 +7,15 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/ops/factories.h"
+#include "kiln/nn/init.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"
 #include "kiln/ops/linalg.h"
-#include "kiln/nn/init.h"
+#include "kiln/ops/reduce.h"
 
 namespace kiln::nn {
 
@@ -110,6 +112,38 @@ BatchNorm::BatchNorm(int64_t num_features, int expected_dims, double eps, double
   }
 }
 
+// The global batch's statistics, from sums over the ranks. Each rank may hold a different number
+// of examples; the counts are summed with the values. The running statistics take the unbiased
+// variance of the global batch, as PyTorch's SyncBatchNorm.
+Tensor BatchNorm::run_synced(const Tensor& input, bool relu) {
+  // 16-bit inputs are normalised in f32: a count or a sum of squares overflows their precision.
+  const bool narrow = input.dtype() == DType::f16 || input.dtype() == DType::bf16;
+  const Tensor x = narrow ? input.to(DType::f32) : input;
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Shape per_channel(x.dim(), 1);
+  per_channel[1] = num_features_;
+  const double local_count = static_cast<double>(x.numel() / num_features_);
+  const Tensor count_of = full({1}, local_count, x.dtype(), x.device());
+  const Tensor sums = sum_over_ranks_(cat({sum(x, dims), count_of}, 0));
+  const Tensor count = sums.narrow(0, num_features_, 1);
+  const Tensor mean = div(sums.narrow(0, 0, num_features_), count);
+  const Tensor centered = sub(x, mean.view(per_channel));
+  const Tensor var = div(sum_over_ranks_(sum(mul(centered, centered), dims)), count);
+  Tensor out = mul(centered, rsqrt(add(var, eps_)).view(per_channel));
+  if (weight.defined()) out = add(mul(out, weight.view(per_channel)), bias.view(per_channel));
+  if (relu) out = kiln::relu(out);
+  if (is_training() && running_mean.defined()) {
+    NoGradGuard no_grad;
+    const double n = count.item<double>();
+    const Tensor unbiased = n > 1 ? mul(var, n / (n - 1)) : var;
+    running_mean.mul_(1 - momentum_).add_(mean.detach().to(running_mean.dtype()), momentum_);
+    running_var.mul_(1 - momentum_).add_(unbiased.detach().to(running_var.dtype()), momentum_);
+    num_batches_tracked.add_(1.0);
+  }
+  return narrow ? out.to(input.dtype()) : out;
+}
+
 Tensor BatchNorm::forward(const Tensor& x) {
   return run(x, false);
 }
@@ -128,10 +162,11 @@ Tensor BatchNorm::run(const Tensor& x, bool relu) {
              shape_str(x.shape()));
   // Without running statistics there is nothing else to normalise with, even in eval mode.
   bool use_batch_stats = is_training() || !running_mean.defined();
+  if (use_batch_stats && sum_over_ranks_) return run_synced(x, relu);
   Tensor out = relu ? batch_norm_relu(x, running_mean, running_var, weight, bias, use_batch_stats,
                                       momentum_, eps_)
-                   : batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
-                                momentum_, eps_);
+                    : batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
+                                 momentum_, eps_);
   // Counted after the op, so a batch that batch_norm rejects is not counted.
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard no_grad;
@@ -196,17 +231,17 @@ std::string Dropout::extra_repr() const {
 }
 
 std::string MaxPool2d::extra_repr() const {
-  std::string s = fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
-                              pair_str(pool_stride(options_.stride, kernel_size_)),
-                              pair_str(options_.padding));
+  std::string s =
+      fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
+                  pair_str(pool_stride(options_.stride, kernel_size_)), pair_str(options_.padding));
   if (options_.dilation != Pair{1, 1}) s += ", dilation=" + pair_str(options_.dilation);
   if (options_.ceil_mode) s += ", ceil_mode=True";
   return s;
 }
 std::string AvgPool2d::extra_repr() const {
-  std::string s = fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
-                              pair_str(pool_stride(options_.stride, kernel_size_)),
-                              pair_str(options_.padding));
+  std::string s =
+      fmt::format("kernel_size={}, stride={}, padding={}", pair_str(kernel_size_),
+                  pair_str(pool_stride(options_.stride, kernel_size_)), pair_str(options_.padding));
   if (options_.ceil_mode) s += ", ceil_mode=True";
   if (!options_.count_include_pad) s += ", count_include_pad=False";
   return s;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,8 +64,21 @@ class BatchNorm : public Module {
   std::string extra_repr() const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
+  // Batch statistics over every process of a data-parallel job (SyncBatchNorm): `sum_over_ranks`
+  // is a differentiable sum over the ranks of a 1-D tensor (dist::convert_sync_batchnorm sets
+  // it). In training, the mean and variance are then the global batch's, in two reductions (sums
+  // and counts, then squared deviations from the global mean), and backward flows through both.
+  // Unset (the default): each process normalises with its own batch's statistics.
+  using StatisticsSum = std::function<Tensor(const Tensor&)>;
+  void sync_statistics(StatisticsSum sum_over_ranks) {
+    sum_over_ranks_ = std::move(sum_over_ranks);
+  }
+  bool syncs_statistics() const { return static_cast<bool>(sum_over_ranks_); }
+
  private:
   Tensor run(const Tensor& x, bool relu);
+  Tensor run_synced(const Tensor& x, bool relu);
+  StatisticsSum sum_over_ranks_;
   int64_t num_features_;
   int expected_dims_;
   double eps_, momentum_;

@@ -157,11 +157,51 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+namespace {
+
+constexpr const char* kWrapperPrefix = "module.";
+
+bool all_prefixed(const std::vector<std::string>& keys) {
+  if (keys.empty()) return false;
+  for (const std::string& k : keys)
+    if (k.rfind(kWrapperPrefix, 0) != 0) return false;
+  return true;
+}
+
+bool none_prefixed(const std::vector<std::string>& keys) {
+  for (const std::string& k : keys)
+    if (k.rfind(kWrapperPrefix, 0) == 0) return false;
+  return true;
+}
+
+// The state under the module's naming when the two differ only by DistributedDataParallel's
+// "module." prefix (a checkpoint of a wrapped model into a bare one, or the other way round).
+StateDict with_module_prefix_matched(const StateDict& state, const std::vector<std::string>& mine) {
+  std::vector<std::string> theirs;
+  for (const auto& [k, t] : state) theirs.push_back(k);
+  const size_t n = std::string(kWrapperPrefix).size();
+  StateDict out;
+  if (all_prefixed(theirs) && none_prefixed(mine)) {
+    for (const auto& [k, t] : state) out.emplace(k.substr(n), t);
+    return out;
+  }
+  if (none_prefixed(theirs) && all_prefixed(mine)) {
+    for (const auto& [k, t] : state) out.emplace(kWrapperPrefix + k, t);
+    return out;
+  }
+  return state;
+}
+
+}  // namespace
+
+LoadResult Module::load_state_dict(const StateDict& given, bool strict) {
   LoadResult result;
   NamedTensors mine = named_parameters();
   NamedTensors buffers = named_buffers();
   mine.insert(mine.end(), buffers.begin(), buffers.end());
+  std::vector<std::string> my_keys;
+  for (const auto& [n, t] : mine) my_keys.push_back(n);
+  const StateDict state = with_module_prefix_matched(given, my_keys);
   std::set<std::string> known;
   std::vector<std::string> mismatched;
   for (auto& [n, t] : mine) {

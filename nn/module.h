@@ -59,6 +59,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Copies values into the module's tensors, converting dtypes as PyTorch does (and listing those
   // in converted_keys). strict: any missing or unexpected key throws a ValueError listing them;
   // otherwise the keys are returned. A shape mismatch always throws.
+  // Keys that differ from the module's only by DistributedDataParallel's "module." prefix (a
+  // wrapped model's state into a bare one, or the other way round) are matched without it.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
 
   // The module tree, PyTorch style, with parameter counts.
