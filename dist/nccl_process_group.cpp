@@ -9,17 +9,23 @@
 // cannot hand their memory to other work while NCCL still reads or writes it; a caller must wait
 // on every Work before freeing its tensors' storage.
 //
+// A watchdog thread checks the communicator every 100 ms: an asynchronous NCCL error, or an
+// operation unfinished after the group's timeout, aborts the communicator (freeing the kernels
+// that wait in it) and makes every later call and wait on this rank throw a DistError saying why.
+//
 // Sends and receives between begin_point_to_point and end_point_to_point form one NCCL group, so
 // a ring step's receive and send run together.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -77,18 +83,40 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+// What the watchdog found: empty while the communicator is healthy, else why it was aborted.
+// Every later operation, and every wait, throws it.
+struct Health {
+  std::mutex mutex;
+  std::string failure;
+  void check() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!failure.empty()) throw DistError(failure);
+  }
+};
+
 // One operation on the NCCL stream (or a group of them): done when its event has happened.
 class NcclWork : public Work {
  public:
-  NcclWork(std::shared_ptr<cuda::Event> done, std::vector<Tensor> keep)
-      : done_(std::move(done)), keep_(std::move(keep)) {}
-  void wait() override { done_->wait(cuda::current_stream(done_device_)); }
-  bool is_completed() override { return done_->query(); }
-  int done_device_ = -1;
+  NcclWork(std::shared_ptr<cuda::Event> done, std::vector<Tensor> keep,
+           std::shared_ptr<Health> health, int device)
+      : done_(std::move(done)),
+        keep_(std::move(keep)),
+        health_(std::move(health)),
+        device_(device) {}
+  void wait() override {
+    health_->check();
+    done_->wait(cuda::current_stream(device_));
+  }
+  bool is_completed() override {
+    health_->check();
+    return done_->query();
+  }
 
  private:
   std::shared_ptr<cuda::Event> done_;
   std::vector<Tensor> keep_;
+  std::shared_ptr<Health> health_;
+  int device_;
 };
 
 class NcclProcessGroup : public ProcessGroup {
@@ -114,9 +142,16 @@ class NcclProcessGroup : public ProcessGroup {
     }
     cuda::DeviceGuard guard(device_);
     KILN_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank), describe("joining the communicator"));
+    watchdog_ = std::thread([this] { run_watchdog(); });
   }
 
   ~NcclProcessGroup() override {
+    {
+      std::lock_guard<std::mutex> lock(watch_mutex_);
+      stopping_ = true;
+    }
+    watch_cv_.notify_all();
+    watchdog_.join();
     if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
 
@@ -228,6 +263,7 @@ class NcclProcessGroup : public ProcessGroup {
     KILN_NCCL_CHECK(ncclGroupEnd(), describe("ending a point-to-point group"));
     if (--group_depth_ == 0) {
       group_done_->record(stream_);
+      watch(group_done_);
       group_done_.reset();
     }
   }
@@ -244,20 +280,52 @@ class NcclProcessGroup : public ProcessGroup {
   // Work whose event follows it (the group's, inside a point-to-point group).
   template <class F>
   std::shared_ptr<Work> run(std::vector<Tensor> keep, F&& enqueue) {
+    health_->check();
     cuda::DeviceGuard guard(device_);
     if (group_depth_ > 0) {
       enqueue(stream_.handle());
-      auto work = std::make_shared<NcclWork>(group_done_, std::move(keep));
-      work->done_device_ = device_;
-      return work;
+      return std::make_shared<NcclWork>(group_done_, std::move(keep), health_, device_);
     }
     order_after_caller();
     enqueue(stream_.handle());
     auto done = std::make_shared<cuda::Event>();
     done->record(stream_);
-    auto work = std::make_shared<NcclWork>(std::move(done), std::move(keep));
-    work->done_device_ = device_;
-    return work;
+    watch(done);
+    return std::make_shared<NcclWork>(std::move(done), std::move(keep), health_, device_);
+  }
+
+  void watch(const std::shared_ptr<cuda::Event>& done) {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    watched_.push_back({done, std::chrono::steady_clock::now()});
+  }
+
+  // Every 100 ms: an asynchronous NCCL error (a peer died, a network failure), or an operation
+  // still unfinished after the group's timeout (a peer hangs), aborts the communicator, which
+  // frees the kernels waiting in it, and makes every later call on this rank throw, naming why.
+  void run_watchdog() {
+    std::unique_lock<std::mutex> lock(watch_mutex_);
+    while (!stopping_) {
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (stopping_ || comm_ == nullptr) continue;
+      std::string failure;
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess)
+        failure = describe(std::string("NCCL reported an asynchronous error: ") +
+                           ncclGetErrorString(async));
+      const auto now = std::chrono::steady_clock::now();
+      std::erase_if(watched_, [](const Watched& w) { return w.done->query(); });
+      for (const Watched& w : watched_)
+        if (failure.empty() && now - w.start > timeout())
+          failure =
+              describe("an operation did not finish within " + std::to_string(timeout().count()) +
+                       " ms: a rank has hung or died; the communicator was aborted");
+      if (failure.empty()) continue;
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      watched_.clear();
+      std::lock_guard<std::mutex> health_lock(health_->mutex);
+      health_->failure = failure;
+    }
   }
 
   std::string describe(const std::string& what) const {
@@ -291,6 +359,17 @@ class NcclProcessGroup : public ProcessGroup {
   ncclComm_t comm_ = nullptr;
   int group_depth_ = 0;
   std::shared_ptr<cuda::Event> group_done_;
+
+  struct Watched {
+    std::shared_ptr<cuda::Event> done;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::shared_ptr<Health> health_ = std::make_shared<Health>();
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  std::vector<Watched> watched_;
+  bool stopping_ = false;
+  std::thread watchdog_;
 };
 
 }  // namespace
