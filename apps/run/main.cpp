@@ -3,7 +3,8 @@
 //   kiln-run --nproc-per-node 4 kiln-train --distributed --epochs 2
 //
 // Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT
-// (dist/env.h reads them); rank 0 serves the job's store on MASTER_PORT. Several machines run one
+// (dist/env.h reads them), and OMP_NUM_THREADS = cores / processes unless it is set; rank 0
+// serves the job's store on MASTER_PORT. Several machines run one
 // kiln-run each with --nnodes, --node-rank and rank 0's --master-addr. The processes are started
 // with an argument vector (posix_spawnp), never through a shell.
 //
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -146,6 +148,19 @@ int run(int argc, char** argv) {
   ::sigaction(SIGTERM, &action, nullptr);
 
   const int world = nproc * nnodes;
+  // As torchrun: processes that each start a full OpenMP team oversubscribe the cores (on 2 cores,
+  // 2 ranks with 2 threads each ran kiln's ring all-reduce at half speed), so each rank gets an
+  // equal share unless the user chose.
+  std::vector<std::pair<std::string, std::string>> threads;
+  if (std::getenv("OMP_NUM_THREADS") == nullptr && nproc > 1) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned share = std::max(1u, cores / static_cast<unsigned>(nproc));
+    threads.emplace_back("OMP_NUM_THREADS", std::to_string(share));
+    std::fprintf(stderr,
+                 "kiln-run: OMP_NUM_THREADS=%u for each of %d processes (%u cores); set it "
+                 "to choose\n",
+                 share, nproc, cores);
+  }
   std::vector<Child> children;
   for (int local = 0; local < nproc; ++local) {
     const int rank = node_rank * nproc + local;
@@ -157,6 +172,7 @@ int run(int argc, char** argv) {
         {"MASTER_ADDR", master_addr},
         {"MASTER_PORT", std::to_string(master_port)},
     });
+    for (const auto& [name, value] : threads) env.push_back(name + "=" + value);
     std::vector<std::string> args = command;
     std::vector<char*> argv_ptrs = pointers(args), env_ptrs = pointers(env);
     pid_t pid = -1;
