@@ -54,6 +54,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
   bool sync = true;
 
+  // Called by each forward: a backward that threw half-way left its pass unfinished, and the next
+  // one starts afresh.
+  void prepare_for_backward() { in_pass_ = false; }
+
   std::vector<std::vector<std::string>> bucket_names() const {
     std::vector<std::vector<std::string>> names;
     for (const Bucket& b : buckets_) {
@@ -198,6 +202,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     NoGradGuard no_grad;
     for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0);
   }
+  reducer_->prepare_for_backward();
   return module_->forward(x);
 }
 

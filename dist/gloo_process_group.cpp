@@ -186,6 +186,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op) override {
     const std::string what = "all_reduce(" + std::string(op_name(op)) + ") of " + describe(tensor);
     check_tensor(tensor, what);
+    check_op(op, tensor, what);
     return enqueue(what, [this, tensor, op](uint32_t tag) {
       if (tensor.numel() > 0) {
         gloo::AllreduceOptions opts(context_);
@@ -245,6 +246,7 @@ class GlooProcessGroup : public ProcessGroup {
         "reduce_scatter(" + std::string(op_name(op)) + ") into " + describe(output);
     check_tensor(output, what);
     check_parts(inputs, output, what, "inputs");
+    check_op(op, output, what);
     return enqueue(what, [this, output, inputs, op](uint32_t tag) {
       const size_t bytes = bytes_of(output);
       if (bytes == 0) return;
@@ -356,6 +358,14 @@ class GlooProcessGroup : public ProcessGroup {
                "CUDA tensors)",
                describe(what), t.device().str());
     KILN_CHECK(t.is_contiguous(), ValueError, "{}: expected a contiguous tensor", describe(what));
+  }
+
+  // An average of integers would round toward zero on every rank: refused, as PyTorch's gloo does.
+  void check_op(ReduceOp op, const Tensor& t, const std::string& what) const {
+    KILN_CHECK(op != ReduceOp::average || is_floating(t.dtype()), DTypeError,
+               "{}: an average needs a floating-point tensor, got {} (sum, then divide as you "
+               "choose)",
+               describe(what), dtype_name(t.dtype()));
   }
 
   void check_parts(const std::vector<Tensor>& parts, const Tensor& like, const std::string& what,

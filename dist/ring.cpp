@@ -77,6 +77,9 @@ void ring_step(ProcessGroup& group, Tensor flat, const Tensor& scratch, int send
 void ring_all_reduce(ProcessGroup& group, const Tensor& tensor, ReduceOp op, RingOptions options) {
   KILN_CHECK(tensor.defined() && tensor.is_contiguous(), ValueError,
              "ring_all_reduce: expected a contiguous tensor, got {}", describe(tensor));
+  KILN_CHECK(op != ReduceOp::average || is_floating(tensor.dtype()), DTypeError,
+             "ring_all_reduce: an average needs a floating-point tensor, got {}",
+             dtype_name(tensor.dtype()));
   KILN_CHECK(options.segment_bytes > 0, ValueError,
              "ring_all_reduce: segment_bytes must be positive, got {}", options.segment_bytes);
   NoGradGuard no_grad;

@@ -314,3 +314,26 @@ TEST_CASE("dist: the file and TCP stores: set, get, wait, add, and a key that ne
     CHECK_THROWS_WITH(s->get("never"), Catch::Contains("'never'") && Catch::Contains("300 ms"));
   }
 }
+
+TEST_CASE("dist: an average of integers is refused by gloo and by the ring") {
+  auto got = run_ranks<std::vector<std::string>>(2, "int-average", [](ProcessGroup& g) {
+    std::vector<std::string> messages;
+    for (int k = 0; k < 2; ++k) {
+      try {
+        Tensor t = ones({4}, DType::i64);
+        if (k == 0)
+          g.all_reduce(t, ReduceOp::average);
+        else
+          dist::ring_all_reduce(g, t, ReduceOp::average);
+        messages.push_back("no error");
+      } catch (const DTypeError& e) {
+        messages.push_back(e.what());
+      }
+    }
+    return messages;
+  });
+  for (const auto& m : got) {
+    CHECK_THAT(m[0], Catch::Contains("average needs a floating-point tensor, got i64"));
+    CHECK_THAT(m[1], Catch::Contains("ring_all_reduce: an average needs a floating-point"));
+  }
+}
