@@ -242,9 +242,7 @@ int run_training(const apps::Recipe& r) {
     if (lead)
       std::printf(
           "kiln-train: %s on %s (%lld train / %lld test images), %s, batch %lld, %lld epochs, "
-          "device "
-          "%s, "
-          "%d threads\n",
+          "device %s, %d threads\n",
           r.model.c_str(), r.dataset.c_str(), static_cast<long long>(split.train->size()),
           static_cast<long long>(split.test->size()), r.optimizer.c_str(),
           static_cast<long long>(r.batch_size), static_cast<long long>(r.epochs),
