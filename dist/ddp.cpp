@@ -154,9 +154,14 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       if (b.work) b.work->wait();
       for (size_t s : b.slots) {
         Tensor& p = params_[slots_[s].param].second;
-        const Tensor average =
-            b.buffer.narrow(0, slots_[s].offset, p.numel()).view(p.shape()).clone();
-        p.set_grad(average);
+        const Tensor average = b.buffer.narrow(0, slots_[s].offset, p.numel()).view(p.shape());
+        // Into the .grad backward made (its own contiguous tensor), without a new allocation per
+        // parameter and step; an unused parameter gets a copy of its slot.
+        Tensor grad = p.grad();
+        if (grad.defined())
+          grad.copy_(average);
+        else
+          p.set_grad(average.clone());
       }
     }
   }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -135,8 +136,9 @@ Tensor BatchNorm::run_synced(const Tensor& input, bool relu) {
   if (relu) out = kiln::relu(out);
   if (is_training() && running_mean.defined()) {
     NoGradGuard no_grad;
-    const double n = count.item<double>();
-    const Tensor unbiased = n > 1 ? mul(var, n / (n - 1)) : var;
+    // var * n / (n - 1), on the device: reading n on the host would stall a GPU every step. With
+    // n = 1 the variance is 0 and stays 0.
+    const Tensor unbiased = mul(var, div(count, clamp(sub(count, 1.0), 1.0, std::nullopt)));
     running_mean.mul_(1 - momentum_).add_(mean.detach().to(running_mean.dtype()), momentum_);
     running_var.mul_(1 - momentum_).add_(unbiased.detach().to(running_var.dtype()), momentum_);
     num_batches_tracked.add_(1.0);

@@ -24,7 +24,6 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     // The += that lets gradients accumulate across backward passes (gradient accumulation).
     current.add_(grad);
   }
-  Tensor updated = leaf.grad();
   for (auto& hook : meta.post_accumulate_hooks) hook(leaf);
   return {};
 }
