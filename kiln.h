@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kiln/core/allocator.h"
+#include "kiln/core/autocast.h"
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/backends.h"
@@ -32,6 +33,7 @@
 #include "kiln/nn/resnet.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/state_dict.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/conv.h"
 #include "kiln/ops/dropout.h"

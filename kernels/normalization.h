@@ -1,7 +1,9 @@
 // The normalisation family: batch norm's statistics, apply and backward, and layer norm, on
 // every device (kernels/cpu/normalization.cpp, kernels/cuda/normalization.cu). Inputs arrive
-// contiguous in f32 or f64 (ops/normalization.cpp converts the 16-bit floats); statistics
-// accumulate in double and are stored in x's dtype.
+// contiguous in f32 or f64, statistics accumulate in double and are stored in x's dtype; where
+// takes_half is set, batch norm's x, grad, out and grad_x may also be f16 or bf16, with the
+// statistics, weight, bias and per-channel sums in f32 (ops/normalization.cpp converts the 16-bit
+// floats to f32 for the other devices).
 #pragma once
 
 #include "kiln/core/tensor.h"
@@ -35,6 +37,9 @@ struct NormalizationKernels {
   // Whether batch_norm_apply and batch_norm_backward take relu (the CPU's); elsewhere
   // batch_norm_relu is relu(batch_norm(x)).
   bool fuses_relu;
+  // Whether batch norm's kernels read and write 16-bit activations as they are (the GPU's), which
+  // saves a conversion pass each way under autocast.
+  bool takes_half;
 
   static const NormalizationKernels cpu;
   static const NormalizationKernels* const cuda;  // null in a build without CUDA

@@ -11,6 +11,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/kernels/conv2d.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -130,6 +131,8 @@ struct Conv2dBackward : Node {
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
               Pair dilation, int64_t groups) {
+  if (AutocastArgs cast{"conv2d", {&x, &weight, &bias}})
+    return conv2d(cast[0], cast[1], cast[2], stride, padding, dilation, groups);
   require_same_floating("conv2d", x, weight, "input", "weight");
   const ConvParams params{stride, padding, dilation, groups};
   const Conv2dGeometry g = conv_geometry("conv2d", x.shape(), weight.shape(), params);

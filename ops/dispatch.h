@@ -8,8 +8,8 @@
 //
 // What differs between devices beyond the code (whether a kernel takes 16-bit floats as they are,
 // fuses an epilogue, or has a fused path at all) is a field of the table, so the entry points
-// never branch on the device themselves. Autocast's dtype policy and the profiler's per-op timing
-// are to hook in here.
+// never branch on the device themselves. Autocast's dtype policy sits beside it (ops/autocast.h):
+// an entry point under the policy casts its operands before it asks for a table.
 #pragma once
 
 #include "kiln/core/device.h"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/kernels/elementwise.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -208,6 +209,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& base, const Tensor& exponent) {
+  if (AutocastArgs cast{"pow", {&base, &exponent}}) return pow(cast[0], cast[1]);
   DType t = arithmetic_type("pow", base, exponent);
   KILN_CHECK(t != DType::boolean, DTypeError, "pow: not defined for bool tensors ({} and {})",
              describe(base), describe(exponent));
@@ -272,6 +274,7 @@ struct PowScalarBackward : Node {
 }  // namespace
 
 Tensor pow(const Tensor& base, double exponent) {
+  if (AutocastArgs cast{"pow", {&base}}) return pow(cast[0], exponent);
   require_defined("pow", base);
   bool integral_exponent = std::floor(exponent) == exponent;
   DType t = base.dtype();
@@ -371,11 +374,13 @@ Tensor sign(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (AutocastArgs cast{"exp", {&x}}) return exp(cast[0]);
   return unary_op("exp", UnaryOp::exp, x, true, Save::output,
                   [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
 }
 
 Tensor log(const Tensor& x) {
+  if (AutocastArgs cast{"log", {&x}}) return log(cast[0]);
   return unary_op("log", UnaryOp::log, x, true, Save::input,
                   [](const Tensor& g, const Tensor& in, const Tensor&) { return div(g, in); });
 }
@@ -387,6 +392,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  if (AutocastArgs cast{"rsqrt", {&x}}) return rsqrt(cast[0]);
   return unary_op("rsqrt", UnaryOp::rsqrt, x, true, Save::output,
                   [](const Tensor& g, const Tensor&, const Tensor& y) {
                     return mul(g, mul(pow(y, 3.0), -0.5));
@@ -400,6 +406,7 @@ Tensor square(const Tensor& x) {
 }
 
 Tensor reciprocal(const Tensor& x) {
+  if (AutocastArgs cast{"reciprocal", {&x}}) return reciprocal(cast[0]);
   return unary_op(
       "reciprocal", UnaryOp::reciprocal, x, true, Save::output,
       [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(mul(g, mul(y, y))); });

@@ -9,6 +9,7 @@
 
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/matmul.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -113,10 +114,12 @@ Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (AutocastArgs cast{"matmul", {&a, &b}}) return matmul(cast[0], cast[1]);
   return matmul_impl("matmul", a, b);
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (AutocastArgs cast{"mm", {&a, &b}}) return mm(cast[0], cast[1]);
   require_defined("mm", a, "first operand");
   require_defined("mm", b, "second operand");
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, ShapeError,
@@ -125,6 +128,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (AutocastArgs cast{"bmm", {&a, &b}}) return bmm(cast[0], cast[1]);
   require_defined("bmm", a, "first operand");
   require_defined("bmm", b, "second operand");
   KILN_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError,
@@ -155,6 +159,7 @@ struct LinearBackward : Node {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (AutocastArgs cast{"linear", {&x, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
   require_same_floating("linear", x, weight, "input", "weight");
   KILN_CHECK(weight.dim() == 2, ShapeError,
              "linear: expected a 2-D weight [out_features, in_features], got {}", describe(weight));

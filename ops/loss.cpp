@@ -9,6 +9,7 @@
 
 #include "kiln/kernels/cross_entropy.h"
 #include "kiln/kernels/loss.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -209,6 +210,8 @@ Tensor cross_entropy_fused(const CrossEntropyKernels& fused, const Tensor& logit
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
                 int64_t ignore_index, Reduction reduction) {
+  if (AutocastArgs cast{"nll_loss", {&log_probs, &target, &weight}})
+    return nll_loss(cast[0], cast[1], cast[2], ignore_index, reduction);
   check_reduction("nll_loss", reduction);
   NllArgs a = check_nll_args("nll_loss", log_probs, target, weight, ignore_index);
   return nll_loss_checked(log_probs, a, ignore_index, reduction);
@@ -216,6 +219,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& wei
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight,
                      int64_t ignore_index, Reduction reduction, double label_smoothing) {
+  if (AutocastArgs cast{"cross_entropy", {&logits, &target, &weight}})
+    return cross_entropy(cast[0], cast[1], cast[2], ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   check_reduction(op, reduction);
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
@@ -248,6 +253,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (AutocastArgs cast{"mse_loss", {&input, &target}})
+    return mse_loss(cast[0], cast[1], reduction);
   const char* op = "mse_loss";
   check_reduction(op, reduction);
   require_defined(op, input);

@@ -11,6 +11,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/kernels/normalization.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -30,6 +31,13 @@ DType compute_dtype(DType dtype) {
 
 Tensor kernel_operand(const Tensor& t, DType compute) {
   return t.defined() ? t.detach().to(compute).contiguous() : Tensor();
+}
+
+// The dtype batch norm's kernels read x and the gradient in and write their results in: x's own
+// where the device's kernels take 16-bit activations (statistics and parameters stay in
+// `compute`), `compute` elsewhere.
+DType activation_dtype(DType x, DType compute, Device device) {
+  return kernels_for<NormalizationKernels>("batch_norm", device).takes_half ? x : compute;
 }
 
 void check_affine(const char* op, const Tensor& t, const Shape& expected, const char* argument) {
@@ -64,11 +72,12 @@ struct BatchNormBackward : NormBackward {
     Tensor mu = mean.unpack(*this), rstd = invstd.unpack(*this);
     const int64_t channels = x.size(1);
     const DType compute = mu.dtype();
+    const DType io = activation_dtype(x.dtype(), compute, x.device());
     const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
     const Shape flat{x.size(0), channels, spatial};
-    Tensor cx = kernel_operand(x, compute).view(flat);
-    Tensor cg = kernel_operand(g, compute).view(flat);
-    Tensor grad_x = wants(0) ? empty(flat, compute, x.device()) : Tensor();
+    Tensor cx = kernel_operand(x, io).view(flat);
+    Tensor cg = kernel_operand(g, io).view(flat);
+    Tensor grad_x = wants(0) ? empty(flat, io, x.device()) : Tensor();
     Tensor sum_g = empty({channels}, compute, x.device());
     Tensor sum_g_x_hat = empty({channels}, compute, x.device());
     // relu is only ever set where the device's kernels fuse it (see batch_norm_relu).
@@ -155,8 +164,9 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
              "{}: expected more than 1 value per channel when training, got input {}", op,
              describe(x));
   const DType compute = compute_dtype(x.dtype());
+  const DType io = activation_dtype(x.dtype(), compute, device);
   const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
-  Tensor cx = kernel_operand(x, compute).view({x.size(0), channels, spatial});
+  Tensor cx = kernel_operand(x, io).view({x.size(0), channels, spatial});
   Tensor mean, invstd;
   if (training) {
     mean = empty({channels}, compute, device);
@@ -174,7 +184,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
     mean = kernel_operand(running_mean, compute);
     invstd = rsqrt(add(kernel_operand(running_var, compute), eps));
   }
-  Tensor out = empty(cx.shape(), compute, device);
+  Tensor out = empty(cx.shape(), io, device);
   kernels_for<NormalizationKernels>(op, device)
       .batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
                         kernel_operand(bias, compute), out, relu);
@@ -214,6 +224,8 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (AutocastArgs cast{"layer_norm", {&x, &weight, &bias}})
+    return layer_norm(cast[0], normalized_shape, cast[1], cast[2], eps);
   const char* op = "layer_norm";
   require_defined(op, x);
   require_floating(op, x);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/kernels/reduce.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -81,6 +82,7 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Dims& dims, bool keepd
 }  // namespace
 
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
+  if (AutocastArgs cast{"sum", {&x}}) return sum(cast[0], dims, keepdim);
   return sum_or_mean("sum", x, dims, keepdim, false);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/elementwise.h"
@@ -136,6 +137,7 @@ Tensor std_dev(const Tensor& x, const Dims& dims, int64_t correction, bool keepd
 }
 
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
+  if (AutocastArgs cast{"norm", {&x}}) return norm(cast[0], p, dims, keepdim);
   const char* op = "norm";
   require_defined(op, x);
   require_floating(op, x);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/kernels/scan.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -50,6 +51,7 @@ Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse) {
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  if (AutocastArgs cast{"cumsum", {&x}}) return cumsum(cast[0], dim);
   return running_sum("cumsum", x, dim, false);
 }
 

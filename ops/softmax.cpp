@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/kernels/softmax.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -50,10 +51,12 @@ Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool log) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (AutocastArgs cast{"softmax", {&x}}) return softmax(cast[0], dim);
   return softmax_forward("softmax", x, dim, false);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (AutocastArgs cast{"log_softmax", {&x}}) return log_softmax(cast[0], dim);
   return softmax_forward("log_softmax", x, dim, true);
 }
 

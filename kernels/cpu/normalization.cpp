@@ -208,6 +208,7 @@ const NormalizationKernels NormalizationKernels::cpu{
     .batch_norm_apply = cpu::batch_norm_apply,
     .batch_norm_backward = cpu::batch_norm_backward,
     .layer_norm = cpu::layer_norm,
-    .fuses_relu = true};
+    .fuses_relu = true,
+    .takes_half = false};
 
 }  // namespace kiln

@@ -1,6 +1,8 @@
-// Batch norm's statistics, normalisation and backward, and layer norm's forward, in f32 and f64.
-// Every sum is taken in double, two-pass (the mean first, then squared deviations from it), as on
-// the CPU (kernels/cpu/normalization.cpp).
+// Batch norm's statistics, normalisation and backward, and layer norm's forward, in f32 and f64;
+// batch norm also reads and writes f16/bf16 activations, with f32 statistics and parameters (the
+// table's takes_half), so autocast's 16-bit activations need no conversion pass. Every sum is taken
+// in double, two-pass (the mean first, then squared deviations from it), as on the CPU
+// (kernels/cpu/normalization.cpp).
 //
 //   batch_norm_stats, batch_norm_backward: one block of kChannelThreads per channel, reducing over
 //     N and S with row_allreduce (block_reduce.cuh). A channel's sums then need no second kernel
@@ -11,9 +13,11 @@
 //     and its sums need shuffles only, no barrier.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/device_types.cuh"
 #include "kiln/kernels/cuda/launch.h"
 #include "kiln/kernels/normalization.h"
 
@@ -32,6 +36,13 @@ const T* optional_data(const Tensor& t) {
 template <class T>
 T* optional_out(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
+}
+
+// A tensor's elements as device type T (__half and __nv_bfloat16 for the 16-bit floats, whose
+// bits are kiln's Half and BFloat16).
+template <class T>
+T* data_as(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
 }
 
 // The block's total of one double per thread, in every thread; calls may follow each other on the
@@ -53,9 +64,11 @@ ChannelWalk channel_walk(int64_t s) {
   return {width, kChannelThreads / width};
 }
 
-template <class T>
-__global__ void batch_norm_stats_kernel(const T* __restrict__ x, T* __restrict__ mean,
-                                        T* __restrict__ var, int64_t n, int64_t channels, int64_t s,
+// T is the activations' device type, P the statistics' and parameters' (float for the 16-bit
+// activations, T otherwise).
+template <class T, class P>
+__global__ void batch_norm_stats_kernel(const T* __restrict__ x, P* __restrict__ mean,
+                                        P* __restrict__ var, int64_t n, int64_t channels, int64_t s,
                                         ChannelWalk walk) {
   __shared__ RowReduceSmem<double> shared;
   const int64_t c = blockIdx.x;
@@ -66,7 +79,7 @@ __global__ void batch_norm_stats_kernel(const T* __restrict__ x, T* __restrict__
   double total = 0.0;
   for (int64_t i = ty; i < n; i += walk.rows) {
     const T* row = x + (i * channels + c) * s;
-    for (int64_t j = tx; j < s; j += walk.width) total += static_cast<double>(row[j]);
+    for (int64_t j = tx; j < s; j += walk.width) total += device_convert<double>(row[j]);
   }
   total = block_sum(total, shared);
   const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
@@ -74,39 +87,39 @@ __global__ void batch_norm_stats_kernel(const T* __restrict__ x, T* __restrict__
   for (int64_t i = ty; i < n; i += walk.rows) {
     const T* row = x + (i * channels + c) * s;
     for (int64_t j = tx; j < s; j += walk.width) {
-      const double d = static_cast<double>(row[j]) - mu;
+      const double d = device_convert<double>(row[j]) - mu;
       squares += d * d;
     }
   }
   squares = block_sum(squares, shared);
   if (threadIdx.x == 0) {
-    mean[c] = static_cast<T>(mu);
-    var[c] = static_cast<T>(count > 0 ? squares / static_cast<double>(count) : 0.0);
+    mean[c] = static_cast<P>(mu);
+    var[c] = static_cast<P>(count > 0 ? squares / static_cast<double>(count) : 0.0);
   }
 }
 
-template <class T>
-__global__ void batch_norm_apply_kernel(const T* __restrict__ x, const T* __restrict__ mean,
-                                        const T* __restrict__ invstd, const T* __restrict__ weight,
-                                        const T* __restrict__ bias, T* __restrict__ out,
+template <class T, class P>
+__global__ void batch_norm_apply_kernel(const T* __restrict__ x, const P* __restrict__ mean,
+                                        const P* __restrict__ invstd, const P* __restrict__ weight,
+                                        const P* __restrict__ bias, T* __restrict__ out,
                                         int64_t total, int64_t channels, int64_t s) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t c = (i / s) % channels;
-    // The CPU's folding: y = x * scale + shift.
-    const T scale = invstd[c] * (weight ? weight[c] : T(1));
-    const T shift = (bias ? bias[c] : T(0)) - mean[c] * scale;
-    out[i] = x[i] * scale + shift;
+    // The CPU's folding: y = x * scale + shift, in P (f32 for 16-bit x, as the CPU computes it).
+    const P scale = invstd[c] * (weight ? weight[c] : P(1));
+    const P shift = (bias ? bias[c] : P(0)) - mean[c] * scale;
+    out[i] = device_convert<T>(device_convert<P>(x[i]) * scale + shift);
   }
 }
 
 // One block per channel: the two sums over N and S, then (when grad_x is wanted) each element's
 // gradient from them. Everything per element runs in double, as the statistics.
-template <class T>
+template <class T, class P>
 __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __restrict__ grad,
-                                           const T* __restrict__ mean, const T* __restrict__ invstd,
-                                           const T* __restrict__ weight, bool training,
-                                           T* __restrict__ grad_x, T* __restrict__ sum_g,
-                                           T* __restrict__ sum_g_xhat, int64_t n, int64_t channels,
+                                           const P* __restrict__ mean, const P* __restrict__ invstd,
+                                           const P* __restrict__ weight, bool training,
+                                           T* __restrict__ grad_x, P* __restrict__ sum_g,
+                                           P* __restrict__ sum_g_xhat, int64_t n, int64_t channels,
                                            int64_t s, ChannelWalk walk) {
   __shared__ RowReduceSmem<double> shared;
   const int64_t c = blockIdx.x;
@@ -119,16 +132,16 @@ __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __r
     for (int64_t i = ty; i < n; i += walk.rows) {
       const int64_t base = (i * channels + c) * s;
       for (int64_t j = tx; j < s; j += walk.width) {
-        const double g = static_cast<double>(grad[base + j]);
+        const double g = device_convert<double>(grad[base + j]);
         sg += g;
-        sgx += g * ((static_cast<double>(x[base + j]) - mu) * rstd);
+        sgx += g * ((device_convert<double>(x[base + j]) - mu) * rstd);
       }
     }
     sg = block_sum(sg, shared);
     sgx = block_sum(sgx, shared);
     if (threadIdx.x == 0) {
-      if (sum_g) sum_g[c] = static_cast<T>(sg);
-      if (sum_g_xhat) sum_g_xhat[c] = static_cast<T>(sgx);
+      if (sum_g) sum_g[c] = static_cast<P>(sg);
+      if (sum_g_xhat) sum_g_xhat[c] = static_cast<P>(sgx);
     }
   }
   if (!grad_x) return;
@@ -136,17 +149,17 @@ __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __r
   for (int64_t i = ty; i < n; i += walk.rows) {
     const int64_t base = (i * channels + c) * s;
     for (int64_t j = tx; j < s; j += walk.width) {
-      const double g = static_cast<double>(grad[base + j]);
+      const double g = device_convert<double>(grad[base + j]);
       double dx;
       if (training) {
         // The batch mean and variance depend on every x, so each gradient loses its projection
         // on 1 and on x_hat.
-        const double x_hat = (static_cast<double>(x[base + j]) - mu) * rstd;
+        const double x_hat = (device_convert<double>(x[base + j]) - mu) * rstd;
         dx = scale / count * (count * g - sg - x_hat * sgx);
       } else {
         dx = g * scale;
       }
-      grad_x[base + j] = static_cast<T>(dx);
+      grad_x[base + j] = device_convert<T>(dx);
     }
   }
 }
@@ -187,15 +200,31 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   }
 }
 
+// Calls f(TypeTag<T>, TypeTag<P>) with batch norm's device types for activations of `dtype`: the
+// 16-bit floats with f32 statistics, f32 and f64 with their own.
+template <class F>
+void visit_batch_norm(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f16:
+      return f(TypeTag<__half>{}, TypeTag<float>{});
+    case DType::bf16:
+      return f(TypeTag<__nv_bfloat16>{}, TypeTag<float>{});
+    default:
+      return visit_f32_f64(op, dtype, [&](auto tag) { f(tag, tag); });
+  }
+}
+
 }  // namespace
 
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
   if (channels == 0) return;
-  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    batch_norm_stats_kernel<T><<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
-        x.data<T>(), mean.data<T>(), var.data<T>(), n, channels, s, channel_walk(s));
+  visit_batch_norm("batch_norm", x.dtype(), [&](auto t, auto p) {
+    using T = typename decltype(t)::type;
+    using P = typename decltype(p)::type;
+    batch_norm_stats_kernel<T, P>
+        <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
+            data_as<T>(x), mean.data<P>(), var.data<P>(), n, channels, s, channel_walk(s));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -211,11 +240,12 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
   require_no_relu("batch_norm_apply", relu);
   const int64_t total = x.numel();
   if (total == 0) return;
-  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    batch_norm_apply_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        x.data<T>(), mean.data<T>(), invstd.data<T>(), optional_data<T>(weight),
-        optional_data<T>(bias), out.data<T>(), total, x.size(1), x.size(2));
+  visit_batch_norm("batch_norm", x.dtype(), [&](auto t, auto p) {
+    using T = typename decltype(t)::type;
+    using P = typename decltype(p)::type;
+    batch_norm_apply_kernel<T, P><<<grid_for(total), kThreads, 0, stream()>>>(
+        data_as<T>(x), mean.data<P>(), invstd.data<P>(), optional_data<P>(weight),
+        optional_data<P>(bias), data_as<T>(out), total, x.size(1), x.size(2));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -227,13 +257,14 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
   require_no_relu("batch_norm_backward", relu);
   const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
   if (channels == 0) return;
-  visit_f32_f64("batch_norm_backward", x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    batch_norm_backward_kernel<T>
+  visit_batch_norm("batch_norm_backward", x.dtype(), [&](auto t, auto p) {
+    using T = typename decltype(t)::type;
+    using P = typename decltype(p)::type;
+    batch_norm_backward_kernel<T, P>
         <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
-            x.data<T>(), grad.data<T>(), mean.data<T>(), invstd.data<T>(), optional_data<T>(weight),
-            training, optional_out<T>(grad_x), optional_out<T>(sum_g), optional_out<T>(sum_g_xhat),
-            n, channels, s, channel_walk(s));
+            data_as<T>(x), data_as<T>(grad), mean.data<P>(), invstd.data<P>(),
+            optional_data<P>(weight), training, grad_x.defined() ? data_as<T>(grad_x) : nullptr,
+            optional_out<P>(sum_g), optional_out<P>(sum_g_xhat), n, channels, s, channel_walk(s));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -260,7 +291,8 @@ constexpr NormalizationKernels kCuda{.batch_norm_stats = cuda::batch_norm_stats,
                                      .batch_norm_apply = cuda::batch_norm_apply,
                                      .batch_norm_backward = cuda::batch_norm_backward,
                                      .layer_norm = cuda::layer_norm,
-                                     .fuses_relu = false};
+                                     .fuses_relu = false,
+                                     .takes_half = true};
 }  // namespace
 
 const NormalizationKernels* const NormalizationKernels::cuda = &kCuda;

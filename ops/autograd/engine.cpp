@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/autocast.h"
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/elementwise.h"
@@ -72,6 +73,8 @@ void queue_backward_callback(std::function<void()> callback) {
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph) {
   NoGradGuard no_grad;
+  // Backward ops run in the dtypes the forward gave them: the autocast policy is for forward.
+  AutocastSuspend no_autocast;
   CallbackScope callbacks;
   std::unordered_map<Node*, Tensor> pending;  // gradient summed so far, per node
   std::unordered_map<Node*, std::shared_ptr<Node>> keep_alive;
