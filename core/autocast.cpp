@@ -1,5 +1,6 @@
 #include "kiln/core/autocast.h"
 
+#include <cstdint>
 #include <unordered_map>
 
 #include "kiln/core/autograd/grad_mode.h"

@@ -6,6 +6,7 @@
 #include "kiln/ops/autocast.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
