@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kiln/nn/safetensors.h"
@@ -126,6 +128,8 @@ void save_training_checkpoint(const std::string& path, const TrainingState& stat
   for (auto& [name, t] : state.model->state_dict()) tensors["model." + name] = t;
   if (state.optimizer)
     for (auto& [name, t] : state.optimizer->state_dict()) tensors["optimizer." + name] = t;
+  if (state.scaler)
+    for (auto& [name, t] : state.scaler->state_dict()) tensors["scaler." + name] = t;
   Metadata meta = {{"format", kFormat},
                    {"epoch", std::to_string(state.position.epoch)},
                    {"batch_in_epoch", std::to_string(state.position.batch_in_epoch)},
@@ -164,8 +168,20 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
                name == meta.end() ? "none" : name->second, state.optimizer->name());
     require_exact_optimizer(path, optimizer, *state.optimizer);
   }
+  // The scaler's state is checked by loading it into a copy, before anything is touched.
+  std::optional<optim::GradScaler> scaler;
+  if (state.scaler && state.scaler->is_enabled()) {
+    const auto saved = with_prefix(file.tensors, "scaler");
+    KILN_CHECK(!saved.empty(), ValueError,
+               "load_training_checkpoint: {}: the file has no GradScaler state ('scaler.*'), "
+               "resuming with an enabled GradScaler",
+               path);
+    scaler = *state.scaler;
+    scaler->load_state_dict(saved);
+  }
   if (state.model) state.model->load_state_dict(StateDict(model.begin(), model.end()), true);
   if (state.optimizer) state.optimizer->load_state_dict(optimizer);
+  if (scaler) *state.scaler = std::move(*scaler);
   if (state.scheduler)
     state.scheduler->set_last_epoch(metadata_int(meta, "scheduler.last_epoch", path));
   if (state.generator)

@@ -2,9 +2,9 @@
 // random state) in one safetensors file, to continue a run exactly where it stopped. The weights
 // alone are nn/state_dict.h's.
 //
-// A training checkpoint names its tensors "model.<name>" and "optimizer.<key>"; the position,
-// scheduler step and generator state go in the header's metadata, so `kiln-checkpoint show` and
-// Python's safetensors can read every part.
+// A training checkpoint names its tensors "model.<name>", "optimizer.<key>" and "scaler.<key>"
+// (GradScaler's state); the position, scheduler step and generator state go in the header's
+// metadata, so `kiln-checkpoint show` and Python's safetensors can read every part.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 
 #include "kiln/core/generator.h"
 #include "kiln/nn/module.h"
+#include "kiln/optim/grad_scaler.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
 
@@ -30,6 +31,9 @@ struct TrainingState {
   optim::LRScheduler* scheduler = nullptr;  // may be null
   Generator* generator = nullptr;           // may be null; usually &default_generator()
   TrainingPosition position;
+  // May be null; a disabled one has no state to save. Last, so that initializers of the fields
+  // above still read {model, optimizer, scheduler, generator, position}.
+  optim::GradScaler* scaler = nullptr;
 };
 
 void save_training_checkpoint(const std::string& path, const TrainingState& state);
