@@ -48,6 +48,7 @@
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/softmax.h"
 #include "kiln/optim/adam.h"
+#include "kiln/optim/grad_scaler.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/optim/sgd.h"

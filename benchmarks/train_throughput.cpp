@@ -1,8 +1,11 @@
-// Training throughput of a model on the CPU: images per second over timed steps of forward,
-// backward and an SGD update on synthetic data, after warm-up steps, with kiln's peak memory.
-// Its peer is train_throughput_torch.py (the same model, recipe and batch in PyTorch).
+// Training throughput of a model: images per second over timed steps of forward, backward and an
+// SGD update on synthetic data, after warm-up steps, with kiln's peak memory on the device. On the
+// CPU it also splits a step into forward, backward and update; on a GPU it times whole steps
+// between two synchronisations, so the host and the GPU overlap as in training. Its peer is
+// train_throughput_torch.py (the same model, recipe, batch and precision in PyTorch).
 //
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
+//   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16 --tf32
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -17,55 +20,91 @@
 using namespace kiln;
 
 int main(int argc, char** argv) {
-  std::string model_name = "resnet20";
-  int64_t batch_size = 128, steps = 20, warmup = 3, channels = 1, side = 28;
+  std::string model_name = "resnet20", device_name = "cpu", amp = "off";
+  int64_t batch_size = 128, steps = 20, warmup = 3, channels = 1, side = 28, classes = 10;
   int threads = 2;
-  CLI::App app{"train_throughput: images/s of training steps on the CPU"};
+  bool imagenet = false, tf32 = false, benchmark = false;
+  CLI::App app{"train_throughput: images/s of training steps"};
   app.add_option("--model", model_name)->capture_default_str();
+  app.add_option("--device", device_name, "cpu|cuda|cuda:N")->capture_default_str();
   app.add_option("--batch-size", batch_size)->capture_default_str();
   app.add_option("--steps", steps, "timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
   app.add_option("--threads", threads)->capture_default_str();
   app.add_option("--channels", channels)->capture_default_str();
   app.add_option("--side", side, "image height and width")->capture_default_str();
+  app.add_option("--classes", classes)->capture_default_str();
+  app.add_flag("--imagenet", imagenet,
+               "ImageNet shapes: 3x224x224 images, 1000 classes, the 7x7/2 stem and max-pool");
+  app.add_option("--amp", amp, "off|fp16|bf16: forward under autocast (fp16 with a GradScaler)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "fp16", "bf16"}));
+  app.add_flag("--tf32", tf32,
+               "let f32 matmul and conv2d use TF32 tensor cores (as PyTorch's conv)");
+  app.add_flag(
+      "--cudnn-benchmark", benchmark,
+      "pick cuDNN's convolution algorithms by timing them (torch.backends.cudnn.benchmark)");
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("train_throughput", [&] {
     omp_set_num_threads(threads);
+    if (imagenet) channels = 3, side = 224, classes = 1000;
+    const Device device = Device::parse(device_name);
+    backends::set_cuda_matmul_allow_tf32(tf32);
+    backends::set_cudnn_allow_tf32(tf32);
+    backends::set_cudnn_benchmark(benchmark);
 
     manual_seed(0);
-    auto model = nn::make_resnet(model_name, {10, channels, true, false});
+    auto model = nn::make_resnet(model_name, {classes, channels, !imagenet, false});
+    model->to(device);
     optim::SGD sgd(model->parameters(), {0.1, 0.9, 0.0, 5e-4, true});
-    Tensor x = randn({batch_size, channels, side, side});
-    Tensor y = randint(0, 10, {batch_size});
+    optim::GradScaler scaler({.enabled = amp == "fp16"});
+    Tensor x = randn({batch_size, channels, side, side}).to(device);
+    Tensor y = randint(0, classes, {batch_size}).to(device);
+    auto sync = [&] {
+      if (device.is_cuda()) cuda::synchronize(device.index);
+    };
 
     using clock = std::chrono::steady_clock;
     double forward_s = 0, backward_s = 0, step_s = 0;
-    reset_peak_memory_stats();
+    clock::time_point timed_start;
     for (int64_t i = 0; i < warmup + steps; ++i) {
+      if (i == warmup) {
+        sync();
+        reset_peak_memory_stats(device);
+        timed_start = clock::now();
+      }
       auto t0 = clock::now();
-      Tensor loss = cross_entropy(model->forward(x), y);
+      Tensor loss;
+      {
+        autocast mixed(amp == "bf16" ? DType::bf16 : DType::f16, amp != "off");
+        loss = cross_entropy(model->forward(x), y);
+      }
       auto t1 = clock::now();
       sgd.zero_grad();
-      loss.backward();
+      scaler.scale(loss).backward();
       auto t2 = clock::now();
-      sgd.step();
+      scaler.step(sgd);
+      scaler.update();
       auto t3 = clock::now();
       if (i < warmup) continue;
       forward_s += std::chrono::duration<double>(t1 - t0).count();
       backward_s += std::chrono::duration<double>(t2 - t1).count();
       step_s += std::chrono::duration<double>(t3 - t2).count();
     }
-    double total = forward_s + backward_s + step_s;
-    MemoryStats mem = memory_stats();
-    std::printf(
-        "kiln %s batch %lld threads %d: %.1f images/s (forward %.1f ms, backward %.1f ms, step "
-        "%.1f "
-        "ms per "
-        "batch), peak memory %.1f MiB\n",
-        model_name.c_str(), static_cast<long long>(batch_size), threads,
-        static_cast<double>(batch_size * steps) / total, 1e3 * forward_s / steps,
-        1e3 * backward_s / steps, 1e3 * step_s / steps,
-        static_cast<double>(mem.peak_bytes) / (1 << 20));
+    sync();
+    const double total = std::chrono::duration<double>(clock::now() - timed_start).count();
+    const MemoryStats mem = memory_stats(device);
+    const std::string precision =
+        amp != "off" ? amp + " autocast" : (tf32 ? std::string("f32/tf32") : std::string("f32"));
+    std::printf("kiln %s %s %s batch %lld threads %d: %.1f images/s, %.2f ms/step",
+                model_name.c_str(), device.str().c_str(), precision.c_str(),
+                static_cast<long long>(batch_size), threads,
+                static_cast<double>(batch_size * steps) / total, 1e3 * total / steps);
+    // On a GPU the host's phases only queue work: their split says nothing of the GPU's time.
+    if (!device.is_cuda())
+      std::printf(" (forward %.1f ms, backward %.1f ms, step %.1f ms)", 1e3 * forward_s / steps,
+                  1e3 * backward_s / steps, 1e3 * step_s / steps);
+    std::printf(", peak memory %.1f MiB\n", static_cast<double>(mem.peak_bytes) / (1 << 20));
     return 0;
   });
 }

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""PyTorch peer of train_throughput.cpp: the same CIFAR-style ResNet-20 (1x1-conv shortcuts, as
-kiln's), batch, optimizer and thread count, on random data; prints images/s.
+"""PyTorch peer of train_throughput.cpp: the same ResNets (CIFAR-style ResNet-20 with 1x1-conv
+shortcuts, as kiln's; torchvision's ResNet-50 v1.5, written out so torchvision is not needed),
+batch, optimizer, precision and thread count, on random data; prints images/s and peak memory in
+train_throughput's format.
 
     /usr/bin/python3 benchmarks/train_throughput_torch.py --batch-size 128 --threads 2 --steps 20
+    python3 benchmarks/train_throughput_torch.py --device cuda --model resnet50 --imagenet \
+        --amp bf16 --channels-last --tf32
 """
 import argparse
+import contextlib
 import time
 
 import torch
@@ -51,30 +56,120 @@ class ResNet20(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Bottleneck(nn.Module):
+    """torchvision's: 1x1, 3x3 carrying the stride (v1.5), 1x1; expansion 4."""
+
+    def __init__(self, in_planes, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * 4)
+        self.downsample = None
+        if stride != 1 or in_planes != planes * 4:
+            self.downsample = nn.Sequential(nn.Conv2d(in_planes, planes * 4, 1, stride, bias=False),
+                                            nn.BatchNorm2d(planes * 4))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + (self.downsample(x) if self.downsample is not None else x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, in_channels=3, num_classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        layers, in_planes = [], 64
+        for planes, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            blocks = []
+            for b in range(count):
+                blocks.append(Bottleneck(in_planes, planes, stride if b == 0 else 1))
+                in_planes = planes * 4
+            layers.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.fc = nn.Linear(2048, num_classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="resnet20", choices=["resnet20", "resnet50"])
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--imagenet", action="store_true",
+                        help="3x224x224 images and 1000 classes (ResNet-50's stem is ImageNet's)")
+    parser.add_argument("--amp", default="off", choices=["off", "fp16", "bf16"])
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--tf32", action="store_true",
+                        help="TF32 for f32 matmul and conv (PyTorch's conv default)")
+    parser.add_argument("--cudnn-benchmark", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     torch.manual_seed(0)
-    model = ResNet20()
+    device = torch.device(args.device)
+    channels, side, classes = (3, 224, 1000) if args.imagenet else (1, 28, 10)
+    model = (ResNet50(channels, classes) if args.model == "resnet50"
+             else ResNet20(channels, classes)).to(device)
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=memory_format)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4)
-    x = torch.randn(args.batch_size, 1, 28, 28)
-    y = torch.randint(0, 10, (args.batch_size,))
-    total = 0.0
+    scaler = None
+    if args.amp == "fp16":
+        scaler = (torch.amp.GradScaler(device.type) if hasattr(torch.amp, "GradScaler")
+                  else torch.cuda.amp.GradScaler())
+    amp_dtype = torch.bfloat16 if args.amp == "bf16" else torch.float16
+    x = torch.randn(args.batch_size, channels, side, side, device=device)
+    x = x.contiguous(memory_format=memory_format)
+    y = torch.randint(0, classes, (args.batch_size,), device=device)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    start = 0.0
     for i in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        loss = F.cross_entropy(model(x), y)
+        if i == args.warmup:
+            sync()
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            start = time.perf_counter()
+        mixed = (torch.autocast(device.type, dtype=amp_dtype) if args.amp != "off"
+                 else contextlib.nullcontext())
+        with mixed:
+            loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if i >= args.warmup:
-            total += time.perf_counter() - start
-    print(f"torch {torch.__version__} resnet20 batch {args.batch_size} threads {args.threads}: "
-          f"{args.batch_size * args.steps / total:.1f} images/s")
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    sync()
+    total = time.perf_counter() - start
+    precision = (f"{args.amp} autocast" if args.amp != "off" else "f32/tf32" if args.tf32 else "f32")
+    if args.channels_last:
+        precision += " channels_last"
+    peak = (f", peak memory {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB"
+            if device.type == "cuda" else "")
+    print(f"torch {torch.__version__} {args.model} {device} {precision} batch {args.batch_size} "
+          f"threads {args.threads}: {args.batch_size * args.steps / total:.1f} images/s, "
+          f"{1e3 * total / args.steps:.2f} ms/step{peak}")
 
 
 if __name__ == "__main__":

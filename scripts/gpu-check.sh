@@ -6,7 +6,8 @@
 #    scripts/gpu-prepare-carry.sh on the build machine) into a private prefix, and takes its data.
 # 2. Configures (a CMake warning fails the step) and builds kiln with CUDA for the visible GPU;
 #    cmake/KilnCuda.cmake finds cuDNN and NCCL under the toolkit or in PyTorch's wheels.
-# 3. kiln-device-info, then every GPU test executable (ctest -R '^gpu_').
+# 3. kiln-device-info, then every GPU test executable (ctest -R '^gpu_'), and the GradScaler's
+#    scale sequence against PyTorch's (tests/reference/grad_scaler_sequence.py).
 # 4. compute-sanitizer memcheck and racecheck on every GPU test without its [heavy] cases (each
 #    kernel those reach is reached by a lighter case too), in parallel, each under SANITIZE_LIMIT
 #    seconds (a timeout fails); the allocator's deliberate out-of-memory case [oom] runs under
@@ -14,6 +15,10 @@
 # 5. kiln-train's default recipe (2 epochs of Fashion-MNIST) on the GPU, which must land within
 #    0.3 points of the CPU's accuracy (CPU_ACCURACY, the README command's figure in
 #    docs/results.md), and the PyTorch peer of the recipe when python3 has torch.
+# 6. The same recipe with --amp fp16 and --amp bf16, each within 0.3 points of step 5's f32 run.
+# 7. Training throughput against PyTorch in the same call (BENCH=0 skips it): ResNet-50 on
+#    ImageNet shapes, batch 128, f32 with TF32 and with autocast bf16/fp16 (PyTorch's with
+#    channels-last), and ResNet-20 on 28x28, both with cuDNN's benchmark search; bench.txt.
 # Everything is logged under OUT_DIR (default gpu-check/); summary.txt lists each step's result.
 # Exit status: 0 only when every step passed.
 set -uo pipefail
@@ -87,6 +92,14 @@ step device-info "$BUILD_DIR/apps/kiln-device-info"
 step gpu-tests ctest --test-dir "$BUILD_DIR" -R '^gpu_' --output-on-failure --timeout 300
 grep -E "tests passed|Test +#" "$OUT_DIR/gpu-tests.log" | sed 's/^/      /' | tee -a "$summary"
 
+# GradScaler against PyTorch's own (torch >= 2.3 runs its scaler on the CPU): the reference file
+# the CPU test compares with when it exists; the file comes back in OUT_DIR to be committed.
+if python3 -c "import torch; torch.amp.GradScaler('cpu')" 2>/dev/null; then
+  step grad-scaler-reference python3 tests/reference/grad_scaler_sequence.py &&
+    cp tests/reference/grad_scaler_sequence.json "$OUT_DIR/" &&
+    step grad-scaler-vs-torch "$BUILD_DIR/tests/test_grad_scaler"
+fi
+
 # 4. compute-sanitizer, in parallel: one line per run in sanitize.txt.
 sanitize_one() {  # TOOL TEST [FILTER [EXTRA...]]
   local tool="$1" test="$2" filter="${3:-~[heavy]}"
@@ -150,6 +163,38 @@ if python3 -c "import torch" 2>/dev/null; then
   step torch-recipe python3 benchmarks/train_recipe_torch.py --device cuda --data-dir "$DATA_DIR" \
     --epochs "$EPOCHS" &&
     grep -E "^epoch|test accuracy" "$OUT_DIR/torch-recipe.log" | sed 's/^/      torch: /' | tee -a "$summary"
+fi
+# 6. Mixed precision: the recipe's accuracy under autocast against the f32 run above.
+for amp in fp16 bf16; do
+  if step "kiln-train-$amp" "$BUILD_DIR/apps/kiln-train" --device cuda --data-dir "$DATA_DIR" \
+       --epochs "$EPOCHS" --workers 8 --amp "$amp" --checkpoint-dir "$OUT_DIR/train-$amp"; then
+    grep -E "^epoch [0-9]+:|test accuracy" "$OUT_DIR/kiln-train-$amp.log" | sed "s/^/      kiln $amp: /" | tee -a "$summary"
+    amp_accuracy=$(sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p' "$OUT_DIR/kiln-train-$amp.log" | tail -1)
+    if awk -v a="${amp_accuracy:-0}" -v c="${accuracy:-none}" 'BEGIN { d = a - c; exit !(c != "none" && d <= 0.3 && d >= -0.3) }'; then
+      note "pass  accuracy $amp: ${amp_accuracy}% vs f32 ${accuracy}% (within 0.3 points)"
+    else
+      note "FAIL  accuracy $amp: ${amp_accuracy:-none}% vs f32 ${accuracy:-none}% (more than 0.3 points apart)"
+      failed=1
+    fi
+  fi
+done
+
+# 7. Throughput against PyTorch, one after the other on the same GPU.
+bench() {  # bench ARGS...: kiln's and PyTorch's train_throughput with the same arguments
+  "$BUILD_DIR/benchmarks/train_throughput" --device cuda --cudnn-benchmark "$@" || return 1
+  if python3 -c "import torch" 2>/dev/null; then
+    local torch_args=("$@")
+    [[ " $* " == *" --amp "* && " $* " != *" --amp off "* ]] && torch_args+=(--channels-last)
+    python3 benchmarks/train_throughput_torch.py --device cuda --cudnn-benchmark "${torch_args[@]}"
+  fi
+}
+bench_all() {
+  local r50=(--model resnet50 --imagenet --batch-size 128 --steps 30 --warmup 5)
+  bench "${r50[@]}" --tf32 && bench "${r50[@]}" --amp bf16 && bench "${r50[@]}" --amp fp16 &&
+    bench --model resnet20 --batch-size 128 --steps 100 --warmup 10 --tf32
+}
+if [ "${BENCH:-1}" != 0 ] && step bench bench_all; then
+  grep -E "images/s" "$OUT_DIR/bench.log" | sed 's/^/      /' | tee -a "$summary"
 fi
 note "done: $([ $failed -eq 0 ] && echo "every step passed" || echo "some steps FAILED")"
 exit $failed

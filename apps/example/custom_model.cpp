@@ -1,5 +1,6 @@
-// How a user defines a model, trains it and saves it: a small CNN on Fashion-MNIST.
-//   build/apps/kiln-example-custom-model [batches]
+// How a user defines a model, trains it and saves it: a small CNN on Fashion-MNIST, in f32 or with
+// mixed precision (autocast, and loss scaling for fp16).
+//   build/apps/kiln-example-custom-model [batches] [off|fp16|bf16]
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +40,9 @@ class SmallCnn : public nn::Module {
 int main(int argc, char** argv) {
   return apps::run_main("kiln-example-custom-model", [&] {
     const int64_t batches = argc > 1 ? std::atoll(argv[1]) : 200;
+    const std::string amp = argc > 2 ? argv[2] : "off";
+    KILN_CHECK(amp == "off" || amp == "fp16" || amp == "bf16", ValueError,
+               "expected off, fp16 or bf16 as the second argument, got '{}'", amp);
     manual_seed(0);
     auto train = std::make_shared<data::MnistDataset>(
         data::MnistDataset::fashion("/usr/share/datasets/fashion-mnist", true));
@@ -47,13 +51,20 @@ int main(int argc, char** argv) {
                             {.batch_size = 64, .shuffle = true, .num_workers = 1});
     auto model = std::make_shared<SmallCnn>();
     optim::Adam adam(model->parameters(), {.lr = 3e-3});
+    // Mixed precision: the forward under autocast, and with fp16 a scaler for the loss.
+    optim::GradScaler scaler({.enabled = amp == "fp16"});
     std::printf("%s\n", model->str().c_str());
     int64_t step = 0;
     for (data::Batch& batch : loader) {
-      Tensor loss = cross_entropy(model->forward(batch[0]), batch[1]);
+      Tensor loss;
+      {
+        autocast mixed(amp == "bf16" ? DType::bf16 : DType::f16, amp != "off");
+        loss = cross_entropy(model->forward(batch[0]), batch[1]);
+      }
       adam.zero_grad();
-      loss.backward();
-      adam.step();
+      scaler.scale(loss).backward();
+      scaler.step(adam);
+      scaler.update();
       if (++step % 50 == 0)
         std::printf("step %lld loss %.4f\n", static_cast<long long>(step), loss.item<double>());
       if (step == batches) break;

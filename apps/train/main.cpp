@@ -116,8 +116,13 @@ struct EpochStats {
   double loss = 0, accuracy = 0, seconds = 0, images_per_second = 0;
 };
 
+// The 16-bit type of --amp (f16 when it is off: autocast then runs disabled).
+DType amp_dtype(const apps::Recipe& r) {
+  return r.amp == "bf16" ? DType::bf16 : DType::f16;
+}
+
 EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
-                    const data::Transform& transform, Device device) {
+                    const data::Transform& transform, Device device, const apps::Recipe& r) {
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(
@@ -128,6 +133,7 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
   for (data::Batch& batch : loader) {
     // Pinned batches (on a GPU) copy without making the host wait for the GPU.
     Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
+    autocast amp(amp_dtype(r), r.amp != "off");
     Tensor logits = model.forward(x);
     loss_sum += cross_entropy(logits, y, Tensor(), -100, Reduction::sum).item<double>();
     correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
@@ -211,8 +217,14 @@ int run_training(const apps::Recipe& r) {
       per_batch_schedule = false;
     }
 
-    train::TrainingState state{
-        model.get(), optimizer.get(), scheduler.get(), &default_generator(), {}};
+    // f16's range needs the loss scaled (PyTorch's dynamic scaling); bf16 has f32's range.
+    optim::GradScaler scaler({.enabled = r.amp == "fp16"});
+    train::TrainingState state{model.get(),
+                               optimizer.get(),
+                               scheduler.get(),
+                               &default_generator(),
+                               {},
+                               scaler.is_enabled() ? &scaler : nullptr};
     const apps::RunDir run_dir(lead ? r.checkpoint_dir : "");
     const std::string last_path =
         r.checkpoint_dir.empty() ? "" : apps::RunDir::path_in(r.checkpoint_dir, "last.safetensors");
@@ -242,11 +254,11 @@ int run_training(const apps::Recipe& r) {
     if (lead)
       std::printf(
           "kiln-train: %s on %s (%lld train / %lld test images), %s, batch %lld, %lld epochs, "
-          "device %s, %d threads\n",
+          "device %s, %d threads, amp %s\n",
           r.model.c_str(), r.dataset.c_str(), static_cast<long long>(split.train->size()),
           static_cast<long long>(split.test->size()), r.optimizer.c_str(),
           static_cast<long long>(r.batch_size), static_cast<long long>(r.epochs),
-          device.str().c_str(), omp_get_max_threads());
+          device.str().c_str(), omp_get_max_threads(), r.amp.c_str());
     if (lead) std::printf("%lld parameters\n", static_cast<long long>(model->parameter_count()));
     std::signal(SIGINT, on_sigint);
     nn::CrossEntropyLossOptions loss_options;
@@ -270,11 +282,16 @@ int run_training(const apps::Recipe& r) {
           continue;
         }
         Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
-        Tensor logits = trained->forward(x);
-        Tensor loss = criterion(logits, y);
+        Tensor logits, loss;
+        {
+          autocast amp(amp_dtype(r), r.amp != "off");
+          logits = trained->forward(x);
+          loss = criterion(logits, y);
+        }
         optimizer->zero_grad();
-        loss.backward();
-        optimizer->step();
+        scaler.scale(loss).backward();
+        scaler.step(*optimizer);
+        scaler.update();
         if (scheduler && per_batch_schedule &&
             state.position.global_step + 1 < steps_per_epoch * r.epochs)
           scheduler->step();
@@ -309,7 +326,7 @@ int run_training(const apps::Recipe& r) {
       train.accuracy = seen ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0;
       train.images_per_second = static_cast<double>(seen) / train.seconds;
       if (scheduler && !per_batch_schedule) scheduler->step();
-      test = evaluate(*model, *split.test, eval_transform, device);
+      test = evaluate(*model, *split.test, eval_transform, device, r);
       double lr = optimizer->param_groups().front().options.at("lr");
       if (lead)
         std::printf(
@@ -329,7 +346,7 @@ int run_training(const apps::Recipe& r) {
       // The others must not read last.safetensors (a resume) while rank 0 is still writing it.
       if (r.distributed) dist::barrier();
     }
-    if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device);
+    if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device, r);
     if (run_dir.enabled()) nn::save_state_dict(*model, run_dir.path("model.safetensors"));
     if (lead) std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);
     if (r.distributed) dist::destroy_process_group();

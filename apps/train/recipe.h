@@ -72,6 +72,7 @@ struct Recipe {
   int64_t max_batches = 0;  // per epoch, 0: all (for smoke tests and quick looks)
   int64_t interrupt_after = 0;  // batches, 0: never (a deterministic Ctrl-C, for tests)
   bool distributed = false;     // one rank of a kiln-run / mpirun / srun job
+  std::string amp = "off";      // mixed precision: off, fp16 (with loss scaling) or bf16
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
@@ -136,6 +137,11 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
                "run as one rank of a data-parallel job started by kiln-run, mpirun or srun: gloo "
                "on the CPU, nccl on GPUs (cuda:LOCAL_RANK); --batch-size is per rank; rank 0 "
                "prints and writes the checkpoint directory");
+  app.add_option("--amp", r.amp,
+                 "mixed precision: off|fp16|bf16; forward and loss under autocast (weights stay "
+                 "f32), fp16 with dynamic loss scaling (GradScaler)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "fp16", "bf16"}));
   app.add_option("--resume", r.resume,
                  "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");
 }

@@ -242,6 +242,37 @@ class KilnTrainTest(unittest.TestCase):
             self.assertRegex(out, r"device (cpu|cuda:0)")
 
 
+    # ---- mixed precision ----
+
+    def test_amp_fp16_keeps_f32_weights_and_saves_the_scaler(self):
+        out = self.train_once(self.tmp, "--amp", "fp16")
+        self.assertIn("amp fp16", out)
+        header, _ = read_safetensors(os.path.join(self.tmp, "last.safetensors"))
+        for key in ("scale", "growth_factor", "backoff_factor", "growth_interval",
+                    "_growth_tracker"):
+            self.assertIn("scaler." + key, header)
+        self.assertEqual(header["model.conv1.weight"]["dtype"], "F32")
+        model, _ = read_safetensors(os.path.join(self.tmp, "model.safetensors"))
+        self.assertEqual(model["conv1.weight"]["dtype"], "F32")
+
+    def test_amp_bf16_needs_no_scaler(self):
+        out = self.train_once(self.tmp, "--amp", "bf16")
+        self.assertIn("amp bf16", out)
+        header, _ = read_safetensors(os.path.join(self.tmp, "last.safetensors"))
+        self.assertFalse([k for k in header if k.startswith("scaler.")])
+
+    def test_resuming_an_f32_run_with_fp16_says_what_is_missing(self):
+        self.train_once(self.tmp)
+        rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", self.tmp, "--resume", "last",
+                         "--amp", "fp16")
+        self.assert_one_line_error(rc, err, "last.safetensors", "GradScaler")
+
+    def test_amp_flag_lists_its_choices(self):
+        rc, _, err = run(*QUICK, "--amp", "fp32")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--amp: fp32 not in {off,fp16,bf16}", err)
+
+
 class KilnCheckpointTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="kiln_checkpoint_test_")
