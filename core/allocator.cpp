@@ -6,6 +6,7 @@
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 
 namespace kiln {
 
@@ -33,11 +34,13 @@ void Allocator::record_allocate(size_t nbytes) {
   }
   allocations_.fetch_add(1);
   live_.fetch_add(1);
+  profiler::on_allocate(static_cast<int64_t>(nbytes));
 }
 
 void Allocator::record_free(size_t nbytes) {
   current_.fetch_sub(static_cast<int64_t>(nbytes));
   live_.fetch_sub(1);
+  profiler::on_free(static_cast<int64_t>(nbytes));
 }
 
 namespace {

@@ -150,6 +150,11 @@ class Event {
 // Waits for all work on the device (every stream).
 void synchronize(int device = -1);
 
+// An NVTX range on this thread (NVTX 3, header-only from the toolkit), which Nsight Systems and
+// Nsight Compute show by name; nothing without CUDA. The profiler opens one per event it records.
+void nvtx_range_push(const char* name);
+void nvtx_range_pop();
+
 // The caching allocator of a device (see core/cuda_caching_allocator.h). Setting the environment
 // variable KILN_CUDA_CACHING_ALLOCATOR=0 turns caching off: every allocation is a cudaMalloc and
 // every free a cudaFree, so compute-sanitizer sees each tensor's exact bounds.

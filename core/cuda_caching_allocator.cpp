@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 
 namespace kiln::cuda {
 
@@ -85,6 +86,7 @@ void CachingAllocator::free(void* ptr) {
   in_use_.erase(it);
   stats_.current_bytes -= static_cast<int64_t>(block->size);
   stats_.live_allocations -= 1;
+  profiler::on_free(static_cast<int64_t>(block->size));
   block->allocated = false;
   if (!caching_) {
     backend_.free(block->ptr, block->size);
@@ -201,6 +203,7 @@ void CachingAllocator::on_allocated(Block* block) {
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
   stats_.allocations += 1;
   stats_.live_allocations += 1;
+  profiler::on_allocate(static_cast<int64_t>(block->size));
 }
 
 void CachingAllocator::throw_out_of_memory(size_t nbytes, size_t segment_bytes) const {

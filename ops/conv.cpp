@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/conv2d.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
@@ -133,6 +134,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
               Pair dilation, int64_t groups) {
   if (AutocastArgs cast{"conv2d", {&x, &weight, &bias}})
     return conv2d(cast[0], cast[1], cast[2], stride, padding, dilation, groups);
+  profiler::OpScope profile("conv2d", {&x, &weight, &bias});
   require_same_floating("conv2d", x, weight, "input", "weight");
   const ConvParams params{stride, padding, dilation, groups};
   const Conv2dGeometry g = conv_geometry("conv2d", x.shape(), weight.shape(), params);
@@ -171,6 +173,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
                              const Shape& input_shape, Pair stride, Pair padding, Pair dilation,
                              int64_t groups) {
   const char* op = "conv2d_backward_input";
+  profiler::OpScope profile(op, {&grad_output, &weight});
   require_same_floating(op, grad_output, weight, "grad_output", "weight");
   const Conv2dGeometry g =
       conv_geometry(op, input_shape, weight.shape(), {stride, padding, dilation, groups});
@@ -188,6 +191,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
                               const Shape& weight_shape, Pair stride, Pair padding, Pair dilation,
                               int64_t groups) {
   const char* op = "conv2d_backward_weight";
+  profiler::OpScope profile(op, {&grad_output, &input});
   require_same_floating(op, grad_output, input, "grad_output", "input");
   const Conv2dGeometry g =
       conv_geometry(op, input.shape(), weight_shape, {stride, padding, dilation, groups});

@@ -9,6 +9,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/cuda.h"
+#include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/ops/autograd/record.h"
@@ -65,6 +66,7 @@ struct CloneBackward : Node {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  profiler::OpScope profile("to", {this});
   Tensor out = empty(shape(), target, device());
   copy_any(*this, out);
   if (should_record({this})) {
@@ -81,6 +83,7 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
+  profiler::OpScope profile("to", {this});
   Tensor out = empty(shape(), dtype(), target);
   copy_any(*this, out);
   if (should_record({this})) {
@@ -97,6 +100,7 @@ Tensor Tensor::to(Device target, bool non_blocking) const {
   if (!non_blocking || !target.is_cuda() || !device().is_cpu() || !is_pinned() ||
       !is_contiguous() || numel() == 0)
     return to(target);
+  profiler::OpScope profile("to", {this});
   Tensor out = empty(shape(), dtype(), target);
   cuda::copy_bytes_async(out.data_ptr(), target, data_ptr(), device(), numel() * element_size());
   if (should_record({this})) {
@@ -119,6 +123,7 @@ Tensor Tensor::pin_memory() const {
 }
 
 Tensor Tensor::clone() const {
+  profiler::OpScope profile("clone", {this});
   Tensor out = empty(shape(), dtype(), device());
   copy_any(*this, out);
   if (should_record({this})) record(out, std::make_shared<CloneBackward>(), {this});
@@ -168,6 +173,7 @@ struct FillBackward : Node {
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  profiler::OpScope profile("copy_", {this, &src});
   bool recording = should_record({this, &src});
   if (recording) check_inplace("copy_", *this);
   KILN_CHECK(!recording || !impl()->is_view || requires_grad(), AutogradError,

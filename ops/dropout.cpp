@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/core/generator.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/dropout.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -29,6 +30,7 @@ struct DropoutBackward : Node {
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
+  profiler::OpScope profile("dropout", {&x});
   const char* op = "dropout";
   require_defined(op, x);
   KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability p must be in [0, 1], got {}",

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
@@ -41,6 +42,7 @@ Tensor wrap_scalar(double value, const Tensor& like) {
 // Runs a binary kernel on a and b promoted to `compute` and broadcast; out dtype is `out_dtype`.
 Tensor binary_forward(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b,
                       DType compute, DType out_dtype, double alpha = 1.0) {
+  profiler::OpScope profile(op, {&a, &b});
   require_defined(op, a, "first input");
   require_defined(op, b, "second input");
   Device device = common_device(op, {&a, &b});
@@ -54,6 +56,7 @@ Tensor binary_forward(const char* op, BinaryOp kind, const Tensor& a, const Tens
 
 Tensor unary_forward(const char* op, UnaryOp kind, const Tensor& x, DType compute, DType out_dtype,
                      UnaryParams params = {}) {
+  profiler::OpScope profile(op, {&x});
   require_defined(op, x);
   Tensor cx = x.detach().to(compute);
   Tensor out = empty(x.shape(), out_dtype, x.device());
@@ -576,6 +579,7 @@ struct WhereBackward : BinaryNode {
 }  // namespace
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  profiler::OpScope profile("where", {&condition, &a, &b});
   const char* op = "where";
   require_defined(op, condition, "condition");
   DType t = arithmetic_type(op, a, b);
@@ -598,6 +602,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  profiler::OpScope profile("masked_fill", {&x, &mask});
   require_defined("masked_fill", x);
   require_defined("masked_fill", mask, "mask");
   KILN_CHECK(mask.dtype() == DType::boolean, DTypeError,

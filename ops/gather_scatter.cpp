@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/kernels/index.h"
+#include "kiln/core/profiler.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -75,6 +76,7 @@ struct IndexSelectBackward : Node {
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  profiler::OpScope profile("index_select", {&x, &index});
   const char* op = "index_select";
   require_defined(op, x);
   require_defined(op, index, "index");
@@ -113,6 +115,7 @@ struct GatherBackward : Node {
 }  // namespace
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  profiler::OpScope profile("gather", {&x, &index});
   const char* op = "gather";
   require_defined(op, x);
   require_defined(op, index, "index");
@@ -164,6 +167,7 @@ struct ScatterAddBackward : Node {
 }  // namespace
 
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  profiler::OpScope profile("scatter_add", {&self, &index, &src});
   const char* op = "scatter_add";
   require_defined(op, self, "self");
   require_defined(op, index, "index");
@@ -204,6 +208,7 @@ struct IndexAddBackward : Node {
 }  // namespace
 
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  profiler::OpScope profile("index_add", {&self, &index, &src});
   const char* op = "index_add";
   require_defined(op, self, "self");
   require_defined(op, index, "index");
@@ -234,6 +239,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 }
 
 Tensor one_hot(const Tensor& labels, int64_t num_classes) {
+  profiler::OpScope profile("one_hot", {&labels});
   const char* op = "one_hot";
   require_defined(op, labels, "labels");
   require_index_dtype(op, labels, "labels");
@@ -276,6 +282,7 @@ struct EmbeddingBackward : Node {
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  profiler::OpScope profile("embedding", {&weight, &indices});
   const char* op = "embedding";
   require_defined(op, weight, "weight");
   require_defined(op, indices, "indices");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/index.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -80,6 +81,7 @@ struct JoinBackward : Node {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  profiler::OpScope profile("cat", {});
   const char* op = "cat";
   const DType dtype = check_list(op, tensors);
   size_t ref = 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -19,6 +20,7 @@ namespace {
 template <class F>
 Tensor& inplace(const char* op, Tensor& self, std::initializer_list<const Tensor*> others,
                 F compute) {
+  profiler::OpScope profile(op, {&self});
   require_defined(op, self, "self");
   std::vector<const Tensor*> all = {&self};
   all.insert(all.end(), others.begin(), others.end());

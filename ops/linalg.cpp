@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/matmul.h"
 #include "kiln/ops/autocast.h"
@@ -72,6 +73,7 @@ struct MatmulBackward : Node {
 };
 
 Tensor matmul_impl(const char* op, const Tensor& a, const Tensor& b) {
+  profiler::OpScope profile(op, {&a, &b});
   require_same_floating(op, a, b, "first operand", "second operand");
   KILN_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
              "{}: expected operands with at least one dim, got {} and {}", op, describe(a),
@@ -160,6 +162,7 @@ struct LinearBackward : Node {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (AutocastArgs cast{"linear", {&x, &weight, &bias}}) return linear(cast[0], cast[1], cast[2]);
+  profiler::OpScope profile("linear", {&x, &weight, &bias});
   require_same_floating("linear", x, weight, "input", "weight");
   KILN_CHECK(weight.dim() == 2, ShapeError,
              "linear: expected a 2-D weight [out_features, in_features], got {}", describe(weight));

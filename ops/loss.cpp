@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/kernels/cross_entropy.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/loss.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
@@ -212,6 +213,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& wei
                 int64_t ignore_index, Reduction reduction) {
   if (AutocastArgs cast{"nll_loss", {&log_probs, &target, &weight}})
     return nll_loss(cast[0], cast[1], cast[2], ignore_index, reduction);
+  profiler::OpScope profile("nll_loss", {&log_probs, &target, &weight});
   check_reduction("nll_loss", reduction);
   NllArgs a = check_nll_args("nll_loss", log_probs, target, weight, ignore_index);
   return nll_loss_checked(log_probs, a, ignore_index, reduction);
@@ -221,6 +223,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
                      int64_t ignore_index, Reduction reduction, double label_smoothing) {
   if (AutocastArgs cast{"cross_entropy", {&logits, &target, &weight}})
     return cross_entropy(cast[0], cast[1], cast[2], ignore_index, reduction, label_smoothing);
+  profiler::OpScope profile("cross_entropy", {&logits, &target, &weight});
   const char* op = "cross_entropy";
   check_reduction(op, reduction);
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
@@ -255,6 +258,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   if (AutocastArgs cast{"mse_loss", {&input, &target}})
     return mse_loss(cast[0], cast[1], reduction);
+  profiler::OpScope profile("mse_loss", {&input, &target});
   const char* op = "mse_loss";
   check_reduction(op, reduction);
   require_defined(op, input);

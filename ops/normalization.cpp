@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/normalization.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
@@ -142,6 +143,7 @@ namespace {
 Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_mean,
                        const Tensor& running_var, const Tensor& weight, const Tensor& bias,
                        bool training, double momentum, double eps, bool relu) {
+  profiler::OpScope profile(op, {&x, &weight, &bias});
   require_defined(op, x);
   require_floating(op, x);
   KILN_CHECK(x.dim() >= 2, ShapeError, "{}: expected an input of shape [N, C, ...], got {}", op,
@@ -226,6 +228,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias, double eps) {
   if (AutocastArgs cast{"layer_norm", {&x, &weight, &bias}})
     return layer_norm(cast[0], normalized_shape, cast[1], cast[2], eps);
+  profiler::OpScope profile("layer_norm", {&x, &weight, &bias});
   const char* op = "layer_norm";
   require_defined(op, x);
   require_floating(op, x);

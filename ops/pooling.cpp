@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/pooling.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -157,6 +158,7 @@ struct AdaptiveAvgPool2dBackward : Node {
 MaxPool2dResult max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair stride,
                                         Pair padding, Pair dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
+  profiler::OpScope profile(op, {&x});
   check_pool_input(op, x);
   Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, dilation, ceil_mode);
@@ -184,6 +186,7 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const Shape& input_shape) {
   const char* op = "max_pool2d_backward";
+  profiler::OpScope profile(op, {&grad_output, &indices});
   require_defined(op, grad_output, "grad_output");
   require_defined(op, indices, "indices");
   require_floating(op, grad_output, "grad_output");
@@ -207,6 +210,7 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode,
                   bool count_include_pad) {
   const char* op = "avg_pool2d";
+  profiler::OpScope profile(op, {&x});
   check_pool_input(op, x);
   Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, {1, 1}, ceil_mode);
@@ -230,6 +234,7 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
 Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape, Pair kernel_size,
                            Pair stride, Pair padding, bool ceil_mode, bool count_include_pad) {
   const char* op = "avg_pool2d_backward";
+  profiler::OpScope profile(op, {&grad_output});
   require_defined(op, grad_output, "grad_output");
   require_floating(op, grad_output, "grad_output");
   check_input_shape(op, input_shape);
@@ -244,6 +249,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape, 
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   const char* op = "adaptive_avg_pool2d";
+  profiler::OpScope profile(op, {&x});
   check_pool_input(op, x);
   KILN_CHECK(output_size[0] >= 0 && output_size[1] >= 0, ValueError,
              "{}: output_size must be non-negative, got ({}, {})", op, output_size[0],
@@ -263,6 +269,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape) {
   const char* op = "adaptive_avg_pool2d_backward";
+  profiler::OpScope profile(op, {&grad_output});
   require_defined(op, grad_output, "grad_output");
   require_floating(op, grad_output, "grad_output");
   check_input_shape(op, input_shape);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/reduce.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
@@ -56,6 +57,7 @@ struct SumBackward : Node {
 };
 
 Tensor sum_or_mean(const char* op, const Tensor& x, const Dims& dims, bool keepdim, bool mean) {
+  profiler::OpScope profile(op, {&x});
   require_defined(op, x);
   ReducedShape r = reduced_shape(op, x, dims, keepdim);
   DType out_dtype = x.dtype();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/kernels/reduce_minmax.h"
+#include "kiln/core/profiler.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -59,6 +60,7 @@ struct MaxDimBackward : Node {
 };
 
 ValuesIndices max_min_dim(const char* op, const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
+  profiler::OpScope profile(op, {&x});
   Extremes e = reduce_extremes(op, x, {dim}, keepdim, is_max, true, true);
   if (should_record({&x})) {
     auto node = std::make_shared<MaxDimBackward>();
@@ -96,6 +98,7 @@ struct AmaxBackward : Node {
 
 Tensor amax_amin(const char* op, const Tensor& x, const Dims& dims, bool keepdim, bool is_max,
                  bool nan_takes_gradient = false) {
+  profiler::OpScope profile(op, {&x});
   Extremes e = reduce_extremes(op, x, dims, keepdim, is_max, true, false);
   if (should_record({&x})) {
     auto node = std::make_shared<AmaxBackward>();

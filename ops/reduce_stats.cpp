@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -28,6 +29,7 @@ struct VarResult {
 
 VarResult var_forward(const char* op, const Tensor& x, const Dims& dims, int64_t correction,
                       bool keepdim) {
+  profiler::OpScope profile(op, {&x});
   require_defined(op, x);
   require_floating(op, x);
   VarResult v;
@@ -138,6 +140,7 @@ Tensor std_dev(const Tensor& x, const Dims& dims, int64_t correction, bool keepd
 
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
   if (AutocastArgs cast{"norm", {&x}}) return norm(cast[0], p, dims, keepdim);
+  profiler::OpScope profile("norm", {&x});
   const char* op = "norm";
   require_defined(op, x);
   require_floating(op, x);

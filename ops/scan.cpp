@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/kernels/scan.h"
+#include "kiln/core/profiler.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -29,6 +30,7 @@ struct CumsumBackward : Node {
 };
 
 Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse) {
+  profiler::OpScope profile(op, {&x});
   require_defined(op, x);
   dim = wrap_dim(op, dim, x.dim());
   // Integer and bool running sums widen to i64, as in PyTorch.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/kernels/softmax.h"
+#include "kiln/core/profiler.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -33,6 +34,7 @@ struct SoftmaxBackward : Node {
 };
 
 Tensor softmax_forward(const char* op, const Tensor& x, int64_t dim, bool log) {
+  profiler::OpScope profile(op, {&x});
   require_defined(op, x);
   require_floating(op, x);
   const int64_t d = wrap_dim(op, dim, x.dim());

@@ -39,6 +39,7 @@
 #include "recipe.h"
 #include "resume.h"
 #include "run_dir.h"
+#include "step_profile.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -265,6 +266,7 @@ int run_training(const apps::Recipe& r) {
     loss_options.label_smoothing = r.label_smoothing;
     nn::CrossEntropyLoss criterion(loss_options);
 
+    apps::StepProfile step_profile(r.profile_warmup, r.profile_steps, r.checkpoint_dir, lead);
     EpochStats test;
     const int64_t first_epoch = state.position.epoch;
     int64_t trained_here = 0;  // batches this process ran, for --interrupt-after
@@ -281,17 +283,25 @@ int run_training(const apps::Recipe& r) {
           ++step;
           continue;
         }
+        step_profile.before_step(trained_here);
         Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
         Tensor logits, loss;
         {
+          profiler::RecordFunction range("forward");
           autocast amp(amp_dtype(r), r.amp != "off");
           logits = trained->forward(x);
           loss = criterion(logits, y);
         }
-        optimizer->zero_grad();
-        scaler.scale(loss).backward();
-        scaler.step(*optimizer);
-        scaler.update();
+        {
+          profiler::RecordFunction range("backward");
+          optimizer->zero_grad();
+          scaler.scale(loss).backward();
+        }
+        {
+          profiler::RecordFunction range("optimizer");
+          scaler.step(*optimizer);
+          scaler.update();
+        }
         if (scheduler && per_batch_schedule &&
             state.position.global_step + 1 < steps_per_epoch * r.epochs)
           scheduler->step();
@@ -303,6 +313,7 @@ int run_training(const apps::Recipe& r) {
         seen += x.size(0);
         bar.update(step, loss_sum / static_cast<double>(seen),
                    static_cast<double>(correct) / static_cast<double>(seen), seen);
+        step_profile.after_step(trained_here);
         ++trained_here;
         if (interrupted || trained_here == r.interrupt_after) {
           bar.finish();
@@ -346,6 +357,7 @@ int run_training(const apps::Recipe& r) {
       // The others must not read last.safetensors (a resume) while rank 0 is still writing it.
       if (r.distributed) dist::barrier();
     }
+    step_profile.finish();
     if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device, r);
     if (run_dir.enabled()) nn::save_state_dict(*model, run_dir.path("model.safetensors"));
     if (lead) std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);

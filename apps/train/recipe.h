@@ -73,6 +73,8 @@ struct Recipe {
   int64_t interrupt_after = 0;  // batches, 0: never (a deterministic Ctrl-C, for tests)
   bool distributed = false;     // one rank of a kiln-run / mpirun / srun job
   std::string amp = "off";      // mixed precision: off, fp16 (with loss scaling) or bf16
+  int64_t profile_steps = 0;    // steps to profile after profile_warmup, 0: none
+  int64_t profile_warmup = 2;
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
@@ -142,6 +144,14 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
                  "f32), fp16 with dynamic loss scaling (GradScaler)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "fp16", "bf16"}));
+  app.add_option("--profile-steps", r.profile_steps,
+                 "profile this many training steps after --profile-warmup ones: the per-op table "
+                 "is printed, and written with trace.json (Chrome/Perfetto) into --checkpoint-dir")
+      ->capture_default_str()
+      ->check(integer_in(0, INT64_MAX));
+  app.add_option("--profile-warmup", r.profile_warmup, "steps before the profiled ones")
+      ->capture_default_str()
+      ->check(integer_in(0, INT64_MAX));
   app.add_option("--resume", r.resume,
                  "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");
 }

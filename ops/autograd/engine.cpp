@@ -3,12 +3,14 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "kiln/core/autocast.h"
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
@@ -129,6 +131,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         Tensor replaced = hook(grad);
         if (replaced.defined()) grad = replaced;
       }
+      // The node's event: the ops it runs are attributed to it. Its name is only built when a
+      // profile records.
+      std::optional<profiler::Scope> event;
+      if (profiler::is_recording())
+        event.emplace(node->name().c_str(), profiler::EventKind::backward_node);
       input_grads = node->apply(grad);
     }
     if (!retain_graph && !node->is_reusable()) {

@@ -267,6 +267,34 @@ class KilnTrainTest(unittest.TestCase):
                          "--amp", "fp16")
         self.assert_one_line_error(rc, err, "last.safetensors", "GradScaler")
 
+    # ---- profiling ----
+
+    def test_profile_steps_writes_the_table_and_a_chrome_trace(self):
+        out = self.train_once(self.tmp, "--profile-steps", "1", "--profile-warmup", "1")
+        self.assertIn("profile of 1 training steps (after 1 of warm-up)", out)
+        self.assertRegex(out, r"\nconv2d +op +\d+ ")
+        with open(os.path.join(self.tmp, "profile.txt")) as f:
+            table = f.read()
+        self.assertIn("by input shape:", table)
+        with open(os.path.join(self.tmp, "trace.json")) as f:
+            trace = json.load(f)
+        names = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"}
+        for name in ("forward", "backward", "optimizer", "conv2d", "Conv2dBackward"):
+            self.assertIn(name, names)
+
+    def test_profile_longer_than_the_run_reports_what_it_saw(self):
+        rc, out, err = run(*QUICK, "--epochs", "1", "--profile-steps", "50", "--profile-warmup",
+                           "0")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("profile of 2 training steps (after 0 of warm-up)", out)
+        self.assertIn("no --checkpoint-dir: profile.txt and trace.json not written", out)
+
+    def test_profile_after_the_run_says_so(self):
+        rc, out, err = run(*QUICK, "--epochs", "1", "--profile-steps", "1")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("--profile-steps: the run ended after 2 steps, before the 2 of warm-up "
+                      "were done; nothing was profiled", out)
+
     def test_amp_flag_lists_its_choices(self):
         rc, _, err = run(*QUICK, "--amp", "fp32")
         self.assertNotEqual(rc, 0)

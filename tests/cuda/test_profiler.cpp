@@ -1,0 +1,47 @@
+// The profiler on the GPU: ops on CUDA tensors get GPU intervals from events on the current
+// stream, inside the profile's span and nested like their host events; the table gains the GPU
+// columns and the trace a GPU lane.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "kiln/kiln.h"
+
+using namespace kiln;
+
+TEST_CASE("gpu profiler: ops on CUDA tensors have GPU times") {
+  const Device gpu = Device::cuda(0);
+  const Tensor a = randn({2048, 2048}).to(gpu), b = randn({2048, 2048}).to(gpu);
+  matmul(a, b);  // warm-up: cuBLAS's handle and workspace
+  cuda::synchronize();
+  profiler::Profile prof;
+  Tensor c = matmul(a, b);
+  Tensor d = relu(c);
+  prof.stop();
+  int timed = 0;
+  for (const profiler::Event& e : prof.events()) {
+    INFO(e.name);
+    CHECK(e.device == gpu);
+    REQUIRE(e.gpu_ms >= 0);
+    CHECK(e.gpu_start_ms >= 0);
+    if (e.name == "matmul") CHECK(e.gpu_ms > 0.1);  // 17 GFLOP: well over 0.1 ms on any GPU
+    ++timed;
+  }
+  CHECK(timed >= 2);
+  const profiler::KeyAverages averages = prof.key_averages();
+  CHECK(averages.has_gpu);
+  const std::string table = averages.table({.sort_by = "self_gpu_ms"});
+  CHECK(table.find("GPU ms") != std::string::npos);
+  CHECK(table.find("matmul") < table.find("relu"));  // the product takes longer on the GPU
+  CHECK(prof.chrome_trace_json().find("GPU 0 (current stream)") != std::string::npos);
+}
+
+TEST_CASE("gpu profiler: memory from the caching allocator is attributed to the op") {
+  const Device gpu = Device::cuda(0);
+  const Tensor a = randn({1024}).to(gpu);
+  profiler::Profile prof;
+  Tensor b = relu(a);
+  prof.stop();
+  REQUIRE(prof.events().size() == 1);
+  CHECK(prof.events()[0].allocated_bytes >= 1024 * 4);  // a whole block of the caching allocator
+  CHECK(prof.events()[0].allocations == 1);
+}

@@ -1,0 +1,233 @@
+// The profiler on the CPU: a small model's op and backward-node counts against a hand count, the
+// nesting of events in time, memory against the allocator's statistics, user ranges, threads, the
+// key-averages table and the Chrome trace as JSON.
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+using namespace kiln;
+using profiler::EventKind;
+
+namespace {
+
+// x [4, 3] -> linear(5) -> relu -> linear(2, no bias) -> sum: forward and backward.
+struct TinyModel {
+  Tensor x = randn({4, 3});
+  Tensor w1 = randn({5, 3}).requires_grad_(), b1 = randn({5}).requires_grad_();
+  Tensor w2 = randn({2, 5}).requires_grad_();
+  Tensor loss() const { return sum(linear(relu(linear(x, w1, b1)), w2)); }
+};
+
+// Names of the events of `kind` on thread 0 at depth 0, with their counts.
+std::map<std::string, int> top_level(const std::vector<profiler::Event>& events, EventKind kind) {
+  std::map<std::string, int> counts;
+  for (const profiler::Event& e : events)
+    if (e.thread == 0 && e.depth == 0 && e.kind == kind) ++counts[e.name];
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("profiler: a small model's ops and backward nodes, counted by hand") {
+  TinyModel m;
+  profiler::Profile prof;
+  Tensor loss = m.loss();
+  loss.backward();
+  prof.stop();
+  const auto& events = prof.events();
+  // Forward: two linears, a relu and a sum; their internal copies nest inside them.
+  CHECK(top_level(events, EventKind::op) ==
+        std::map<std::string, int>{{"linear", 2}, {"relu", 1}, {"sum", 1}});
+  // Backward: one node per recorded op, and one AccumulateGrad per leaf that requires grad.
+  CHECK(top_level(events, EventKind::backward_node) ==
+        std::map<std::string, int>{
+            {"SumBackward", 1}, {"LinearBackward", 2}, {"ReluBackward", 1}, {"AccumulateGrad", 3}});
+  // The ops a backward node runs are its children and carry its name.
+  int in_linear_backward = 0;
+  for (const profiler::Event& e : events) {
+    if (e.kind != EventKind::op || e.parent < 0) continue;
+    const profiler::Event& parent = events[static_cast<size_t>(e.parent)];
+    if (parent.kind == EventKind::backward_node) {
+      CHECK(e.node == parent.name);
+      if (e.node == "LinearBackward") ++in_linear_backward;
+    }
+  }
+  CHECK(in_linear_backward >= 3);  // dx of the first linear is not needed; dW1, db1, dx2, dW2 are
+}
+
+TEST_CASE("profiler: events nest in time and record shapes, dtypes and device") {
+  TinyModel m;
+  profiler::Profile prof;
+  {
+    profiler::RecordFunction forward("forward");
+    m.loss().backward();
+  }
+  prof.stop();
+  const auto& events = prof.events();
+  REQUIRE_FALSE(events.empty());
+  double total_ms = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const profiler::Event& e = events[i];
+    INFO(e.name << " (event " << i << ")");
+    CHECK(e.end_ns >= e.start_ns);
+    CHECK(e.start_ns >= 0);
+    CHECK(e.end_ns <= static_cast<int64_t>(prof.wall_ms() * 1e6) + 1);
+    if (e.parent >= 0) {
+      const profiler::Event& p = events[static_cast<size_t>(e.parent)];
+      CHECK(p.start_ns <= e.start_ns);
+      CHECK(e.end_ns <= p.end_ns);
+      CHECK(e.depth == p.depth + 1);
+      CHECK(e.thread == p.thread);
+    } else {
+      CHECK(e.depth == 0);
+    }
+    if (e.depth == 0) total_ms += e.host_ms();
+  }
+  CHECK(total_ms > 0);
+  // Everything ran inside the user's range.
+  CHECK(events[0].name == "forward");
+  CHECK(events[0].kind == EventKind::user_range);
+  for (size_t i = 1; i < events.size(); ++i) CHECK(events[i].depth >= 1);
+  bool found = false;
+  for (const profiler::Event& e : events) {
+    if (e.name != "linear" || e.shapes != "[4, 3], [5, 3], [5]") continue;
+    found = true;
+    CHECK(e.dtypes == "f32, f32, f32");
+    CHECK(e.device == Device::cpu());
+    CHECK(e.gpu_ms < 0);
+  }
+  CHECK(found);
+}
+
+TEST_CASE("profiler: memory matches the allocator's statistics") {
+  const Tensor a = randn({1000}), b = randn({1000});
+  const MemoryStats before = memory_stats();
+  profiler::Profile prof;
+  Tensor c = add(a, b);          // one f32 [1000] output
+  Tensor d = mul(c, 2.0);        // and one more, the scalar too
+  { Tensor scratch = relu(d); }  // allocated and freed inside the profile
+  TinyModel m;
+  m.loss().backward();
+  prof.stop();
+  const MemoryStats after = memory_stats();
+  const profiler::Profile::MemoryTotals totals = prof.memory_totals();
+  CHECK(totals.allocations == after.allocations - before.allocations);
+  CHECK(totals.allocated_bytes - totals.freed_bytes == after.current_bytes - before.current_bytes);
+  CHECK(totals.frees > 0);
+  // The events' own figures are a part of the totals; add's is exactly its output.
+  int64_t in_events = 0;
+  for (const profiler::Event& e : prof.events()) in_events += e.allocated_bytes;
+  CHECK(in_events <= totals.allocated_bytes);
+  CHECK(in_events > 0);
+  const profiler::Event& add_event = prof.events().front();
+  REQUIRE(add_event.name == "add");
+  CHECK(add_event.allocated_bytes == 1000 * 4);
+  CHECK(add_event.allocations == 1);
+}
+
+TEST_CASE("profiler: other threads record under their own thread number") {
+  profiler::Profile prof;
+  relu(randn({8}));
+  std::thread worker([] { sigmoid(randn({8})); });
+  worker.join();
+  prof.stop();
+  bool main_relu = false, worker_sigmoid = false;
+  for (const profiler::Event& e : prof.events()) {
+    if (e.name == "relu") main_relu = e.thread == 0;
+    if (e.name == "sigmoid") worker_sigmoid = e.thread == 1;
+  }
+  CHECK(main_relu);
+  CHECK(worker_sigmoid);
+}
+
+TEST_CASE("profiler: key averages, grouped by name or by input shape, sorted by any column") {
+  TinyModel m;
+  profiler::Profile prof;
+  m.loss().backward();
+  prof.stop();
+  const profiler::KeyAverages by_name = prof.key_averages();
+  int64_t linear_calls = 0;
+  double self_sum = 0;
+  for (const profiler::OpStats& r : by_name.rows) {
+    if (r.name == "linear") linear_calls = r.calls;
+    CHECK(r.self_host_ms <= r.host_ms + 1e-9);
+    self_sum += r.self_host_ms;
+  }
+  CHECK(linear_calls == 2);
+  CHECK(self_sum <= prof.wall_ms() + 1e-6);
+  // The two linears have different input shapes: two rows when grouped by shape.
+  int linear_rows = 0;
+  for (const profiler::OpStats& r : prof.key_averages(true).rows)
+    if (r.name == "linear") ++linear_rows;
+  CHECK(linear_rows == 2);
+
+  const std::string table = by_name.table({.sort_by = "calls", .row_limit = 3});
+  CHECK(table.find("self ms") != std::string::npos);
+  CHECK(table.find("GPU ms") == std::string::npos);  // nothing ran on a GPU
+  int lines = 0;
+  for (char c : table) lines += c == '\n';
+  CHECK(lines == 1 + 3 + 1);  // header, three rows, the footer
+  for (const char* column :
+       {"host_ms", "self_host_ms", "gpu_ms", "self_gpu_ms", "allocated_bytes", "name"})
+    CHECK_NOTHROW(by_name.table({.sort_by = column}));
+  CHECK_THROWS_WITH(by_name.table({.sort_by = "speed"}), Catch::Contains("speed"));
+}
+
+TEST_CASE("profiler: the Chrome trace is JSON with every event") {
+  TinyModel m;
+  profiler::Profile prof;
+  {
+    profiler::RecordFunction range("step \"1\"");  // a name that needs escaping
+    m.loss().backward();
+  }
+  prof.stop();
+  const auto path = std::filesystem::temp_directory_path() / "kiln_test_profiler_trace.json";
+  prof.export_chrome_trace(path.string());
+  std::ifstream file(path);
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  std::filesystem::remove(path);
+  size_t complete = 0;
+  bool range = false, node = false, shapes = false;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    ++complete;
+    CHECK(e.at("dur").get<double>() >= 0);
+    range = range || e.at("name") == "step \"1\"";
+    node = node || (e.at("name") == "mm" && e.at("args").contains("backward_node"));
+    shapes = shapes || (e.at("name") == "linear" && e.at("args").contains("input_shapes"));
+  }
+  CHECK(complete == prof.events().size());
+  CHECK(range);
+  CHECK(node);
+  CHECK(shapes);
+}
+
+TEST_CASE("profiler: one profile at a time, read after stop") {
+  profiler::Profile prof;
+  CHECK(profiler::is_recording());
+  CHECK_THROWS_AS(profiler::Profile(), ValueError);
+  CHECK_THROWS_WITH(prof.events(), Catch::Contains("stop()"));
+  prof.stop();
+  CHECK_FALSE(profiler::is_recording());
+  prof.stop();             // a second stop does nothing
+  profiler::Profile next;  // and another may start
+  relu(randn({2}));
+  next.stop();
+  CHECK(next.events().size() == 1);
+}
+
+TEST_CASE("profiler: nothing is recorded without a profile") {
+  profiler::Profile prof;
+  prof.stop();
+  relu(randn({4}));
+  CHECK(prof.events().empty());
+}
