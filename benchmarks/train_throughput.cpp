@@ -6,12 +6,14 @@
 //
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
 //   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16 --tf32
+//   benchmarks/train_throughput --profile-steps 1   # then where one step's time goes, per op
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "kiln/kiln.h"
@@ -22,6 +24,7 @@ using namespace kiln;
 int main(int argc, char** argv) {
   std::string model_name = "resnet20", device_name = "cpu", amp = "off";
   int64_t batch_size = 128, steps = 20, warmup = 3, channels = 1, side = 28, classes = 10;
+  int64_t profile_steps = 0, profile_rows = 15;
   int threads = 2;
   bool imagenet = false, tf32 = false, benchmark = false;
   CLI::App app{"train_throughput: images/s of training steps"};
@@ -44,6 +47,10 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--cudnn-benchmark", benchmark,
       "pick cuDNN's convolution algorithms by timing them (torch.backends.cudnn.benchmark)");
+  app.add_option("--profile-steps", profile_steps,
+                 "after the timed steps, profile this many more and print the per-op table")
+      ->capture_default_str();
+  app.add_option("--profile-rows", profile_rows, "rows of that table")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("train_throughput", [&] {
     omp_set_num_threads(threads);
@@ -66,8 +73,14 @@ int main(int argc, char** argv) {
 
     using clock = std::chrono::steady_clock;
     double forward_s = 0, backward_s = 0, step_s = 0;
-    clock::time_point timed_start;
-    for (int64_t i = 0; i < warmup + steps; ++i) {
+    clock::time_point timed_start, timed_end;
+    std::optional<profiler::Profile> profile;
+    for (int64_t i = 0; i < warmup + steps + profile_steps; ++i) {
+      if (i == warmup + steps) {  // the timed steps are done: the profiled ones follow
+        sync();
+        timed_end = clock::now();
+        profile.emplace();
+      }
       if (i == warmup) {
         sync();
         reset_peak_memory_stats(device);
@@ -86,13 +99,17 @@ int main(int argc, char** argv) {
       scaler.step(sgd);
       scaler.update();
       auto t3 = clock::now();
-      if (i < warmup) continue;
+      if (i < warmup || i >= warmup + steps) continue;
       forward_s += std::chrono::duration<double>(t1 - t0).count();
       backward_s += std::chrono::duration<double>(t2 - t1).count();
       step_s += std::chrono::duration<double>(t3 - t2).count();
     }
     sync();
-    const double total = std::chrono::duration<double>(clock::now() - timed_start).count();
+    if (profile)
+      profile->stop();
+    else
+      timed_end = clock::now();
+    const double total = std::chrono::duration<double>(timed_end - timed_start).count();
     const MemoryStats mem = memory_stats(device);
     const std::string precision =
         amp != "off" ? amp + " autocast" : (tf32 ? std::string("f32/tf32") : std::string("f32"));
@@ -105,6 +122,14 @@ int main(int argc, char** argv) {
       std::printf(" (forward %.1f ms, backward %.1f ms, step %.1f ms)", 1e3 * forward_s / steps,
                   1e3 * backward_s / steps, 1e3 * step_s / steps);
     std::printf(", peak memory %.1f MiB\n", static_cast<double>(mem.peak_bytes) / (1 << 20));
+    if (profile) {
+      const profiler::KeyAverages averages = profile->key_averages();
+      std::printf("profile of %lld step(s):\n%s", static_cast<long long>(profile_steps),
+                  averages
+                      .table({.sort_by = averages.has_gpu ? "self_gpu_ms" : "self_host_ms",
+                              .row_limit = static_cast<int>(profile_rows)})
+                      .c_str());
+    }
     return 0;
   });
 }

@@ -19,7 +19,8 @@
 # 6. The same recipe with --amp fp16 and --amp bf16, each within 0.3 points of step 5's f32 run.
 # 7. Training throughput against PyTorch in the same call (BENCH=0 skips it): ResNet-50 on
 #    ImageNet shapes, batch 128, f32 with TF32 and with autocast bf16/fp16 (PyTorch's with
-#    channels-last), and ResNet-20 on 28x28, both with cuDNN's benchmark search; bench.txt.
+#    channels-last), and ResNet-20 on 28x28, both with cuDNN's benchmark search; bench.log.
+# 8. The profiler's table of one ResNet-50 step on the GPU (profile.log).
 # Everything is logged under OUT_DIR (default gpu-check/); summary.txt lists each step's result.
 # Exit status: 0 only when every step passed.
 set -uo pipefail
@@ -198,6 +199,12 @@ bench_all() {
 }
 if [ "${BENCH:-1}" != 0 ] && step bench bench_all; then
   grep -E "images/s" "$OUT_DIR/bench.log" | sed 's/^/      /' | tee -a "$summary"
+fi
+# 8. Where a ResNet-50 step's GPU time goes, per op (the profiler's table, by self GPU time).
+if [ "${BENCH:-1}" != 0 ] && step profile "$BUILD_DIR/benchmarks/train_throughput" --device cuda \
+     --cudnn-benchmark --model resnet50 --imagenet --batch-size 128 --steps 5 --warmup 5 --tf32 \
+     --profile-steps 1 --profile-rows 30; then
+  sed -n '/^profile of/,$p' "$OUT_DIR/profile.log" | head -12 | sed 's/^/      /' | tee -a "$summary"
 fi
 note "done: $([ $failed -eq 0 ] && echo "every step passed" || echo "some steps FAILED")"
 exit $failed
