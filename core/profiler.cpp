@@ -136,7 +136,10 @@ void Scope::open(const char* name, EventKind kind, std::initializer_list<const T
     e.dtypes = describe_inputs(inputs, true);
   }
   GpuMarks marks;
-  if (e.device.is_cuda() && s->options.cuda_timing) marks.start = gpu_mark(*s, e.device);
+  if (e.device.is_cuda() && s->options.cuda_timing) {
+    marks.start = gpu_mark(*s, e.device);
+    e.stream = reinterpret_cast<uintptr_t>(cuda::current_stream(e.device.index).handle());
+  }
   std::lock_guard<std::mutex> lock(buffer->mutex);
   if (buffer->gathered) return;
   e.depth = static_cast<int>(buffer->open.size());

@@ -76,6 +76,7 @@ struct Event {
   // negative when the op ran on the CPU or GPU timing was off.
   double gpu_start_ms = -1.0;
   double gpu_ms = -1.0;
+  uint64_t stream = 0;  // the CUDA stream it was timed on (its handle as a number; 0: default)
 
   double host_ms() const { return static_cast<double>(end_ns - start_ns) * 1e-6; }
 };

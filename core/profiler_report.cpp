@@ -162,6 +162,11 @@ std::string Profile::chrome_trace_json() const {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out += R"({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "kiln host"}})";
   std::map<int, bool> gpu_devices;
+  // One lane per stream: the default stream is lane 0, the others 1, 2, ... in order of first use.
+  std::map<uint64_t, int> lanes{{0, 0}};
+  auto stream_lane = [&](uint64_t stream) {
+    return lanes.try_emplace(stream, static_cast<int>(lanes.size())).first->second;
+  };
   for (const Event& e : events_) {
     const double ts_us = static_cast<double>(e.start_ns) * 1e-3;
     const double dur_us = static_cast<double>(e.end_ns - e.start_ns) * 1e-3;
@@ -184,14 +189,16 @@ std::string Profile::chrome_trace_json() const {
       // approximate.
       out += fmt::format(
           ",\n{{\"name\": \"{}\", \"cat\": \"gpu\", \"ph\": \"X\", \"ts\": {:.3f}, \"dur\": "
-          "{:.3f}, \"pid\": {}, \"tid\": 0, \"args\": {{\"host_thread\": {}}}}}",
-          json_escape(e.name), e.gpu_start_ms * 1e3, e.gpu_ms * 1e3, 1 + e.device.index, e.thread);
+          "{:.3f}, \"pid\": {}, \"tid\": {}, \"args\": {{\"host_thread\": {}, \"stream\": "
+          "\"{:#x}\"}}}}",
+          json_escape(e.name), e.gpu_start_ms * 1e3, e.gpu_ms * 1e3, 1 + e.device.index,
+          stream_lane(e.stream), e.thread, e.stream);
     }
   }
   for (const auto& [device, unused] : gpu_devices)
     out += fmt::format(
         ",\n{{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": {}, \"args\": {{\"name\": "
-        "\"GPU {} (current stream)\"}}}}",
+        "\"GPU {}\"}}}}",
         1 + device, device);
   out += "\n]}\n";
   return out;

@@ -32,7 +32,9 @@ TEST_CASE("gpu profiler: ops on CUDA tensors have GPU times") {
   const std::string table = averages.table({.sort_by = "self_gpu_ms"});
   CHECK(table.find("GPU ms") != std::string::npos);
   CHECK(table.find("matmul") < table.find("relu"));  // the product takes longer on the GPU
-  CHECK(prof.chrome_trace_json().find("GPU 0 (current stream)") != std::string::npos);
+  const std::string trace = prof.chrome_trace_json();
+  CHECK(trace.find("\"GPU 0\"") != std::string::npos);
+  CHECK(trace.find("\"stream\": \"0x0\"") != std::string::npos);  // the default stream
 }
 
 TEST_CASE("gpu profiler: memory from the caching allocator is attributed to the op") {
