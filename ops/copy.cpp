@@ -48,6 +48,9 @@ void copy_any(const Tensor& src, const Tensor& dst) {
 struct ToDTypeBackward : Node {
   DType input_dtype;
   std::string name() const override { return "ToDTypeBackward"; }
+  // It saves nothing, so it can run in any number of backward passes: autocast's cache hands the
+  // same cast weight (and this node) to every forward of a scope, gradient accumulation included.
+  bool is_reusable() const override { return true; }
   std::vector<Tensor> apply(const Tensor& grad) override { return {grad.to(input_dtype)}; }
 };
 

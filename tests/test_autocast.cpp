@@ -80,6 +80,19 @@ TEST_CASE("autocast: a weight used twice in a scope is cast once") {
   CHECK(w.grad().shape() == w.shape());
 }
 
+TEST_CASE("autocast: a cached weight serves several backward passes in one scope") {
+  // Gradient accumulation inside one scope: the weight is unchanged between the passes, so both
+  // forwards use the one cached cast, and both backwards run through its node.
+  Tensor w = randn({3, 3}).requires_grad_();
+  const Tensor x = randn({2, 3});
+  autocast amp(DType::bf16);
+  sum(matmul(x, w)).backward();
+  const Tensor first = w.grad().clone();
+  sum(matmul(x, w)).backward();
+  CHECK(autocast_cache_size() == 1);
+  testing::check_close(w.grad(), mul(first, 2.0), testing::tolerance(DType::f32));
+}
+
 TEST_CASE("autocast: tensors that are not weights are cast on every use") {
   const Tensor x = randn({4, 4});  // no grad: not a weight
   autocast amp(DType::bf16);
