@@ -11,6 +11,7 @@
 #include "kiln/kernels/loss.h"
 #include "kiln/kernels/matmul.h"
 #include "kiln/kernels/normalization.h"
+#include "kiln/kernels/optim.h"
 #include "kiln/kernels/pooling.h"
 #include "kiln/kernels/random.h"
 #include "kiln/kernels/reduce.h"
@@ -30,6 +31,7 @@ const IndexKernels* const IndexKernels::cuda = nullptr;
 const LossKernels* const LossKernels::cuda = nullptr;
 const MatmulKernels* const MatmulKernels::cuda = nullptr;
 const NormalizationKernels* const NormalizationKernels::cuda = nullptr;
+const OptimizerKernels* const OptimizerKernels::cuda = nullptr;
 const PoolingKernels* const PoolingKernels::cuda = nullptr;
 const RandomKernels* const RandomKernels::cuda = nullptr;
 const ReduceKernels* const ReduceKernels::cuda = nullptr;

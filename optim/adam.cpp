@@ -5,8 +5,11 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/ops/factories.h"
+#include "kiln/kernels/optim.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
+#include "kiln/optim/fused.h"
 
 namespace kiln::optim {
 
@@ -29,13 +32,15 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options)
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options)
     : Adam(std::move(groups), options, false) {}
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
-    : Optimizer(decoupled ? "AdamW" : "Adam", to_options(options)), decoupled_(decoupled) {
+    : Optimizer(decoupled ? "AdamW" : "Adam", to_options(options)),
+      decoupled_(decoupled),
+      foreach_(options.foreach) {
   add_param_groups(std::move(groups));
 }
 
 namespace {
 AdamOptions as_adam(const AdamWOptions& o) {
-  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad};
+  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.foreach};
 }
 }  // namespace
 
@@ -61,6 +66,7 @@ void Adam::step() {
                  beta2 = group.options["beta2"];
     const double eps = group.options["eps"], weight_decay = group.options["weight_decay"];
     const bool amsgrad = group.options["amsgrad"] != 0.0;
+    FusedBatches batches;
     for (Tensor& p : group.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -75,25 +81,49 @@ void Adam::step() {
       Tensor& step_count = state["step"];
       step_count.add_(1.0);
       const double t = step_count.item<double>();
+      Tensor& m = state["exp_avg"];
+      Tensor& v = state["exp_avg_sq"];
+      const Tensor v_max = amsgrad ? state["max_exp_avg_sq"] : Tensor();
+      if (foreach_ && fusable(p, g, {&m, &v, &v_max})) {
+        FusedBatch& batch = batches.of(p, t);
+        batch.params.push_back(p);
+        batch.grads.push_back(g);
+        batch.state[0].push_back(m);
+        batch.state[1].push_back(v);
+        if (amsgrad) batch.state[2].push_back(v_max);
+        continue;
+      }
       if (weight_decay != 0) {
         if (decoupled_)
           p.mul_(1.0 - lr * weight_decay);
         else
           g = add(g, p, weight_decay);
       }
-      Tensor& m = state["exp_avg"];
-      Tensor& v = state["exp_avg_sq"];
       m.mul_(beta1).add_(g, 1.0 - beta1);
       v.mul_(beta2).add_(mul(g, g), 1.0 - beta2);
       const double bias1 = 1.0 - std::pow(beta1, t), bias2 = 1.0 - std::pow(beta2, t);
       Tensor second = v;
       if (amsgrad) {
-        Tensor& v_max = state["max_exp_avg_sq"];
-        v_max.copy_(maximum(v_max, v));
-        second = v_max;
+        Tensor& v_max_state = state["max_exp_avg_sq"];
+        v_max_state.copy_(maximum(v_max_state, v));
+        second = v_max_state;
       }
       Tensor denom = add(div(sqrt(second), std::sqrt(bias2)), eps);
       p.add_(div(m, denom), -lr / bias1);
+    }
+    for (FusedBatch& b : batches.all) {
+      const AdamStep step{lr,
+                          beta1,
+                          beta2,
+                          eps,
+                          weight_decay,
+                          decoupled_,
+                          amsgrad,
+                          1.0 - std::pow(beta1, b.step),
+                          1.0 - std::pow(beta2, b.step)};
+      kernels_for<OptimizerKernels>("Adam.step", b.device)
+          .adam(b.params, b.grads, b.state[0], b.state[1], b.state[2], step);
+      b.bump_versions();
     }
   }
 }

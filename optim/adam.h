@@ -17,6 +17,7 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
+  bool foreach = true;  // as SGDOptions::foreach
 };
 
 // Adam(model.parameters()) takes PyTorch's defaults (lr 1e-3, betas 0.9 and 0.999, eps 1e-8).
@@ -32,6 +33,7 @@ class Adam : public Optimizer {
 
  private:
   bool decoupled_ = false;
+  bool foreach_ = true;
 };
 
 // AdamW's options: Adam's, with PyTorch's weight_decay of 0.01 as the default, so that
@@ -43,6 +45,7 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.01;
   bool amsgrad = false;
+  bool foreach = true;
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter).

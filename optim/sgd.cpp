@@ -4,7 +4,11 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/kernels/optim.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
+#include "kiln/optim/fused.h"
 
 namespace kiln::optim {
 
@@ -18,12 +22,13 @@ Options to_options(const SGDOptions& o) {
 }
 }  // namespace
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer("SGD", to_options(options)) {
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : Optimizer("SGD", to_options(options)), foreach_(options.foreach) {
   add_param_groups({ParamGroup{std::move(params), {}}});
 }
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
-    : Optimizer("SGD", to_options(options)) {
+    : Optimizer("SGD", to_options(options)), foreach_(options.foreach) {
   add_param_groups(std::move(groups));
 }
 
@@ -41,25 +46,42 @@ void SGD::check_options(const Options& o) const {
 void SGD::step() {
   NoGradGuard no_grad;
   for (auto& group : param_groups()) {
-    const double lr = group.options["lr"], momentum = group.options["momentum"];
-    const double dampening = group.options["dampening"],
-                 weight_decay = group.options["weight_decay"];
-    const bool nesterov = group.options["nesterov"] != 0.0;
+    SgdStep step{group.options["lr"], group.options["momentum"], group.options["dampening"],
+                 group.options["weight_decay"], group.options["nesterov"] != 0.0};
+    FusedBatches batches;
     for (Tensor& p : group.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      if (weight_decay != 0) g = add(g, p, weight_decay);
-      if (momentum != 0) {
-        auto& state = state_of(p);
-        auto it = state.find("momentum_buffer");
+      auto& state = state_of(p);
+      auto it = state.find("momentum_buffer");
+      const Tensor buffer = it == state.end() ? Tensor() : it->second;
+      if (foreach_ && fusable(p, g, {&buffer})) {
+        FusedBatch& batch = batches.of(p);
+        batch.params.push_back(p);
+        batch.grads.push_back(g);
+        if (step.momentum != 0) {
+          const bool first = it == state.end();
+          if (first) it = state.emplace("momentum_buffer", empty_like(p)).first;
+          batch.state[0].push_back(it->second);
+          batch.first.push_back(first ? 1 : 0);
+        }
+        continue;
+      }
+      if (step.weight_decay != 0) g = add(g, p, step.weight_decay);
+      if (step.momentum != 0) {
         if (it == state.end()) {
           it = state.emplace("momentum_buffer", g.clone()).first;
         } else {
-          it->second.mul_(momentum).add_(g, 1.0 - dampening);
+          it->second.mul_(step.momentum).add_(g, 1.0 - step.dampening);
         }
-        g = nesterov ? add(g, it->second, momentum) : it->second;
+        g = step.nesterov ? add(g, it->second, step.momentum) : it->second;
       }
-      p.add_(g, -lr);
+      p.add_(g, -step.lr);
+    }
+    for (FusedBatch& b : batches.all) {
+      kernels_for<OptimizerKernels>("SGD.step", b.params[0].device())
+          .sgd(b.params, b.grads, b.state[0], b.first, step);
+      b.bump_versions();
     }
   }
 }

@@ -18,6 +18,10 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  // One fused pass per parameter and a few launches for all of them on a GPU (kernels/optim.h),
+  // as PyTorch's foreach/fused; false: the update op by op. The two agree to an ulp or so per step
+  // (kernels/optim.h). Parameters or gradients that are not contiguous always go op by op.
+  bool foreach = true;
 };
 
 class SGD : public Optimizer {
@@ -28,6 +32,9 @@ class SGD : public Optimizer {
 
  protected:
   void check_options(const Options& options) const override;
+
+ private:
+  bool foreach_ = true;
 };
 
 }  // namespace kiln::optim

@@ -1,0 +1,35 @@
+#include "kiln/optim/fused.h"
+
+#include <initializer_list>
+
+#include "kiln/core/storage.h"
+
+namespace kiln::optim {
+
+bool fusable(const Tensor& p, const Tensor& grad, std::initializer_list<const Tensor*> state) {
+  auto fits = [&](const Tensor& t) {
+    return t.is_contiguous() && t.dtype() == p.dtype() && t.device() == p.device();
+  };
+  if (!is_floating(p.dtype()) || !p.is_contiguous() || !fits(grad)) return false;
+  for (const Tensor* s : state)
+    if (s->defined() && !fits(*s)) return false;
+  return true;
+}
+
+void FusedBatch::bump_versions() const {
+  for (const Tensor& p : params) p.storage()->bump_version();
+  for (const auto& list : state)
+    for (const Tensor& t : list) t.storage()->bump_version();
+}
+
+FusedBatch& FusedBatches::of(const Tensor& p, double step) {
+  for (FusedBatch& b : all)
+    if (b.device == p.device() && b.dtype == p.dtype() && b.step == step) return b;
+  FusedBatch& b = all.emplace_back();
+  b.device = p.device();
+  b.dtype = p.dtype();
+  b.step = step;
+  return b;
+}
+
+}  // namespace kiln::optim

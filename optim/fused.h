@@ -1,0 +1,35 @@
+// What the optimizers hand to the fused update kernels (kernels/optim.h): their parameters with
+// gradients, batched by device, dtype and (Adam) step count, since one kernel call takes one of
+// each. Internal to optim/.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::optim {
+
+// Whether p, its gradient and its state tensors (the defined ones) can take the fused update:
+// contiguous, of p's floating dtype, on p's device.
+bool fusable(const Tensor& p, const Tensor& grad, std::initializer_list<const Tensor*> state = {});
+
+struct FusedBatch {
+  Device device;
+  DType dtype;
+  double step;  // Adam's step count of every parameter in it; 0 for SGD
+  std::vector<Tensor> params, grads;
+  std::vector<Tensor> state[3];  // SGD: momentum buffers; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq
+  std::vector<uint8_t> first;    // SGD: the buffer is new this step
+  // The kernels write parameters and state in place: their version counters move as an in-place
+  // op's would.
+  void bump_versions() const;
+};
+
+struct FusedBatches {
+  std::vector<FusedBatch> all;
+  FusedBatch& of(const Tensor& p, double step = 0);
+};
+
+}  // namespace kiln::optim
