@@ -1,0 +1,51 @@
+// `kiln-bench lab`: the kernel lab's runner (docs/kernels/README.md). For each family it checks
+// every version against version 0 (the library) with a tolerance scaled to the dtype and the
+// problem, then times it with CUDA events, the L2 flushed before each repeat, and prints one row
+// a version: time, TFLOP/s or GB/s, % of version 0 and % of the GPU's peak, the peak read from the
+// device. Without a GPU it runs the host-side checks and the CPU references instead.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::bench {
+
+struct LabOptions {
+  std::string family;                    // gemm, gemm_tc, reduction, softmax, layernorm, or all
+  int64_t m = 4096, n = 4096, k = 4096;  // gemm, gemm_tc
+  std::string dtype = "bf16";            // gemm_tc: bf16 or f16
+  int64_t rows = 0, cols = 0;            // reduction, softmax, layernorm; 0: the family's default
+  int repeats = 0;                // timed repeats; 0: as many as fit in about 200 ms, 3 to 100
+  std::vector<std::string> only;  // run these versions (and version 0); empty: all
+  std::string csv;                // write the rows here as CSV
+  bool smoke = false;             // the host-side checks only, even where a GPU is visible
+};
+
+// The families `all` runs, in order.
+inline const std::vector<std::string>& lab_families() {
+  static const std::vector<std::string> families = {"reduction", "softmax", "layernorm", "gemm",
+                                                    "gemm_tc"};
+  return families;
+}
+
+// The rows and cols a family runs with when none were given (reduction: a 2^28-element vector).
+inline void fill_family_defaults(const std::string& family, LabOptions& options) {
+  if (options.rows > 0 && options.cols > 0) return;
+  if (family == "reduction") {
+    options.rows = 1;
+    options.cols = int64_t{1} << 28;
+  } else {
+    options.rows = 65536;
+    options.cols = 4096;
+  }
+}
+
+// The lab on the GPU (lab_gpu.cpp; a build without CUDA has lab_gpu_absent.cpp). Exit status 1
+// when a version failed its check.
+int run_lab_gpu(const LabOptions& options);
+// The host-side checks (every version's tiling) and a CPU reference of each family on a small
+// problem (smoke.cpp). Exit status 1 when one fails.
+int run_lab_smoke(const LabOptions& options);
+
+}  // namespace kiln::bench

@@ -1,0 +1,551 @@
+// kiln-bench lab on the GPU. For each problem: inputs from kiln's generator on the device, then
+// for each version of the family, in table order:
+//
+//   1. its outputs filled with NaN, one run, and a check against version 0's outputs (version 0
+//      is the reference): |got - want| <= atol + rtol |want| for every element, with a NaN or an
+//      infinity failing; the tolerances are set per family below, scaled to the dtype and the
+//      number of terms each output sums;
+//   2. if it passed, timing: one call sizes the repeats (about 200 ms of calls, 3 to 100), and
+//      each timed call is bracketed by CUDA events after a write of twice the L2's size, so every
+//      call starts from a cold L2; the median is reported;
+//   3. a row: ms, TFLOP/s (GEMMs) or GB/s (the rest, from the bytes the problem must move at
+//      least), % of version 0's speed and % of the device's peak.
+//
+// The peaks are computed from the device's attributes, never typed: DRAM bandwidth as
+// 2 x memory clock x bus width (double data rate), FLOP rates as SMs x clock x FLOPs per clock and
+// SM, the last from a table by compute capability (kArchRates). The memory-bound families are
+// also reported against a measured device-to-device copy, the bandwidth a kernel can reach.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kiln/core/cuda_check.h"
+#include "kiln/kernels/cuda/lab/gemm/tiling.h"
+#include "kiln/kernels/cuda/lab/gemm/versions.h"
+#include "kiln/kernels/cuda/lab/gemm_tc/versions.h"
+#include "kiln/kernels/cuda/lab/layernorm/tiling.h"
+#include "kiln/kernels/cuda/lab/layernorm/versions.h"
+#include "kiln/kernels/cuda/lab/reduction/tiling.h"
+#include "kiln/kernels/cuda/lab/reduction/versions.h"
+#include "kiln/kernels/cuda/lab/softmax/tiling.h"
+#include "kiln/kernels/cuda/lab/softmax/versions.h"
+#include "kiln/kiln.h"
+#include "lab.h"
+
+namespace kiln::bench {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ---- the device's ceilings ----
+
+// Dense FLOPs per clock and SM (an FMA counts 2), by compute capability, from NVIDIA's
+// architecture whitepapers: f32 is 2 x the FP32 lanes of an SM (64 on GA100, 128 on GA10x, AD10x
+// and GH100); tensor is bf16/f16 in with f32 accumulation, dense (GA100 1024 FMA a clock, GA10x
+// and AD10x 512 on the data-centre parts (GeForce halves it with f32 accumulation), GH100 2048).
+// An architecture not listed gets no "% of peak".
+struct ArchRates {
+  int major, minor;
+  double f32;
+  double tensor;
+};
+constexpr ArchRates kArchRates[] = {
+    {8, 0, 128, 2048}, {8, 6, 256, 1024}, {8, 9, 256, 1024}, {9, 0, 256, 4096}};
+
+struct Ceilings {
+  std::string name;
+  int major = 0, minor = 0, sms = 0;
+  double sm_clock_mhz = 0, memory_clock_mhz = 0;
+  int bus_bits = 0;
+  size_t l2_bytes = 0;
+  double dram_gbps = 0;      // 2 x memory clock x bus width
+  double f32_tflops = 0;     // 0: architecture not in kArchRates
+  double tensor_tflops = 0;  // the same
+  double copy_gbps = 0;      // measured: a device-to-device copy, bytes read + written
+};
+
+int attribute(cudaDeviceAttr which, int device) {
+  int value = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&value, which, device));
+  return value;
+}
+
+Ceilings read_ceilings(int device) {
+  Ceilings c;
+  c.name = cuda::device_name(device);
+  c.major = attribute(cudaDevAttrComputeCapabilityMajor, device);
+  c.minor = attribute(cudaDevAttrComputeCapabilityMinor, device);
+  c.sms = attribute(cudaDevAttrMultiProcessorCount, device);
+  c.sm_clock_mhz = attribute(cudaDevAttrClockRate, device) / 1e3;            // kHz
+  c.memory_clock_mhz = attribute(cudaDevAttrMemoryClockRate, device) / 1e3;  // kHz
+  c.bus_bits = attribute(cudaDevAttrGlobalMemoryBusWidth, device);
+  c.l2_bytes = static_cast<size_t>(attribute(cudaDevAttrL2CacheSize, device));
+  c.dram_gbps = 2.0 * c.memory_clock_mhz * 1e6 * (c.bus_bits / 8.0) / 1e9;
+  for (const ArchRates& rates : kArchRates)
+    if (rates.major == c.major && rates.minor == c.minor) {
+      c.f32_tflops = c.sms * c.sm_clock_mhz * 1e6 * rates.f32 / 1e12;
+      c.tensor_tflops = c.sms * c.sm_clock_mhz * 1e6 * rates.tensor / 1e12;
+    }
+  return c;
+}
+
+// ---- timing ----
+
+class Timer {
+ public:
+  Timer(const Ceilings& ceilings, int repeats, Device device)
+      : repeats_(repeats),
+        flush_(empty({static_cast<int64_t>(2 * std::max<size_t>(ceilings.l2_bytes, 1 << 20))},
+                     DType::u8, device)) {}
+
+  // Median milliseconds of run() over the repeats, each from a cold L2.
+  double median_ms(const std::function<void()>& run) {
+    const double first = timed(run);
+    const int repeats = repeats_ > 0
+                            ? repeats_
+                            : static_cast<int>(std::clamp(
+                                  std::ceil(kBudgetMs / std::max(first, 1e-3)), 3.0, 100.0));
+    std::vector<cuda::Event> starts, stops;
+    starts.reserve(repeats);
+    stops.reserve(repeats);
+    for (int r = 0; r < repeats; ++r) {
+      starts.emplace_back(true);
+      stops.emplace_back(true);
+    }
+    for (int r = 0; r < repeats; ++r) {
+      flush();
+      starts[r].record();
+      run();
+      stops[r].record();
+    }
+    stops.back().synchronize();
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r) ms.push_back(starts[r].elapsed_time(stops[r]));
+    std::sort(ms.begin(), ms.end());
+    return repeats % 2 ? ms[repeats / 2] : (ms[repeats / 2 - 1] + ms[repeats / 2]) / 2;
+  }
+
+ private:
+  static constexpr double kBudgetMs = 200.0;
+
+  double timed(const std::function<void()>& run) {
+    cuda::Event start(true), stop(true);
+    flush();
+    start.record();
+    run();
+    stop.record();
+    stop.synchronize();
+    return start.elapsed_time(stop);
+  }
+  void flush() { cuda::memset_zero(flush_.data_ptr(), flush_.device(), flush_.numel()); }
+
+  int repeats_;
+  Tensor flush_;
+};
+
+// GB/s of a device-to-device copy of 1 GiB (bytes read + written), the median of 10.
+double measure_copy_gbps(Timer& timer, Device device) {
+  const int64_t bytes = int64_t{1} << 30;
+  const Tensor src = zeros({bytes}, DType::u8, device), dst = empty({bytes}, DType::u8, device);
+  const double ms = timer.median_ms([&] {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), static_cast<size_t>(bytes),
+                                    cudaMemcpyDeviceToDevice, cuda::current_stream_handle()));
+  });
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+}
+
+// ---- checks ----
+
+// One output of a version, and how close to version 0's it must be.
+struct Output {
+  const char* name;
+  Tensor tensor;
+  double atol;
+  double rtol;
+};
+
+struct CheckResult {
+  bool ok = true;
+  double worst = 0.0;  // the largest |got - want| / (atol + rtol |want|): at most 1 to pass
+  std::string failed;  // the outputs that failed
+};
+
+CheckResult check(const std::vector<Output>& outputs, const std::vector<Tensor>& reference) {
+  CheckResult result;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Output& o = outputs[i];
+    const Tensor ratio = abs(o.tensor - reference[i]) / (abs(reference[i]) * o.rtol + o.atol);
+    const double worst = ratio.max().item(), total = ratio.sum().item();  // NaN shows in the sum
+    const bool ok = std::isfinite(total) && worst <= 1.0;
+    result.worst = std::max(result.worst, std::isfinite(total) ? worst : kNaN);
+    if (!ok) {
+      result.ok = false;
+      result.failed += (result.failed.empty() ? "" : ",") + std::string(o.name);
+    }
+  }
+  return result;
+}
+
+// ---- rows ----
+
+enum class Bound { f32_math, tensor_math, memory };
+
+struct Work {
+  double flops = 0;  // GEMMs
+  double bytes = 0;  // what the problem must move at least
+  Bound bound = Bound::memory;
+};
+
+struct Row {
+  std::string family, problem, name;
+  int version = 0;
+  double ms = kNaN, rate = kNaN, pct_v0 = kNaN, pct_peak = kNaN, pct_copy = kNaN;
+  std::string unit, checked;
+  double flops = 0, bytes = 0;
+};
+
+std::string number(double v, int decimals) {
+  if (!std::isfinite(v)) return "";
+  return fmt::format("{:.{}f}", v, decimals);
+}
+
+class Lab {
+ public:
+  Lab(const LabOptions& options, Device device)
+      : options_(options),
+        device_(device),
+        ceilings_(read_ceilings(device.index)),
+        timer_(ceilings_, options.repeats, device) {}
+
+  void print_device() {
+    const Ceilings& c = ceilings_;
+    std::printf(
+        "kiln-bench lab: %s, compute capability %d.%d, %d SMs at %.0f MHz, %d-bit memory "
+        "at %.0f MHz, %.0f MiB L2\n",
+        c.name.c_str(), c.major, c.minor, c.sms, c.sm_clock_mhz, c.bus_bits, c.memory_clock_mhz,
+        c.l2_bytes / 1048576.0);
+    std::printf(
+        "peaks from the device's attributes: DRAM %.0f GB/s; f32 %s TFLOP/s; tensor "
+        "bf16/f16 (dense, f32 accumulate) %s TFLOP/s\n",
+        c.dram_gbps, c.f32_tflops > 0 ? number(c.f32_tflops, 1).c_str() : "unknown",
+        c.tensor_tflops > 0 ? number(c.tensor_tflops, 0).c_str() : "unknown");
+  }
+
+  void measure_copy() {
+    ceilings_.copy_gbps = measure_copy_gbps(timer_, device_);
+    std::printf("measured device-to-device copy (1 GiB, read + write): %.0f GB/s\n",
+                ceilings_.copy_gbps);
+  }
+
+  void open_csv() {
+    if (options_.csv.empty()) return;
+    csv_.open(options_.csv);
+    if (!csv_) throw Error("kiln-bench lab: cannot write " + options_.csv);
+    const Ceilings& c = ceilings_;
+    const std::time_t now = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    csv_ << "# kiln-bench lab\n# gpu=" << c.name << "\n# compute_capability=" << c.major << "."
+         << c.minor << "\n# sms=" << c.sms << "\n# sm_clock_mhz=" << c.sm_clock_mhz
+         << "\n# memory_clock_mhz=" << c.memory_clock_mhz << "\n# memory_bus_bits=" << c.bus_bits
+         << "\n# l2_bytes=" << c.l2_bytes << "\n# dram_gbps=" << number(c.dram_gbps, 1)
+         << "\n# f32_tflops=" << number(c.f32_tflops, 2)
+         << "\n# tensor_tflops=" << number(c.tensor_tflops, 1)
+         << "\n# copy_gbps=" << number(c.copy_gbps, 1) << "\n# date=" << date << "\n";
+    csv_ << "family,version,name,ms,rate,unit,pct_v0,pct_peak,checked,problem,flops,bytes\n";
+    csv_.flush();
+  }
+
+  bool selected(const std::string& name) const {
+    if (options_.only.empty()) return true;
+    for (const std::string& wanted : options_.only)
+      if (name == wanted || name.rfind(wanted + "_", 0) == 0) return true;
+    return false;
+  }
+
+  // Runs, checks and times every version of a family on one problem.
+  template <class Args>
+  void run(const std::string& family, const std::string& problem,
+           const std::vector<lab::LabVersion<Args>>& versions, const Args& args,
+           const std::vector<Output>& outputs, const Work& work) {
+    std::printf("\n%s  %s\n", family.c_str(), problem.c_str());
+    std::printf("  %-22s %10s %12s %8s %8s %8s  %s\n", "version", "ms",
+                work.flops > 0 ? "TFLOP/s" : "GB/s", "% v0", "% peak",
+                work.bound == Bound::memory ? "% copy" : "", "check");
+    std::vector<Tensor> reference;
+    double v0_ms = kNaN;
+    for (size_t i = 0; i < versions.size(); ++i) {
+      const lab::LabVersion<Args>& version = versions[i];
+      if (i > 0 && !selected(version.name)) continue;
+      Row row;
+      row.family = family;
+      row.problem = problem;
+      row.name = version.name;
+      row.version = static_cast<int>(i);
+      row.flops = work.flops;
+      row.bytes = work.bytes;
+      row.unit = work.flops > 0 ? "TFLOP/s" : "GB/s";
+      try {
+        for (const Output& o : outputs) {
+          Tensor poisoned = o.tensor;  // a version that leaves an element unwritten fails
+          poisoned.fill_(kNaN);
+        }
+        version.run(args);
+        cuda::synchronize();
+        bool passed = true;
+        if (i == 0) {
+          for (const Output& o : outputs) reference.push_back(o.tensor.clone());
+          row.checked = "reference";
+        } else {
+          const CheckResult result = check(outputs, reference);
+          passed = result.ok;
+          row.checked = passed ? "pass" : "FAIL " + result.failed;
+          if (!passed) failed_ = true;
+          row.checked += " (worst " + number(result.worst, 3) + " of tol)";
+        }
+        if (passed) {
+          row.ms = timer_.median_ms([&] { version.run(args); });
+          if (i == 0) v0_ms = row.ms;
+          fill_rates(row, work, v0_ms);
+        }
+      } catch (const std::exception& e) {
+        row.checked = std::string("ERROR ") + e.what();
+        failed_ = true;
+      }
+      print(row, work);
+      write_csv(row);
+      if (i == 0 && !std::isfinite(row.ms)) {
+        std::printf("  (version 0 did not run: the others have no reference)\n");
+        return;
+      }
+    }
+  }
+
+  bool failed() const { return failed_; }
+  const Ceilings& ceilings() const { return ceilings_; }
+  Device device() const { return device_; }
+
+ private:
+  void fill_rates(Row& row, const Work& work, double v0_ms) const {
+    const double seconds = row.ms * 1e-3;
+    row.pct_v0 = 100.0 * v0_ms / row.ms;
+    if (work.flops > 0) {
+      row.rate = work.flops / seconds / 1e12;
+      const double peak =
+          work.bound == Bound::tensor_math ? ceilings_.tensor_tflops : ceilings_.f32_tflops;
+      if (peak > 0) row.pct_peak = 100.0 * row.rate / peak;
+    } else {
+      row.rate = work.bytes / seconds / 1e9;
+      row.pct_peak = 100.0 * row.rate / ceilings_.dram_gbps;
+      if (ceilings_.copy_gbps > 0) row.pct_copy = 100.0 * row.rate / ceilings_.copy_gbps;
+    }
+  }
+
+  void print(const Row& row, const Work& work) const {
+    std::printf("  %-22s %10s %12s %8s %8s %8s  %s\n", row.name.c_str(), number(row.ms, 4).c_str(),
+                number(row.rate, work.flops > 0 ? 2 : 1).c_str(), number(row.pct_v0, 1).c_str(),
+                number(row.pct_peak, 1).c_str(), number(row.pct_copy, 1).c_str(),
+                row.checked.c_str());
+    std::fflush(stdout);
+  }
+
+  // Fields with commas or quotes are quoted, as RFC 4180 says.
+  static std::string field(const std::string& text) {
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return quoted + "\"";
+  }
+
+  void write_csv(const Row& row) {
+    if (!csv_.is_open()) return;
+    csv_ << field(row.family) << ',' << row.version << ',' << field(row.name) << ','
+         << number(row.ms, 5) << ',' << number(row.rate, 3) << ',' << row.unit << ','
+         << number(row.pct_v0, 2) << ',' << number(row.pct_peak, 2) << ',' << field(row.checked)
+         << ',' << field(row.problem) << ',' << number(row.flops, 0) << ',' << number(row.bytes, 0)
+         << '\n';
+    csv_.flush();
+  }
+
+  LabOptions options_;
+  Device device_;
+  Ceilings ceilings_;
+  Timer timer_;
+  std::ofstream csv_;
+  bool failed_ = false;
+};
+
+// ---- the families ----
+
+void run_gemm(Lab& lab, int64_t m, int64_t n, int64_t k) {
+  const Device d = lab.device();
+  const Tensor a = uniform({m, k}, -1, 1, DType::f32, d), b = uniform({k, n}, -1, 1, DType::f32, d);
+  const Tensor c = empty({m, n}, DType::f32, d);
+  const lab::GemmArgs args{a.data<float>(), b.data<float>(), c.data<float>(), m, n, k};
+  // f32 products of values in [-1, 1], k of them a sum: the rounding of a sum grows about as
+  // sqrt(k), and every version and cuBLAS add in different orders.
+  const double tol = 1e-5 * std::sqrt(static_cast<double>(k));
+  lab.run("gemm", fmt::format("m={} n={} k={}", m, n, k), lab::gemm_versions(), args,
+          {{"C", c, tol, tol}},
+          {lab::gemm::flops(m, n, k), lab::gemm::bytes_moved(m, n, k, 4, 4), Bound::f32_math});
+}
+
+void run_gemm_tc(Lab& lab, int64_t m, int64_t n, int64_t k, const std::string& dtype_name) {
+  const Device d = lab.device();
+  const DType dtype = dtype_name == "f16" ? DType::f16 : DType::bf16;
+  const Tensor a = uniform({m, k}, -1, 1, dtype, d), b = uniform({k, n}, -1, 1, dtype, d);
+  const Tensor c = empty({m, n}, DType::f32, d);
+  const lab::GemmTcArgs args{a.data_ptr(), b.data_ptr(), c.data<float>(), m, n, k, dtype};
+  // The products of 16-bit floats are exact in f32; what differs is the order and the precision
+  // of the tensor cores' f32 additions, looser than FFMA's: 5x the f32 tolerance.
+  const double tol = 5e-5 * std::sqrt(static_cast<double>(k));
+  lab.run("gemm_tc", fmt::format("{} m={} n={} k={}", dtype_name, m, n, k), lab::gemm_tc_versions(),
+          args, {{"C", c, tol, tol}},
+          {lab::gemm::flops(m, n, k), lab::gemm::bytes_moved(m, n, k, 2, 4), Bound::tensor_math});
+}
+
+void run_reduction(Lab& lab, int64_t rows, int64_t cols) {
+  const Device d = lab.device();
+  // Integers in {-1, 0, 1}: every partial sum is an integer far below 2^24, exact in f32, so
+  // every order of addition gives the same bits and the check asks for equality.
+  const Tensor x = randint(-1, 2, {rows, cols}, DType::f32, d);
+  const Tensor out = empty({rows}, DType::f32, d);
+  const Tensor workspace =
+      zeros({static_cast<int64_t>(lab::reduction_workspace_bytes(rows, cols))}, DType::u8, d);
+  const lab::ReductionArgs args{x.data<float>(), out.data<float>(), rows, cols,
+                                workspace.data_ptr()};
+  lab.run("reduction", fmt::format("rows={} cols={}", rows, cols), lab::reduction_versions(), args,
+          {{"out", out, 0.5, 0.0}}, {0, lab::reduction::bytes_moved(rows, cols), Bound::memory});
+}
+
+void run_softmax(Lab& lab, int64_t rows, int64_t cols) {
+  const Device d = lab.device();
+  const Tensor x = uniform({rows, cols}, -5, 5, DType::f32, d);
+  const Tensor y = empty({rows, cols}, DType::f32, d);
+  const lab::SoftmaxArgs args{x.data<float>(), y.data<float>(), rows, cols};
+  // Each output is relative to its row's sum of cols exponentials.
+  const double rtol = 2e-6 * std::sqrt(static_cast<double>(cols));
+  lab.run("softmax", fmt::format("rows={} cols={}", rows, cols), lab::softmax_versions(), args,
+          {{"y", y, 1e-10, rtol}}, {0, lab::softmax::bytes_moved(rows, cols), Bound::memory});
+}
+
+void run_layernorm(Lab& lab, int64_t rows, int64_t cols) {
+  const Device d = lab.device();
+  const Tensor x = uniform({rows, cols}, -2, 3, DType::f32, d);  // a mean far from 0
+  const Tensor weight = uniform({cols}, 0.5, 1.5, DType::f32, d);
+  const Tensor bias = uniform({cols}, -0.5, 0.5, DType::f32, d);
+  const Tensor y = empty({rows, cols}, DType::f32, d), mean = empty({rows}, DType::f32, d),
+               rstd = empty({rows}, DType::f32, d);
+  const lab::LayerNormForwardArgs forward{x.data<float>(),
+                                          weight.data<float>(),
+                                          bias.data<float>(),
+                                          y.data<float>(),
+                                          mean.data<float>(),
+                                          rstd.data<float>(),
+                                          rows,
+                                          cols};
+  // Statistics of cols terms, in f32 by the lab's versions and in double by kiln's.
+  const double row_tol = 2e-6 * std::sqrt(static_cast<double>(cols));
+  const std::string problem = fmt::format("rows={} cols={}", rows, cols);
+  lab.run("layernorm_forward", problem, lab::layernorm_forward_versions(), forward,
+          {{"y", y, row_tol, row_tol},
+           {"mean", mean, row_tol, row_tol},
+           {"rstd", rstd, row_tol, row_tol}},
+          {0, lab::layernorm::forward_bytes(rows, cols), Bound::memory});
+
+  // The backward from version 0's statistics.
+  lab::layernorm::v0_kiln(forward);
+  const Tensor dy = uniform({rows, cols}, -1, 1, DType::f32, d);
+  const Tensor dx = empty({rows, cols}, DType::f32, d), dweight = empty({cols}, DType::f32, d),
+               dbias = empty({cols}, DType::f32, d);
+  const Tensor workspace = empty(
+      {static_cast<int64_t>(lab::layernorm_backward_workspace_bytes(rows, cols))}, DType::u8, d);
+  const lab::LayerNormBackwardArgs backward{x.data<float>(),
+                                            weight.data<float>(),
+                                            mean.data<float>(),
+                                            rstd.data<float>(),
+                                            dy.data<float>(),
+                                            dx.data<float>(),
+                                            dweight.data<float>(),
+                                            dbias.data<float>(),
+                                            rows,
+                                            cols,
+                                            workspace.data_ptr()};
+  // dweight and dbias add rows terms each, in f32 (the reference adds in double).
+  const double column_tol = 1e-5 * std::sqrt(static_cast<double>(rows));
+  const double dx_tol = 5e-6 * std::sqrt(static_cast<double>(cols));
+  lab.run("layernorm_backward", problem, lab::layernorm_backward_versions(), backward,
+          {{"dx", dx, dx_tol, dx_tol},
+           {"dweight", dweight, column_tol, column_tol},
+           {"dbias", dbias, column_tol, column_tol}},
+          {0, lab::layernorm::backward_bytes(rows, cols), Bound::memory});
+}
+
+void run_family(Lab& lab, const std::string& family, LabOptions o) {
+  fill_family_defaults(family, o);
+  if (family == "gemm") run_gemm(lab, o.m, o.n, o.k);
+  if (family == "gemm_tc") run_gemm_tc(lab, o.m, o.n, o.k, o.dtype);
+  if (family == "reduction") run_reduction(lab, o.rows, o.cols);
+  if (family == "softmax") run_softmax(lab, o.rows, o.cols);
+  if (family == "layernorm") run_layernorm(lab, o.rows, o.cols);
+  cuda::empty_cache();
+}
+
+// `all`: the sizes of the tables in docs/kernels/, chosen to fit in about 5 minutes on an H200
+// (the naive GEMMs at 8192^3 take the longest, a second or two a call).
+void run_all(Lab& lab, const LabOptions& options) {
+  const auto with = [&](int64_t rows, int64_t cols) {
+    LabOptions o = options;
+    o.rows = rows;
+    o.cols = cols;
+    return o;
+  };
+  run_family(lab, "reduction", with(1, int64_t{1} << 28));
+  run_family(lab, "reduction", with(65536, 4096));
+  run_family(lab, "softmax", with(65536, 4096));
+  run_family(lab, "softmax", with(262144, 1024));
+  run_family(lab, "layernorm", with(65536, 4096));
+  run_family(lab, "layernorm", with(262144, 1024));
+  for (int64_t size : {4096, 8192}) {
+    LabOptions o = options;
+    o.m = o.n = o.k = size;
+    run_family(lab, "gemm", o);
+    o.dtype = "bf16";
+    run_family(lab, "gemm_tc", o);
+  }
+}
+
+}  // namespace
+
+int run_lab_gpu(const LabOptions& options) {
+  const Device device = Device::cuda(cuda::current_device());
+  Lab lab(options, device);
+  lab.print_device();
+  const bool memory_bound = options.family != "gemm" && options.family != "gemm_tc";
+  if (memory_bound) lab.measure_copy();
+  lab.open_csv();
+  const auto start = std::chrono::steady_clock::now();
+  if (options.family == "all")
+    run_all(lab, options);
+  else
+    run_family(lab, options.family, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("\nkiln-bench lab: %s in %.0f s%s\n", options.family.c_str(), seconds,
+              lab.failed() ? "; some versions FAILED their check" : "; every version checked");
+  return lab.failed() ? 1 : 0;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,103 @@
+// kiln-bench: kiln's benchmark harness. One subcommand so far, the kernel lab:
+//
+//   kiln-bench lab gemm --m 4096 --n 4096 --k 4096
+//   kiln-bench lab gemm_tc --m 8192 --n 8192 --k 8192 --dtype bf16
+//   kiln-bench lab reduction --n 268435456          (or --rows R --cols C: the sum of each row)
+//   kiln-bench lab softmax --rows 65536 --cols 4096
+//   kiln-bench lab layernorm --rows 65536 --cols 4096
+//   kiln-bench lab all --csv lab.csv          (every family at fixed sizes, ~5 min on an H200)
+//
+// Each takes --csv FILE, --repeats N, --only NAME (repeatable) and --smoke. Without a GPU (or with
+// --smoke) it runs the host-side checks and CPU references instead, and exits 0 when they pass.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "kiln/core/cuda.h"
+#include "lab.h"
+#include "main_guard.h"
+
+namespace {
+
+using kiln::bench::LabOptions;
+
+void add_common(CLI::App* command, LabOptions& options) {
+  command->add_option("--csv", options.csv, "also write the rows to this CSV file");
+  command
+      ->add_option("--repeats", options.repeats,
+                   "timed repeats (0: as many as fit in about 200 ms, 3 to 100)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--only", options.only,
+                      "run only these versions (v0 always runs: it is the reference)");
+  command->add_flag("--smoke", options.smoke,
+                    "only the host-side checks and CPU references, even with a GPU");
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"kiln-bench: kiln's benchmarks"};
+  app.require_subcommand(1);
+  CLI::App* lab = app.add_subcommand(
+      "lab",
+      "the kernel lab: every version of a kernel family, checked against version 0 "
+      "(the library) and timed (docs/kernels/README.md)");
+  lab->require_subcommand(1);
+
+  LabOptions options;
+  int64_t vector_n = 0;
+  struct Family {
+    const char* name;
+    const char* help;
+  };
+  const Family families[] = {
+      {"gemm", "f32 GEMM without tensor cores, against cuBLAS"},
+      {"gemm_tc", "bf16/f16 GEMM on tensor cores with f32 accumulation, against cuBLASLt"},
+      {"reduction", "sum of a vector or of each row, against CUB"},
+      {"softmax", "softmax of each row, against kiln's own kernel"},
+      {"layernorm", "layer norm forward and backward, against kiln's kernel"},
+      {"all", "every family at the fixed sizes of docs/kernels (about 5 minutes on an H200)"},
+  };
+  for (const Family& family : families) {
+    CLI::App* command = lab->add_subcommand(family.name, family.help);
+    add_common(command, options);
+    const std::string name = family.name;
+    if (name == "gemm" || name == "gemm_tc") {
+      command->add_option("--m", options.m)->capture_default_str()->check(CLI::PositiveNumber);
+      command->add_option("--n", options.n)->capture_default_str()->check(CLI::PositiveNumber);
+      command->add_option("--k", options.k)->capture_default_str()->check(CLI::PositiveNumber);
+    }
+    if (name == "gemm_tc")
+      command->add_option("--dtype", options.dtype, "the inputs' dtype")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"bf16", "f16"}));
+    if (name == "reduction")
+      command->add_option("--n", vector_n, "sum a vector of n elements (rows 1, cols n)")
+          ->check(CLI::PositiveNumber);
+    if (name == "reduction" || name == "softmax" || name == "layernorm") {
+      command->add_option("--rows", options.rows)->check(CLI::PositiveNumber);
+      command->add_option("--cols", options.cols)->check(CLI::PositiveNumber);
+    }
+    command->callback([&options, name] { options.family = name; });
+  }
+  CLI11_PARSE(app, argc, argv);
+  if (vector_n > 0) {
+    options.rows = 1;
+    options.cols = vector_n;
+  }
+
+  if (!options.smoke && !kiln::cuda::is_available()) {
+    std::printf(
+        "kiln-bench lab: %s, and the lab's kernels need one; running the host-side "
+        "checks and CPU references instead.\n",
+        kiln::cuda::is_built() ? "no GPU is visible" : "kiln was built without CUDA");
+    options.smoke = true;
+  }
+  return options.smoke ? kiln::bench::run_lab_smoke(options) : kiln::bench::run_lab_gpu(options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kiln::apps::run_main("kiln-bench", [&] { return run(argc, argv); });
+}

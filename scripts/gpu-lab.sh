@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The kernel lab on a GPU machine, build included, in one call of under 10 minutes (the lent
+# H200: about 2 minutes to build, 1 to test, up to LAB_LIMIT seconds for the runner):
+#   OUT_DIR=$OUT/lab scripts/gpu-lab.sh          (device tool: carry [".device-carry"])
+# 1. On a bare machine, unpacks .device-carry/ (scripts/gpu-prepare-carry.sh) as gpu-check.sh
+#    does; configures BUILD_DIR (default build-gpu) unless gpu-check.sh already did, and builds
+#    only what the lab needs: kiln, gpu_test_lab and kiln-bench.
+# 2. gpu_test_lab: every version of every family against version 0 and the CPU references, on
+#    ragged sizes.
+# 3. kiln-bench lab all --csv OUT_DIR/lab.csv: every version checked and timed at the sizes of
+#    docs/kernels/ (each row is written as it is measured, so a run cut short keeps its rows).
+# 4. scripts/lab-report.py: the tables of docs/kernels/*.md from that CSV (and the plots, where
+#    gnuplot is installed), copied to OUT_DIR/docs-kernels/ to be committed.
+# Everything is logged under OUT_DIR (default gpu-lab/); summary.txt lists each step's result.
+# Exit status: 0 only when every step passed.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+OUT_DIR="${OUT_DIR:-gpu-lab}"
+BUILD_DIR="${BUILD_DIR:-build-gpu}"
+LAB_LIMIT="${LAB_LIMIT:-360}"
+TEST_LIMIT="${TEST_LIMIT:-120}"
+jobs=$(nproc)
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+summary="$OUT_DIR/summary.txt"
+: > "$summary"
+failed=0
+
+note() { echo "$*" | tee -a "$summary"; }
+
+step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail and seconds
+  local name="$1"; shift
+  local start=$SECONDS status
+  "$@" >"$OUT_DIR/$name.log" 2>&1
+  status=$?
+  if [ $status -eq 0 ]; then
+    note "pass  $name ($((SECONDS - start)) s)"
+  else
+    note "FAIL  $name ($((SECONDS - start)) s, exit $status): see $name.log"
+    failed=1
+  fi
+  return $status
+}
+
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+note "kiln gpu-lab, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
+note "$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | head -1)"
+
+# 1. A bare machine: Debian's packages from the carry folder, into a prefix of our own.
+if [ -d .device-carry/debs ]; then
+  sysroot=/tmp/kiln-sysroot
+  mkdir -p "$sysroot"
+  for deb in .device-carry/debs/*.deb; do dpkg -x "$deb" "$sysroot"; done
+  export CMAKE_PREFIX_PATH="$sysroot/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$sysroot/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+for module in nvidia.cudnn nvidia.nccl; do
+  dir=$(python3 -c "import $module as m; print(list(m.__path__)[0])" 2>/dev/null) &&
+    export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+
+configure() {
+  [ -f "$BUILD_DIR/build.ninja" ] && return 0
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
+        -DKILN_BUILD_TESTS=ON -DKILN_BUILD_APPS=ON
+}
+if ! step configure configure ||
+   ! step build cmake --build "$BUILD_DIR" -j "$jobs" --target kiln-bench gpu_test_lab; then
+  note "stopping: no build"
+  exit 1
+fi
+
+# 2. The checks on the GPU.
+step gpu-test-lab timeout "$TEST_LIMIT" "$BUILD_DIR/tests/gpu_test_lab"
+grep -E "test cases|assertions" "$OUT_DIR/gpu-test-lab.log" | sed 's/^/      /' | tee -a "$summary"
+
+# 3. The runner. A version that fails its check is reported in the table and fails the step.
+step lab-all timeout "$LAB_LIMIT" "$BUILD_DIR/benchmarks/kiln_bench/kiln-bench" lab all \
+  --csv "$OUT_DIR/lab.csv"
+grep -E "FAIL|ERROR|kiln-bench lab:" "$OUT_DIR/lab-all.log" | sed 's/^/      /' | tee -a "$summary"
+
+# 4. The tables, from whatever rows the runner wrote.
+if [ -s "$OUT_DIR/lab.csv" ]; then
+  step lab-report python3 scripts/lab-report.py "$OUT_DIR/lab.csv" --commit "$commit"
+  mkdir -p "$OUT_DIR/docs-kernels"
+  cp -r docs/kernels/. "$OUT_DIR/docs-kernels/"
+fi
+note "done: $([ $failed -eq 0 ] && echo "every step passed" || echo "some steps FAILED")"
+exit $failed

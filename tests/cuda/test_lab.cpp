@@ -1,0 +1,325 @@
+// The kernel lab's checks on the GPU (kernels/cuda/lab/): for each family, version 0 (the library)
+// against the family's CPU reference, then every other version against version 0, on sizes that
+// include ragged ones (not multiples of any tile, rows not whole float4s, pointers off 16 bytes),
+// with the tolerances of kiln-bench lab. Each version's outputs are filled with NaN before it
+// runs, so an element it leaves unwritten fails.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kiln/kernels/cuda/lab/gemm/reference.h"
+#include "kiln/kernels/cuda/lab/gemm/versions.h"
+#include "kiln/kernels/cuda/lab/gemm_tc/versions.h"
+#include "kiln/kernels/cuda/lab/layernorm/reference.h"
+#include "kiln/kernels/cuda/lab/layernorm/versions.h"
+#include "kiln/kernels/cuda/lab/reduction/reference.h"
+#include "kiln/kernels/cuda/lab/reduction/versions.h"
+#include "kiln/kernels/cuda/lab/softmax/reference.h"
+#include "kiln/kernels/cuda/lab/softmax/versions.h"
+#include "kiln/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<float> host_floats(const Tensor& t) {
+  const Tensor c = t.to(DType::f32).cpu().contiguous();
+  return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
+}
+
+// Every element within atol + rtol |want|; a NaN fails.
+void require_close(const std::vector<float>& got, const std::vector<float>& want, double atol,
+                   double rtol, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0, first_bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!(diff <= atol + rtol * std::abs(static_cast<double>(want[i])))) {
+      if (bad++ == 0) first_bad = i;
+    }
+  }
+  INFO(what << ": " << bad << " of " << got.size() << " elements off; the first at " << first_bad
+            << ": " << (bad ? got[first_bad] : 0.0f) << " against "
+            << (bad ? want[first_bad] : 0.0f));
+  REQUIRE(bad == 0);
+}
+
+void poison(Tensor t) {
+  t.fill_(kNaN);
+}
+
+// A tensor of `count` floats whose first element sits 4 bytes past a 16-byte boundary when
+// `misaligned`, so the versions must take their scalar paths.
+Tensor floats(int64_t count, bool misaligned) {
+  if (!misaligned) return empty({count}, DType::f32, kGpu);
+  return empty({count + 1}, DType::f32, kGpu).slice(0, 1, count + 1);
+}
+
+}  // namespace
+
+namespace {
+
+struct ReductionShape {
+  int64_t rows, cols;
+  bool misaligned;
+};
+
+void check_reduction(const ReductionShape& s) {
+  INFO("rows " << s.rows << ", cols " << s.cols << (s.misaligned ? ", misaligned" : ""));
+  // Integers in {-1, 0, 1}: every order of addition is exact.
+  Tensor x = floats(s.rows * s.cols, s.misaligned);
+  x.copy_(randint(-1, 2, {s.rows * s.cols}, DType::i32, kGpu));
+  const Tensor out = empty({s.rows}, DType::f32, kGpu);
+  const Tensor workspace = zeros(
+      {static_cast<int64_t>(lab::reduction_workspace_bytes(s.rows, s.cols))}, DType::u8, kGpu);
+  const lab::ReductionArgs args{x.data<float>(), out.data<float>(), s.rows, s.cols,
+                                workspace.data_ptr()};
+  const std::vector<float> host_x = host_floats(x);
+  std::vector<float> expected(static_cast<size_t>(s.rows));
+  lab::reduction::row_sums_reference(host_x.data(), expected.data(), s.rows, s.cols);
+  for (const lab::ReductionVersion& version : lab::reduction_versions()) {
+    // Twice: v5's counters must be back at zero after the first run.
+    for (int run = 0; run < 2; ++run) {
+      poison(out);
+      version.run(args);
+      require_close(host_floats(out), expected, 0.0, 0.0, version.name);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lab reduction: every version sums as CUB does, bit for bit") {
+  const ReductionShape shapes[] = {{1, 1, false},    {1, 1000, false},  {1, 70001, false},
+                                   {3, 4099, false}, {1000, 33, false}, {257, 1024, false},
+                                   {9, 4096, true}};
+  for (const ReductionShape& s : shapes) check_reduction(s);
+}
+
+// Millions of elements: several passes for v1-v3, and v4's and v5's split rows. Left out of the
+// compute-sanitizer runs (scripts/gpu-check.sh filters [heavy]); the cases above reach every
+// kernel too.
+TEST_CASE("lab reduction: long vectors and rows", "[heavy]") {
+  const ReductionShape shapes[] = {
+      {1, (1 << 20) + 5, false}, {1, 1 << 22, false}, {65, 70000, false}};
+  for (const ReductionShape& s : shapes) check_reduction(s);
+}
+
+TEST_CASE("lab softmax: every version matches kiln's kernel") {
+  struct Shape {
+    int64_t rows, cols;
+    bool misaligned;
+  };
+  const Shape shapes[] = {{1, 1, false},       {7, 33, false},    {128, 1000, false},
+                          {64, 4096, false},   {5, 16385, false}, {3, 20001, false},
+                          {1000, 1023, false}, {33, 4096, true}};
+  for (const Shape& s : shapes) {
+    INFO("rows " << s.rows << ", cols " << s.cols << (s.misaligned ? ", misaligned" : ""));
+    Tensor x = floats(s.rows * s.cols, s.misaligned);
+    x.copy_(uniform({s.rows * s.cols}, -5, 5, DType::f32, kGpu));
+    const Tensor y = floats(s.rows * s.cols, s.misaligned);
+    const lab::SoftmaxArgs args{x.data<float>(), y.data<float>(), s.rows, s.cols};
+    const std::vector<float> host_x = host_floats(x);
+    std::vector<float> expected(host_x.size());
+    lab::softmax::softmax_reference(host_x.data(), expected.data(), s.rows, s.cols);
+    std::vector<float> v0;
+    const double rtol = 2e-6 * std::sqrt(static_cast<double>(s.cols));
+    for (const lab::SoftmaxVersion& version : lab::softmax_versions()) {
+      poison(y);
+      version.run(args);
+      if (v0.empty()) {
+        v0 = host_floats(y);
+        require_close(v0, expected, 1e-10, 1e-5, "v0 against the CPU reference");
+      } else {
+        require_close(host_floats(y), v0, 1e-10, rtol, version.name);
+      }
+    }
+  }
+}
+
+TEST_CASE("lab layernorm: every version matches kiln's kernel and the reference backward") {
+  struct Shape {
+    int64_t rows, cols;
+    bool misaligned;
+  };
+  const Shape shapes[] = {{1, 1, false},      {7, 33, false},    {64, 4096, false},
+                          {100, 1000, false}, {3, 16385, false}, {5, 8193, false},
+                          {300, 1023, false}, {40, 2048, true}};
+  for (const Shape& s : shapes) {
+    INFO("rows " << s.rows << ", cols " << s.cols << (s.misaligned ? ", misaligned" : ""));
+    const int64_t count = s.rows * s.cols;
+    Tensor x = floats(count, s.misaligned), dy = floats(count, s.misaligned);
+    x.copy_(uniform({count}, -2, 3, DType::f32, kGpu));
+    dy.copy_(uniform({count}, -1, 1, DType::f32, kGpu));
+    const Tensor weight = uniform({s.cols}, 0.5, 1.5, DType::f32, kGpu);
+    const Tensor bias = uniform({s.cols}, -0.5, 0.5, DType::f32, kGpu);
+    const Tensor y = floats(count, s.misaligned), dx = floats(count, s.misaligned);
+    const Tensor mean = empty({s.rows}, DType::f32, kGpu), rstd = empty({s.rows}, DType::f32, kGpu);
+    const Tensor dweight = empty({s.cols}, DType::f32, kGpu),
+                 dbias = empty({s.cols}, DType::f32, kGpu);
+    const Tensor workspace =
+        empty({static_cast<int64_t>(lab::layernorm_backward_workspace_bytes(s.rows, s.cols))},
+              DType::u8, kGpu);
+    const lab::LayerNormForwardArgs forward{x.data<float>(),
+                                            weight.data<float>(),
+                                            bias.data<float>(),
+                                            y.data<float>(),
+                                            mean.data<float>(),
+                                            rstd.data<float>(),
+                                            s.rows,
+                                            s.cols};
+    const lab::LayerNormBackwardArgs backward{x.data<float>(),
+                                              weight.data<float>(),
+                                              mean.data<float>(),
+                                              rstd.data<float>(),
+                                              dy.data<float>(),
+                                              dx.data<float>(),
+                                              dweight.data<float>(),
+                                              dbias.data<float>(),
+                                              s.rows,
+                                              s.cols,
+                                              workspace.data_ptr()};
+
+    const std::vector<float> hx = host_floats(x), hw = host_floats(weight), hb = host_floats(bias),
+                             hdy = host_floats(dy);
+    std::vector<float> ry(hx.size()), rmean(s.rows), rrstd(s.rows);
+    lab::layernorm::forward_reference(hx.data(), hw.data(), hb.data(), forward.eps, ry.data(),
+                                      rmean.data(), rrstd.data(), s.rows, s.cols);
+    const double row_tol = 2e-6 * std::sqrt(static_cast<double>(s.cols));
+    std::vector<float> v0_y, v0_mean, v0_rstd;
+    for (const lab::LayerNormForwardVersion& version : lab::layernorm_forward_versions()) {
+      poison(y);
+      poison(mean);
+      poison(rstd);
+      version.run(forward);
+      if (v0_y.empty()) {
+        v0_y = host_floats(y);
+        v0_mean = host_floats(mean);
+        v0_rstd = host_floats(rstd);
+        require_close(v0_y, ry, 1e-5, 1e-5, "forward v0 y against the CPU reference");
+        require_close(v0_mean, rmean, 1e-6, 1e-6, "forward v0 mean against the CPU reference");
+        require_close(v0_rstd, rrstd, 1e-6, 1e-6, "forward v0 rstd against the CPU reference");
+      } else {
+        require_close(host_floats(y), v0_y, row_tol, row_tol, std::string(version.name) + " y");
+        require_close(host_floats(mean), v0_mean, row_tol, row_tol,
+                      std::string(version.name) + " mean");
+        require_close(host_floats(rstd), v0_rstd, row_tol, row_tol,
+                      std::string(version.name) + " rstd");
+      }
+    }
+
+    // The backward from version 0's statistics, which the reference reads too.
+    lab::layernorm::v0_kiln(forward);
+    const std::vector<float> hmean = host_floats(mean), hrstd = host_floats(rstd);
+    std::vector<float> rdx(hx.size()), rdw(s.cols), rdb(s.cols);
+    lab::layernorm::backward_reference(hx.data(), hw.data(), hmean.data(), hrstd.data(), hdy.data(),
+                                       rdx.data(), rdw.data(), rdb.data(), s.rows, s.cols);
+    const double dx_tol = 5e-6 * std::sqrt(static_cast<double>(s.cols));
+    const double column_tol = 1e-5 * std::sqrt(static_cast<double>(s.rows));
+    std::vector<float> v0_dx, v0_dw, v0_db;
+    for (const lab::LayerNormBackwardVersion& version : lab::layernorm_backward_versions()) {
+      poison(dx);
+      poison(dweight);
+      poison(dbias);
+      version.run(backward);
+      if (v0_dx.empty()) {
+        v0_dx = host_floats(dx);
+        v0_dw = host_floats(dweight);
+        v0_db = host_floats(dbias);
+        require_close(v0_dx, rdx, 1e-5, 1e-5, "backward v0 dx against the CPU reference");
+        require_close(v0_dw, rdw, 1e-5, 1e-5, "backward v0 dweight against the CPU reference");
+        require_close(v0_db, rdb, 1e-5, 1e-5, "backward v0 dbias against the CPU reference");
+      } else {
+        require_close(host_floats(dx), v0_dx, dx_tol, dx_tol, std::string(version.name) + " dx");
+        require_close(host_floats(dweight), v0_dw, column_tol, column_tol,
+                      std::string(version.name) + " dweight");
+        require_close(host_floats(dbias), v0_db, column_tol, column_tol,
+                      std::string(version.name) + " dbias");
+      }
+    }
+  }
+}
+
+TEST_CASE("lab gemm: every version matches cuBLAS") {
+  struct Shape {
+    int64_t m, n, k;
+    bool misaligned;
+  };
+  // Whole tiles; ragged everything (the scalar paths); n and k multiples of 4 with ragged tiles
+  // (the float4 paths at the edges); and A off 16 bytes.
+  const Shape shapes[] = {{1, 1, 1, false},       {33, 65, 17, false},    {128, 128, 128, false},
+                          {129, 127, 131, false}, {256, 260, 100, false}, {300, 301, 302, false},
+                          {200, 136, 64, true}};
+  for (const Shape& s : shapes) {
+    INFO("m " << s.m << ", n " << s.n << ", k " << s.k << (s.misaligned ? ", A misaligned" : ""));
+    Tensor a = floats(s.m * s.k, s.misaligned);
+    a.copy_(uniform({s.m * s.k}, -1, 1, DType::f32, kGpu));
+    const Tensor b = uniform({s.k * s.n}, -1, 1, DType::f32, kGpu);
+    const Tensor c = empty({s.m * s.n}, DType::f32, kGpu);
+    const lab::GemmArgs args{a.data<float>(), b.data<float>(), c.data<float>(), s.m, s.n, s.k};
+    const std::vector<float> ha = host_floats(a), hb = host_floats(b);
+    std::vector<float> expected(static_cast<size_t>(s.m * s.n));
+    lab::gemm::gemm_reference(ha.data(), hb.data(), expected.data(), s.m, s.n, s.k);
+    const double tol = 1e-5 * std::sqrt(static_cast<double>(s.k));
+    std::vector<float> v0;
+    for (const lab::GemmVersion& version : lab::gemm_versions()) {
+      poison(c);
+      version.run(args);
+      if (v0.empty()) {
+        v0 = host_floats(c);
+        require_close(v0, expected, tol, tol, "v0 against the CPU reference");
+      } else {
+        require_close(host_floats(c), v0, tol, tol, version.name);
+      }
+    }
+  }
+}
+
+TEST_CASE("lab gemm_tc: every version matches cuBLASLt, bf16 and f16") {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  // n and k must be multiples of 8 (16-byte rows); m anything.
+  const Shape shapes[] = {{16, 8, 16},      {128, 128, 32}, {200, 264, 96}, {129, 136, 40},
+                          {256, 256, 1024}, {1, 8, 8},      {300, 520, 200}};
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (const Shape& s : shapes) {
+      INFO(dtype_name(dtype) << ", m " << s.m << ", n " << s.n << ", k " << s.k);
+      const Tensor a = uniform({s.m, s.k}, -1, 1, dtype, kGpu);
+      const Tensor b = uniform({s.k, s.n}, -1, 1, dtype, kGpu);
+      const Tensor c = empty({s.m, s.n}, DType::f32, kGpu);
+      const lab::GemmTcArgs args{a.data_ptr(), b.data_ptr(), c.data<float>(), s.m, s.n, s.k, dtype};
+      // The inputs as the floats they hold: the products are exact in f32.
+      const std::vector<float> ha = host_floats(a), hb = host_floats(b);
+      std::vector<float> expected(static_cast<size_t>(s.m * s.n));
+      lab::gemm::gemm_reference(ha.data(), hb.data(), expected.data(), s.m, s.n, s.k);
+      const double tol = 5e-5 * std::sqrt(static_cast<double>(s.k));
+      std::vector<float> v0;
+      for (const lab::GemmTcVersion& version : lab::gemm_tc_versions()) {
+        poison(c);
+        version.run(args);
+        if (v0.empty()) {
+          v0 = host_floats(c);
+          require_close(v0, expected, tol, tol, "v0 against the CPU reference");
+        } else {
+          require_close(host_floats(c), v0, tol, tol, version.name);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("lab gemm_tc: a problem the hand-written versions cannot take is refused") {
+  const Tensor a = zeros({16, 12}, DType::bf16, kGpu), b = zeros({12, 8}, DType::bf16, kGpu);
+  const Tensor c = empty({16, 8}, DType::f32, kGpu);
+  const lab::GemmTcArgs args{a.data_ptr(), b.data_ptr(), c.data<float>(), 16, 8, 12, DType::bf16};
+  CHECK_THROWS_AS(lab::gemm_tc::v1_mma_ldmatrix(args), ShapeError);
+  CHECK_THROWS_AS(lab::gemm_tc::v2_cp_async_pipeline(args), ShapeError);
+}
