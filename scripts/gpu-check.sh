@@ -19,7 +19,8 @@
 # 6. The same recipe with --amp fp16 and --amp bf16, each within 0.3 points of step 5's f32 run.
 # 7. Training throughput against PyTorch in the same call (BENCH=0 skips it): ResNet-50 on
 #    ImageNet shapes, batch 128, f32 with TF32 and with autocast bf16/fp16 (PyTorch's with
-#    channels-last), and ResNet-20 on 28x28, both with cuDNN's benchmark search; bench.log.
+#    channels-last), and ResNet-20 on 28x28, both with cuDNN's benchmark search, after the op
+#    bandwidths and matmul rates of `kiln-bench ops` and its peer ops_torch.py; bench.log.
 # 8. The profiler's table of one ResNet-50 step on the GPU (profile.log).
 # Everything is logged under OUT_DIR (default gpu-check/); summary.txt lists each step's result.
 # Exit status: 0 only when every step passed.
@@ -193,12 +194,16 @@ bench() {  # bench ARGS...: kiln's and PyTorch's train_throughput with the same 
   fi
 }
 bench_all() {
+  "$BUILD_DIR/benchmarks/kiln_bench/kiln-bench" ops --device cuda --csv "$OUT_DIR/ops-kiln.csv" || return 1
+  if python3 -c "import torch" 2>/dev/null; then
+    python3 benchmarks/kiln_bench/ops_torch.py --device cuda --csv "$OUT_DIR/ops-torch.csv" || return 1
+  fi
   local r50=(--model resnet50 --imagenet --batch-size 128 --steps 30 --warmup 5)
   bench "${r50[@]}" --tf32 && bench "${r50[@]}" --amp bf16 && bench "${r50[@]}" --amp fp16 &&
     bench --model resnet20 --batch-size 128 --steps 100 --warmup 10 --tf32
 }
 if [ "${BENCH:-1}" != 0 ] && step bench bench_all; then
-  grep -E "images/s" "$OUT_DIR/bench.log" | sed 's/^/      /' | tee -a "$summary"
+  grep -E "images/s|GB/s|TFLOP/s|us/op" "$OUT_DIR/bench.log" | sed 's/^/      /' | tee -a "$summary"
 fi
 # 8. Where a ResNet-50 step's GPU time goes, per op (the profiler's table, by self GPU time).
 if [ "${BENCH:-1}" != 0 ] && step profile "$BUILD_DIR/benchmarks/train_throughput" --device cuda \

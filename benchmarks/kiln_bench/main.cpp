@@ -1,4 +1,9 @@
-// kiln-bench: kiln's benchmark harness. One subcommand so far, the kernel lab:
+// kiln-bench: kiln's benchmark harness. Op bandwidth and FLOP rates (its PyTorch peer is
+// ops_torch.py, which prints the same lines):
+//
+//   kiln-bench ops --device cuda [--csv ops.csv]
+//
+// and the kernel lab:
 //
 //   kiln-bench lab gemm --m 4096 --n 4096 --k 4096
 //   kiln-bench lab gemm_tc --m 8192 --n 8192 --k 8192 --dtype bf16
@@ -17,6 +22,7 @@
 #include "kiln/core/cuda.h"
 #include "lab.h"
 #include "main_guard.h"
+#include "ops.h"
 
 namespace {
 
@@ -38,6 +44,17 @@ void add_common(CLI::App* command, LabOptions& options) {
 int run(int argc, char** argv) {
   CLI::App app{"kiln-bench: kiln's benchmarks"};
   app.require_subcommand(1);
+  kiln::bench::OpsOptions ops_options;
+  CLI::App* ops = app.add_subcommand(
+      "ops", "op bandwidth against the copy, matmul TFLOP/s and a tiny op's host cost");
+  ops->add_option("--device", ops_options.device, "cpu|cuda|cuda:N")->capture_default_str();
+  ops->add_option("--log2", ops_options.log2, "vectors of 2^log2 f32 (0: 28 on a GPU, 24 on a CPU)")
+      ->check(CLI::Range(10, 31));
+  ops->add_option("--repeats", ops_options.repeats)
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  ops->add_option("--csv", ops_options.csv, "also write the rows to this CSV file");
+  ops->add_flag("--smoke", ops_options.smoke, "tiny sizes, 2 repeats: that it runs");
   CLI::App* lab = app.add_subcommand(
       "lab",
       "the kernel lab: every version of a kernel family, checked against version 0 "
@@ -81,6 +98,7 @@ int run(int argc, char** argv) {
     command->callback([&options, name] { options.family = name; });
   }
   CLI11_PARSE(app, argc, argv);
+  if (ops->parsed()) return kiln::bench::run_ops(ops_options);
   if (vector_n > 0) {
     options.rows = 1;
     options.cols = vector_n;
