@@ -21,45 +21,15 @@ BUILD_DIR="${BUILD_DIR:-build-gpu}"
 LAB_LIMIT="${LAB_LIMIT:-360}"
 TEST_LIMIT="${TEST_LIMIT:-120}"
 jobs=$(nproc)
-[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-mkdir -p "$OUT_DIR"
-OUT_DIR=$(cd "$OUT_DIR" && pwd)
-summary="$OUT_DIR/summary.txt"
-: > "$summary"
-failed=0
-
-note() { echo "$*" | tee -a "$summary"; }
-
-step() {  # step NAME COMMAND...: runs it, logs it, records pass/fail and seconds
-  local name="$1"; shift
-  local start=$SECONDS status
-  "$@" >"$OUT_DIR/$name.log" 2>&1
-  status=$?
-  if [ $status -eq 0 ]; then
-    note "pass  $name ($((SECONDS - start)) s)"
-  else
-    note "FAIL  $name ($((SECONDS - start)) s, exit $status): see $name.log"
-    failed=1
-  fi
-  return $status
-}
+source scripts/gpu-common.sh
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 note "kiln gpu-lab, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
 note "$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 | head -1)"
 
 # 1. A bare machine: Debian's packages from the carry folder, into a prefix of our own.
-if [ -d .device-carry/debs ]; then
-  sysroot=/tmp/kiln-sysroot
-  mkdir -p "$sysroot"
-  for deb in .device-carry/debs/*.deb; do dpkg -x "$deb" "$sysroot"; done
-  export CMAKE_PREFIX_PATH="$sysroot/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$sysroot/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-for module in nvidia.cudnn nvidia.nccl; do
-  dir=$(python3 -c "import $module as m; print(list(m.__path__)[0])" 2>/dev/null) &&
-    export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+use_carry
+use_wheel_libraries
 
 configure() {
   [ -f "$BUILD_DIR/build.ninja" ] && return 0
