@@ -34,8 +34,8 @@ struct NormalizationKernels {
   // 1/sqrt(var + eps).
   void (*layer_norm)(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                      const Tensor& out, const Tensor& mean, const Tensor& invstd);
-  // Whether batch_norm_apply and batch_norm_backward take relu (the CPU's); elsewhere
-  // batch_norm_relu is relu(batch_norm(x)).
+  // Whether batch_norm_apply and batch_norm_backward take relu (the CPU's and the GPU's); a device
+  // without it runs batch_norm_relu as relu(batch_norm(x)).
   bool fuses_relu;
   // Whether batch norm's kernels read and write 16-bit activations as they are (the GPU's), which
   // saves a conversion pass each way under autocast.

@@ -139,7 +139,7 @@ void update_running(Tensor running, const Tensor& batch, double momentum) {
 
 namespace {
 
-// batch_norm, and with relu the CPU's fused batch_norm_relu.
+// batch_norm, and with relu the fused batch_norm_relu of the devices whose kernels fuse it.
 Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_mean,
                        const Tensor& running_var, const Tensor& weight, const Tensor& bias,
                        bool training, double momentum, double eps, bool relu) {

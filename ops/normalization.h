@@ -11,9 +11,9 @@ namespace kiln {
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
-// relu(batch_norm(...)). Where the device's kernels fuse it (the CPU's), the ReLU runs inside
-// batch norm's passes, forward and backward, saving a pass over the activations each way and the
-// tensor between them; elsewhere (the GPU) it is the two ops.
+// relu(batch_norm(...)). Where the device's kernels fuse it (the CPU's and the GPU's), the ReLU
+// runs inside batch norm's passes, forward and backward, saving a pass over the activations each
+// way and the tensor between them; elsewhere it is the two ops.
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training,
                        double momentum = 0.1, double eps = 1e-5);

@@ -7,7 +7,9 @@
 //   batch_norm_stats, batch_norm_backward: one block of kChannelThreads per channel, reducing over
 //     N and S with row_allreduce (block_reduce.cuh). A channel's sums then need no second kernel
 //     and no atomics, and its statistics come out in the same order on every run.
-//   batch_norm_apply: one thread per element (grid-stride), scale and shift read per channel.
+//   batch_norm_apply: one thread per element (grid-stride), scale and shift read per channel; with
+//     relu, the ReLU that follows batch norm in a ResNet in the same pass (fuses_relu), and its
+//     backward in batch_norm_backward, which works the mask out again from x (channel_affine).
 //   layer_norm: one warp per row (kThreads / 32 rows a block, grid-stride over rows). A row (the
 //     features of one position) is short next to a channel (all of N and S), so a warp covers it
 //     and its sums need shuffles only, no barrier.
@@ -98,17 +100,37 @@ __global__ void batch_norm_stats_kernel(const T* __restrict__ x, P* __restrict__
   }
 }
 
+__device__ inline float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ inline double mul_rn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+
+// Channel c's affine map y = x * scale + shift (the CPU's folding), in P, with every rounding
+// pinned (no contraction left to the compiler): the apply kernel and the ReLU mask of the
+// backward kernel compute y from the same x bit for bit.
+template <class P>
+struct ChannelAffine {
+  P scale, shift;
+  __device__ ChannelAffine(const P* mean, const P* invstd, const P* weight, const P* bias,
+                           int64_t c)
+      : scale(mul_rn(invstd[c], weight ? weight[c] : P(1))),
+        shift(fma(-mean[c], scale, bias ? bias[c] : P(0))) {}
+  __device__ P operator()(P x) const { return fma(x, scale, shift); }
+};
+
 template <class T, class P>
 __global__ void batch_norm_apply_kernel(const T* __restrict__ x, const P* __restrict__ mean,
                                         const P* __restrict__ invstd, const P* __restrict__ weight,
                                         const P* __restrict__ bias, T* __restrict__ out,
-                                        int64_t total, int64_t channels, int64_t s) {
+                                        int64_t total, int64_t channels, int64_t s, bool relu) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const int64_t c = (i / s) % channels;
-    // The CPU's folding: y = x * scale + shift, in P (f32 for 16-bit x, as the CPU computes it).
-    const P scale = invstd[c] * (weight ? weight[c] : P(1));
-    const P shift = (bias ? bias[c] : P(0)) - mean[c] * scale;
-    out[i] = device_convert<T>(device_convert<P>(x[i]) * scale + shift);
+    // In P: f32 for 16-bit x, as the CPU computes it.
+    P y = ChannelAffine<P>(mean, invstd, weight, bias, c)(device_convert<P>(x[i]));
+    if (relu && y < P(0)) y = P(0);  // NaN passes, as relu
+    out[i] = device_convert<T>(y);
   }
 }
 
@@ -120,19 +142,26 @@ __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __r
                                            const P* __restrict__ weight, bool training,
                                            T* __restrict__ grad_x, P* __restrict__ sum_g,
                                            P* __restrict__ sum_g_xhat, int64_t n, int64_t channels,
-                                           int64_t s, ChannelWalk walk) {
+                                           int64_t s, ChannelWalk walk, bool relu,
+                                           const P* __restrict__ bias) {
   __shared__ RowReduceSmem<double> shared;
   const int64_t c = blockIdx.x;
   const int tx = threadIdx.x % walk.width, ty = threadIdx.x / walk.width;
   const double mu = static_cast<double>(mean[c]), rstd = static_cast<double>(invstd[c]);
   const double count = static_cast<double>(n * s);
   const bool need_sums = training || sum_g || sum_g_xhat;
+  // With relu, the gradient reaches batch norm's output only where the forward's y was positive.
+  const ChannelAffine<P> affine(mean, invstd, weight, bias, c);
+  auto gradient = [&](int64_t k) {
+    if (relu && affine(device_convert<P>(x[k])) <= P(0)) return 0.0;  // as the CPU: NaN passes
+    return device_convert<double>(grad[k]);
+  };
   double sg = 0.0, sgx = 0.0;
   if (need_sums) {
     for (int64_t i = ty; i < n; i += walk.rows) {
       const int64_t base = (i * channels + c) * s;
       for (int64_t j = tx; j < s; j += walk.width) {
-        const double g = device_convert<double>(grad[base + j]);
+        const double g = gradient(base + j);
         sg += g;
         sgx += g * ((device_convert<double>(x[base + j]) - mu) * rstd);
       }
@@ -149,7 +178,7 @@ __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __r
   for (int64_t i = ty; i < n; i += walk.rows) {
     const int64_t base = (i * channels + c) * s;
     for (int64_t j = tx; j < s; j += walk.width) {
-      const double g = device_convert<double>(grad[base + j]);
+      const double g = gradient(base + j);
       double dx;
       if (training) {
         // The batch mean and variance depend on every x, so each gradient loses its projection
@@ -229,15 +258,8 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   });
 }
 
-// The GPU's table says fuses_relu = false: batch_norm_relu composes relu and batch_norm here, so
-// relu never arrives set.
-void require_no_relu(const char* op, bool relu) {
-  if (relu) throw Error(std::string(op) + ": internal error: the GPU kernels do not fuse the ReLU");
-}
-
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
                       const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu) {
-  require_no_relu("batch_norm_apply", relu);
   const int64_t total = x.numel();
   if (total == 0) return;
   visit_batch_norm("batch_norm", x.dtype(), [&](auto t, auto p) {
@@ -245,7 +267,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
     using P = typename decltype(p)::type;
     batch_norm_apply_kernel<T, P><<<grid_for(total), kThreads, 0, stream()>>>(
         data_as<T>(x), mean.data<P>(), invstd.data<P>(), optional_data<P>(weight),
-        optional_data<P>(bias), data_as<T>(out), total, x.size(1), x.size(2));
+        optional_data<P>(bias), data_as<T>(out), total, x.size(1), x.size(2), relu);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -253,8 +275,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training,
                          const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
-                         bool relu, const Tensor&) {
-  require_no_relu("batch_norm_backward", relu);
+                         bool relu, const Tensor& bias) {
   const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
   if (channels == 0) return;
   visit_batch_norm("batch_norm_backward", x.dtype(), [&](auto t, auto p) {
@@ -264,7 +285,8 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
             data_as<T>(x), data_as<T>(grad), mean.data<P>(), invstd.data<P>(),
             optional_data<P>(weight), training, grad_x.defined() ? data_as<T>(grad_x) : nullptr,
-            optional_out<P>(sum_g), optional_out<P>(sum_g_xhat), n, channels, s, channel_walk(s));
+            optional_out<P>(sum_g), optional_out<P>(sum_g_xhat), n, channels, s, channel_walk(s),
+            relu, optional_data<P>(bias));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -291,7 +313,7 @@ constexpr NormalizationKernels kCuda{.batch_norm_stats = cuda::batch_norm_stats,
                                      .batch_norm_apply = cuda::batch_norm_apply,
                                      .batch_norm_backward = cuda::batch_norm_backward,
                                      .layer_norm = cuda::layer_norm,
-                                     .fuses_relu = false,
+                                     .fuses_relu = true,
                                      .takes_half = true};
 }  // namespace
 

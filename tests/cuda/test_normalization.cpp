@@ -211,3 +211,27 @@ TEST_CASE("cuda normalization: layer_norm gradcheck in f64 through the GPU", "[h
       },
       {x, w, b});
 }
+
+TEST_CASE("gpu batch_norm_relu: the fused ReLU equals relu(batch_norm) forward and backward") {
+  // The GPU's kernels fuse the ReLU (fuses_relu): the forward clamps in the apply pass and the
+  // backward works the mask out again from x; against the two ops on the same GPU.
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = randn({4, 8, 5, 5}).to(dtype).to(kGpu);
+    const Tensor grad = randn({4, 8, 5, 5}).to(dtype).to(kGpu);
+    const Tensor w = randn({8}).to(kGpu), b = randn({8}).to(kGpu);
+    Tensor fused_x = leaf(x, kGpu), plain_x = leaf(x, kGpu);
+    Tensor fused_w = leaf(w, kGpu), plain_w = leaf(w, kGpu);
+    Tensor fused_b = leaf(b, kGpu), plain_b = leaf(b, kGpu);
+    const Tensor fused = batch_norm_relu(fused_x, Tensor(), Tensor(), fused_w, fused_b, true);
+    const Tensor plain = relu(batch_norm(plain_x, Tensor(), Tensor(), plain_w, plain_b, true));
+    check_gpu_parity(fused, plain.cpu(), tolerance(dtype));
+    fused.backward(grad);
+    plain.backward(grad);
+    check_gpu_parity(fused_x.grad(), plain_x.grad().cpu(), testing::gradient_tolerance(dtype));
+    check_gpu_parity(fused_w.grad(), plain_w.grad().cpu(),
+                     relative_to_largest(1e-4, plain_w.grad().cpu()));
+    check_gpu_parity(fused_b.grad(), plain_b.grad().cpu(),
+                     relative_to_largest(1e-4, plain_b.grad().cpu()));
+  }
+}
