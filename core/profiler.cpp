@@ -154,13 +154,14 @@ void Scope::open(const char* name, EventKind kind, std::initializer_list<const T
   buffer->gpu.push_back(std::move(marks));
   cuda::nvtx_range_push(name);
   open_ = true;
+  session_ = s->generation;
 }
 
 void Scope::close() {
   open_ = false;
   cuda::nvtx_range_pop();
   auto [buffer, s] = current();
-  if (!buffer) return;
+  if (!buffer || s->generation != session_) return;
   const int64_t end = now_ns(*s);
   std::lock_guard<std::mutex> lock(buffer->mutex);
   if (buffer->gathered || buffer->open.empty()) return;

@@ -177,6 +177,7 @@ class Scope {
   void open(const char* name, EventKind kind, std::initializer_list<const Tensor*> inputs);
   void close();
   bool open_ = false;
+  uint64_t session_ = 0;  // the profile it opened in: a later one's events are not its to close
 };
 
 // An op entry point's event: its name and inputs.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,6 +224,24 @@ TEST_CASE("profiler: one profile at a time, read after stop") {
   relu(randn({2}));
   next.stop();
   CHECK(next.events().size() == 1);
+}
+
+TEST_CASE("profiler: a range left open across profiles does not close the next one's events") {
+  std::optional<profiler::Profile> first(std::in_place);
+  std::optional<profiler::RecordFunction> range(std::in_place, "outlives its profile");
+  first->stop();
+  profiler::Profile second;
+  {
+    profiler::RecordFunction inner("inner");
+    range.reset();  // closes in the first profile's terms: the second's "inner" stays open
+    relu(randn({2}));
+  }
+  second.stop();
+  REQUIRE(second.events().size() == 2);
+  CHECK(second.events()[0].name == "inner");
+  CHECK(second.events()[1].name == "relu");
+  CHECK(second.events()[1].parent == 0);  // relu ran inside "inner", still open then
+  CHECK(first->events().size() == 1);     // the range, ended at the stop
 }
 
 TEST_CASE("profiler: nothing is recorded without a profile") {
