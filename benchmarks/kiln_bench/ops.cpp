@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <ratio>
 #include <string>
 #include <vector>
 
