@@ -8,8 +8,11 @@
 #include <cuda_fp16.h>
 
 #include <cstring>
+#include <string>
 #include <type_traits>
 
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
 #include "kiln/core/half.h"
 
 namespace kiln::cuda {
@@ -38,6 +41,24 @@ inline constexpr bool is_device_half_v =
 // as acc_type_t on the host.
 template <class T>
 using device_acc_t = std::conditional_t<is_device_half_v<T>, float, T>;
+
+// Calls f(TypeTag<T>) with the device type of a floating dtype (float, double, __half,
+// __nv_bfloat16); any other dtype is a DTypeError naming `op`.
+template <class F>
+void visit_floating_device(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
+    case DType::f16:
+      return f(TypeTag<__half>{});
+    case DType::bf16:
+      return f(TypeTag<__nv_bfloat16>{});
+    default:
+      throw DTypeError(std::string(op) + ": expected a floating dtype, got " + dtype_name(dtype));
+  }
+}
 
 template <class T>
 __device__ __forceinline__ float half_to_float(T v) {

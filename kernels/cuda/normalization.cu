@@ -14,7 +14,6 @@
 //     features of one position) is short next to a channel (all of N and S), so a warp covers it
 //     and its sums need shuffles only, no barrier.
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
 #include "kiln/core/cuda_check.h"
@@ -229,28 +228,14 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   }
 }
 
-// Calls f(TypeTag<T>, TypeTag<P>) with batch norm's device types for activations of `dtype`: the
-// 16-bit floats with f32 statistics, f32 and f64 with their own.
-template <class F>
-void visit_batch_norm(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f16:
-      return f(TypeTag<__half>{}, TypeTag<float>{});
-    case DType::bf16:
-      return f(TypeTag<__nv_bfloat16>{}, TypeTag<float>{});
-    default:
-      return visit_f32_f64(op, dtype, [&](auto tag) { f(tag, tag); });
-  }
-}
-
 }  // namespace
 
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
   if (channels == 0) return;
-  visit_batch_norm("batch_norm", x.dtype(), [&](auto t, auto p) {
+  visit_floating_device("batch_norm", x.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
-    using P = typename decltype(p)::type;
+    using P = device_acc_t<T>;  // f32 statistics for the 16-bit floats
     batch_norm_stats_kernel<T, P>
         <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
             data_as<T>(x), mean.data<P>(), var.data<P>(), n, channels, s, channel_walk(s));
@@ -262,9 +247,9 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
                       const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu) {
   const int64_t total = x.numel();
   if (total == 0) return;
-  visit_batch_norm("batch_norm", x.dtype(), [&](auto t, auto p) {
+  visit_floating_device("batch_norm", x.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
-    using P = typename decltype(p)::type;
+    using P = device_acc_t<T>;  // f32 statistics for the 16-bit floats
     batch_norm_apply_kernel<T, P><<<grid_for(total), kThreads, 0, stream()>>>(
         data_as<T>(x), mean.data<P>(), invstd.data<P>(), optional_data<P>(weight),
         optional_data<P>(bias), data_as<T>(out), total, x.size(1), x.size(2), relu);
@@ -278,9 +263,9 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
                          bool relu, const Tensor& bias) {
   const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
   if (channels == 0) return;
-  visit_batch_norm("batch_norm_backward", x.dtype(), [&](auto t, auto p) {
+  visit_floating_device("batch_norm_backward", x.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
-    using P = typename decltype(p)::type;
+    using P = device_acc_t<T>;
     batch_norm_backward_kernel<T, P>
         <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
             data_as<T>(x), data_as<T>(grad), mean.data<P>(), invstd.data<P>(),

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "kiln/core/cuda_check.h"
@@ -105,23 +104,6 @@ __global__ void adam_kernel(const __grid_constant__ TensorLists<5, kAdamTensors>
   }
 }
 
-template <class F>
-void visit_parameter_dtype(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f(TypeTag<float>{});
-    case DType::f64:
-      return f(TypeTag<double>{});
-    case DType::f16:
-      return f(TypeTag<__half>{});
-    case DType::bf16:
-      return f(TypeTag<__nv_bfloat16>{});
-    default:
-      throw DTypeError(std::string(op) + ": expected floating parameters, got " +
-                       dtype_name(dtype));
-  }
-}
-
 void sgd(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
          const std::vector<Tensor>& momentum_buffers, const std::vector<uint8_t>& first,
          const SgdStep& step) {
@@ -131,7 +113,7 @@ void sgd(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
   std::vector<bool> flags;
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].numel() > 0) flags.push_back(step.momentum != 0 && first[i] != 0);
-  visit_parameter_dtype("sgd", params[0].dtype(), [&](auto tag) {
+  visit_floating_device("sgd", params[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = device_acc_t<T>;
     const SgdScalars<A> s{static_cast<A>(step.weight_decay),
@@ -159,7 +141,7 @@ void adam(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
           const std::vector<Tensor>& max_exp_avg_sq, const AdamStep& step) {
   if (params.empty()) return;
   const DeviceGuard guard(params[0].device());
-  visit_parameter_dtype("adam", params[0].dtype(), [&](auto tag) {
+  visit_floating_device("adam", params[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = device_acc_t<T>;
     const AdamScalars<A> s{static_cast<A>(step.beta1),
