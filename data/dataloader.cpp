@@ -1,5 +1,7 @@
 #include "kiln/data/dataloader.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/cuda.h"
@@ -199,12 +202,33 @@ void DataLoader::start_epoch() {
   }
 }
 
-std::optional<Batch> DataLoader::next() {
+NextBatch NextBatch::end_of_epoch(int64_t epoch, int64_t num_batches) {
+  NextBatch end;
+  end.epoch_ = epoch;
+  end.num_batches_ = num_batches;
+  return end;
+}
+
+Batch& NextBatch::value() {
+  return const_cast<Batch&>(std::as_const(*this).value());
+}
+
+const Batch& NextBatch::value() const {
+  if (!batch_)
+    throw IndexError(fmt::format(
+        "DataLoader::next(): epoch {} is over (it had {} batches), so there is no batch to read; "
+        "check the result first (`while (auto batch = loader.next())`), and begin the next epoch "
+        "with loader.set_epoch(e) or loader.start_epoch()",
+        epoch_, num_batches_));
+  return *batch_;
+}
+
+NextBatch DataLoader::next() {
   if (!epoch_) start_epoch();
   Epoch& e = *epoch_;
   if (e.finished || e.next_batch >= e.num_batches) {
     e.stop_workers();
-    return std::nullopt;
+    return NextBatch::end_of_epoch(e.number, e.num_batches);
   }
   const int64_t b = e.next_batch++;
   if (options_.num_workers == 0) {

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kiln/data/dataset.h"
@@ -52,6 +53,31 @@ std::vector<int64_t> epoch_order(int64_t size, bool shuffle, uint64_t seed, int6
 // pinned: allocate the batch in page-locked memory (needs CUDA: see Tensor::pin_memory).
 Batch collate(const std::vector<Example>& examples, bool pinned = false);
 
+// What DataLoader::next() returns: the next batch, or the end of the epoch. Read like a
+// std::optional (`while (auto batch = loader.next())`, `*batch`, `batch->at(0)`), except that
+// reading the batch at the end of an epoch throws an IndexError that says so, instead of reading
+// an empty optional.
+class NextBatch {
+ public:
+  NextBatch(Batch batch) : batch_(std::move(batch)) {}  // NOLINT: a batch converts implicitly
+  static NextBatch end_of_epoch(int64_t epoch, int64_t num_batches);
+
+  bool has_value() const { return batch_.has_value(); }
+  explicit operator bool() const { return has_value(); }
+  Batch& value();
+  const Batch& value() const;
+  Batch& operator*() { return value(); }
+  const Batch& operator*() const { return value(); }
+  Batch* operator->() { return &value(); }
+  const Batch* operator->() const { return &value(); }
+
+ private:
+  NextBatch() = default;
+  std::optional<Batch> batch_;
+  int64_t epoch_ = 0;        // at the end: which epoch ended, and after how many batches
+  int64_t num_batches_ = 0;
+};
+
 class DataLoader {
  public:
   // transform applies to field 0 of each example; an empty one leaves it unchanged. Both the
@@ -73,10 +99,12 @@ class DataLoader {
 
   // Begins epoch epoch(), first stopping and joining the workers of one in progress.
   void start_epoch();
-  // The next batch of the current epoch (starting one if none was started), or nullopt once it is
-  // over. An exception thrown while loading a batch (by the dataset or the transform, in any
-  // worker) is rethrown here, in order, and ends the epoch.
-  std::optional<Batch> next();
+  // The next batch of the current epoch (starting one if none was started), or the end of the
+  // epoch once it is over: from then on every call returns the end (reading its batch throws)
+  // until set_epoch() or start_epoch() begins the next epoch. An exception thrown while loading a
+  // batch (by the dataset or the transform, in any worker) is rethrown here, in order, and ends
+  // the epoch.
+  NextBatch next();
 
   // Range-for over one epoch: begin() calls start_epoch().
   class Iterator {
@@ -89,8 +117,8 @@ class DataLoader {
 
     Iterator() = default;  // the end
     explicit Iterator(DataLoader* loader) : loader_(loader), batch_(loader->next()) {}
-    Batch& operator*() { return *batch_; }
-    Batch* operator->() { return &*batch_; }
+    Batch& operator*() { return batch_.value(); }
+    Batch* operator->() { return &batch_.value(); }
     Iterator& operator++() {
       batch_ = loader_->next();
       return *this;
@@ -102,7 +130,7 @@ class DataLoader {
 
    private:
     DataLoader* loader_ = nullptr;
-    std::optional<Batch> batch_;
+    NextBatch batch_ = NextBatch::end_of_epoch(0, 0);
   };
   Iterator begin();
   Iterator end() { return Iterator(); }

@@ -374,3 +374,19 @@ TEST_CASE("dataloader: Fashion-MNIST test set through workers and transforms") {
   }
   CHECK(seen == 10000);
 }
+
+TEST_CASE("dataloader: reading a batch past the end of an epoch is an error that says so") {
+  for (int workers : {0, 2}) {
+    DataLoader loader(index_dataset(10), Transform(), {.batch_size = 4, .num_workers = workers});
+    for (int b = 0; b < 3; ++b) CHECK((*loader.next())[1].size(0) == (b < 2 ? 4 : 2));
+    auto end = loader.next();
+    CHECK(!end);
+    CHECK_THROWS_WITH(*end, Contains("epoch 0 is over (it had 3 batches)") &&
+                                Contains("set_epoch"));
+    CHECK_THROWS_AS(loader.next()->at(0), kiln::IndexError);
+    // The end stays the end until the next epoch begins.
+    CHECK(!loader.next().has_value());
+    loader.set_epoch(1);
+    CHECK((*loader.next())[1].tolist() == std::vector<double>{0, 1, 2, 3});
+  }
+}
