@@ -177,3 +177,23 @@ TEST_CASE("training checkpoint: temporaries of killed writers are removed, live 
   nn::save_state_dict(nn::Linear(2, 2), path);
   CHECK_FALSE(std::filesystem::exists(dir.file("last.safetensors.tmp.2147483646")));
 }
+
+TEST_CASE("training checkpoint: the recipe is saved beside the state and read back alone") {
+  TempDir dir("kiln_test_checkpoint_recipe");
+  const std::string with = dir.file("with.safetensors"), without = dir.file("without.safetensors");
+  Training saved;
+  train::TrainingState state = saved.state();
+  train::save_training_checkpoint(without, state);
+  state.recipe = {{"batch_size", "64"}, {"amp", "fp16"}};
+  train::save_training_checkpoint(with, state);
+
+  CHECK(train::training_checkpoint_recipe(with) == nn::Metadata{{"amp", "fp16"}, {"batch_size", "64"}});
+  CHECK(nn::load_safetensors(with).metadata.at("recipe.batch_size") == "64");
+  CHECK(train::training_checkpoint_recipe(without).empty());
+  // Loading the state leaves the caller's recipe alone: it is the program's to compare.
+  Training loaded;
+  train::TrainingState target = loaded.state();
+  target.recipe = {{"batch_size", "32"}};
+  train::load_training_checkpoint(with, target);
+  CHECK(target.recipe == nn::Metadata{{"batch_size", "32"}});
+}

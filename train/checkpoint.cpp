@@ -30,6 +30,7 @@ using nn::save_safetensors;
 namespace {
 
 const char* kFormat = "kiln.training_checkpoint.v1";
+const char* kRecipe = "recipe.";  // TrainingState::recipe's keys in the metadata
 
 // Metadata `key` as a whole number of type T (int64_t or uint64_t); missing, empty, signed where
 // T is unsigned, out of range or followed by anything else, it is an error naming the file, the
@@ -141,7 +142,16 @@ void save_training_checkpoint(const std::string& path, const TrainingState& stat
     meta["generator.seed"] = std::to_string(g.seed);
     meta["generator.offset"] = std::to_string(g.offset);
   }
+  for (const auto& [key, value] : state.recipe) meta[std::string(kRecipe) + key] = value;
   save_safetensors(path, tensors, meta);
+}
+
+Metadata training_checkpoint_recipe(const std::string& path) {
+  Metadata recipe;
+  const std::string prefix = kRecipe;
+  for (const auto& [key, value] : load_safetensors(path).metadata)
+    if (key.rfind(prefix, 0) == 0) recipe[key.substr(prefix.size())] = value;
+  return recipe;
 }
 
 TrainingPosition load_training_checkpoint(const std::string& path, TrainingState& state) {

@@ -4,7 +4,9 @@
 //
 // A training checkpoint names its tensors "model.<name>", "optimizer.<key>" and "scaler.<key>"
 // (GradScaler's state); the position, scheduler step and generator state go in the header's
-// metadata, so `kiln-checkpoint show` and Python's safetensors can read every part.
+// metadata, so `kiln-checkpoint show` and Python's safetensors can read every part. So does the
+// recipe, the settings a program says its state depends on ("recipe.<key>"), for it to compare
+// when it resumes.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 
 #include "kiln/core/generator.h"
 #include "kiln/nn/module.h"
+#include "kiln/nn/safetensors.h"
 #include "kiln/optim/grad_scaler.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
@@ -34,6 +37,9 @@ struct TrainingState {
   // May be null; a disabled one has no state to save. Last, so that initializers of the fields
   // above still read {model, optimizer, scheduler, generator, position}.
   optim::GradScaler* scaler = nullptr;
+  // Saved with the state and read back by training_checkpoint_recipe(), not by
+  // load_training_checkpoint(): the program compares it with its own before resuming.
+  nn::Metadata recipe;
 };
 
 void save_training_checkpoint(const std::string& path, const TrainingState& state);
@@ -43,5 +49,8 @@ void save_training_checkpoint(const std::string& path, const TrainingState& stat
 // before the model or optimizer is touched. Whether the position fits the run (epochs, batches)
 // is the caller's to check: only it knows them.
 TrainingPosition load_training_checkpoint(const std::string& path, TrainingState& state);
+// The recipe a training checkpoint was saved with (TrainingState::recipe), keys without their
+// "recipe." prefix; empty for a checkpoint saved without one.
+nn::Metadata training_checkpoint_recipe(const std::string& path);
 
 }  // namespace kiln::train
