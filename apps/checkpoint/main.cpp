@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kiln/nn/safetensors.h"
+#include "command_line.h"
 #include "main_guard.h"
 
 using namespace kiln;
@@ -58,6 +59,6 @@ int main(int argc, char** argv) {
   CLI::App* show_command =
       app.add_subcommand("show", "metadata and each tensor's name, dtype, shape and size");
   show_command->add_option("file", path, "a .safetensors file")->required();
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = apps::parse_command_line(app, "kiln-checkpoint", argc, argv)) return *status;
   return apps::run_main("kiln-checkpoint", [&] { return show(path); });
 }

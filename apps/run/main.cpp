@@ -10,7 +10,9 @@
 //
 // SIGINT and SIGTERM are passed on to every process. When one process fails (a non-zero status, or
 // killed by a signal), the others get SIGTERM, then SIGKILL after --grace-seconds, and kiln-run
-// exits with the first failure's status (128 + the signal for a signal), naming the rank.
+// exits with the first failure's status (128 + the signal for a signal), naming the rank. A process
+// that stops on an interrupt (status 130) has not failed: the others get --grace-seconds to stop by
+// themselves (rank 0 saving its checkpoint) before SIGKILL, and kiln-run exits with 130.
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "command_line.h"
 #include "main_guard.h"
 
 extern char** environ;
@@ -125,11 +128,7 @@ int run(int argc, char** argv) {
   app.add_option("command", command, "the program and its arguments")->required();
   app.positionals_at_end();
   app.prefix_command();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto status = kiln::apps::parse_command_line(app, "kiln-run", argc, argv)) return *status;
   if (command.empty()) command = app.remaining();
   KILN_CHECK(!command.empty(), kiln::ValueError,
              "no program to run (kiln-run --nproc-per-node N program args...)");
@@ -210,7 +209,18 @@ int run(int argc, char** argv) {
         c.running = false;
         --running;
         const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (failed && result == 0) {
+        // A rank that stopped on Ctrl-C (its own or one passed on) has not failed, and the others
+        // are stopping too: rank 0 may still be writing its checkpoint, which SIGTERM would lose.
+        const bool interrupted = exit_code(status) == kiln::apps::kExitInterrupted;
+        if (failed && result == 0 && interrupted) {
+          result = kiln::apps::kExitInterrupted;
+          std::fprintf(stderr,
+                       "kiln-run: rank %d (pid %d) stopped on an interrupt; giving the other "
+                       "ranks %g s to stop\n",
+                       c.rank, static_cast<int>(pid), grace_seconds);
+          begin_stop();
+        } else if (failed && (result == 0 || result == kiln::apps::kExitInterrupted) &&
+                   !interrupted) {
           result = exit_code(status);
           std::fprintf(stderr, "kiln-run: rank %d (pid %d) %s; stopping the other ranks\n", c.rank,
                        static_cast<int>(pid), describe_status(status).c_str());
@@ -230,6 +240,8 @@ int run(int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (result == kiln::apps::kExitInterrupted)
+    std::fprintf(stderr, "kiln-run: the job was interrupted; every rank has stopped\n");
   return result;
 }
 

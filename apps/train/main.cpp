@@ -33,6 +33,7 @@
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/sgd.h"
 #include "kiln/train/checkpoint.h"
+#include "command_line.h"
 #include "main_guard.h"
 #include "plot.h"
 #include "progress.h"
@@ -124,6 +125,7 @@ DType amp_dtype(const apps::Recipe& r) {
 
 EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
                     const data::Transform& transform, Device device, const apps::Recipe& r) {
+  profiler::RecordFunction range("evaluate");
   NoGradGuard no_grad;
   model.eval();
   data::DataLoader loader(
@@ -225,13 +227,17 @@ int run_training(const apps::Recipe& r) {
                                scheduler.get(),
                                &default_generator(),
                                {},
-                               scaler.is_enabled() ? &scaler : nullptr};
+                               scaler.is_enabled() ? &scaler : nullptr,
+                               apps::recipe_metadata(r, world)};
     const apps::RunDir run_dir(lead ? r.checkpoint_dir : "");
     const std::string last_path =
         r.checkpoint_dir.empty() ? "" : apps::RunDir::path_in(r.checkpoint_dir, "last.safetensors");
     if (!r.resume.empty()) {
       std::string path = r.resume == "last" ? last_path : r.resume;
       KILN_CHECK(!path.empty(), ValueError, "--resume last needs --checkpoint-dir");
+      for (const std::string& note :
+           apps::check_resume_recipe(path, train::training_checkpoint_recipe(path), state.recipe))
+        if (lead) std::printf("%s\n", note.c_str());
       train::TrainingPosition p = train::load_training_checkpoint(path, state);
       apps::RunLength run{r.epochs, steps_per_epoch, scheduler != nullptr, per_batch_schedule};
       apps::check_resume_position(
@@ -318,12 +324,14 @@ int run_training(const apps::Recipe& r) {
         if (interrupted || trained_here == r.interrupt_after) {
           bar.finish();
           save();
-          std::printf("interrupted at epoch %lld, batch %lld: checkpoint saved to %s\n",
-                      static_cast<long long>(epoch + 1), static_cast<long long>(step),
-                      last_path.empty() ? "(nowhere: no --checkpoint-dir)" : last_path.c_str());
-          return 130;
+          if (lead)  // the only process that writes the checkpoint
+            std::printf("interrupted at epoch %lld, batch %lld: checkpoint saved to %s\n",
+                        static_cast<long long>(epoch + 1), static_cast<long long>(step),
+                        last_path.empty() ? "(nowhere: no --checkpoint-dir)" : last_path.c_str());
+          return apps::kExitInterrupted;
         }
       }
+      step_profile.end_of_epoch();
       if (r.distributed) {  // the epoch's figures over every rank's share
         Tensor totals =
             tensor({loss_sum, static_cast<double>(correct), static_cast<double>(seen)}).to(device);
@@ -375,6 +383,6 @@ int main(int argc, char** argv) {
   apps::Recipe r;
   CLI::App app{"kiln-train: train a ResNet with kiln"};
   apps::add_recipe_flags(app, r);
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = apps::parse_command_line(app, "kiln-train", argc, argv)) return *status;
   return apps::run_main("kiln-train", [&] { return run_training(r); });
 }

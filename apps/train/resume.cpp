@@ -3,11 +3,89 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <fmt/format.h>
+
 #include <string>
+#include <vector>
 
 #include "kiln/core/error.h"
 
 namespace kiln::apps {
+
+namespace {
+
+// The recipe's fields by what a change to one does to a resumed run.
+const char* const kStrictFields[] = {"model",  "dataset",   "synthetic_size", "batch_size",
+                                     "max_batches", "world_size", "amp",  "optimizer",
+                                     "schedule", "seed",      "large_input_stem"};
+const char* const kSafeFields[] = {"epochs",          "lr",      "momentum",      "nesterov",
+                                   "weight_decay",    "label_smoothing", "augment",
+                                   "random_erasing"};
+
+std::string flag_of(const std::string& field) {
+  std::string flag = "--" + field;
+  for (char& c : flag)
+    if (c == '_') c = '-';
+  return flag;
+}
+
+std::string value_or_none(const nn::Metadata& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? "(not recorded)" : it->second;
+}
+
+}  // namespace
+
+nn::Metadata recipe_metadata(const Recipe& r, int world_size) {
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  return {{"model", r.model},
+          {"dataset", r.dataset},
+          {"synthetic_size", std::to_string(r.synthetic_size)},
+          {"batch_size", std::to_string(r.batch_size)},
+          {"max_batches", std::to_string(r.max_batches)},
+          {"world_size", std::to_string(world_size)},
+          {"amp", r.amp},
+          {"optimizer", r.optimizer},
+          {"schedule", r.schedule},
+          {"seed", std::to_string(r.seed)},
+          {"large_input_stem", flag(r.large_input_stem)},
+          {"epochs", std::to_string(r.epochs)},
+          {"lr", fmt::format("{}", r.lr)},
+          {"momentum", fmt::format("{}", r.momentum)},
+          {"nesterov", flag(r.nesterov)},
+          {"weight_decay", fmt::format("{}", r.weight_decay)},
+          {"label_smoothing", fmt::format("{}", r.label_smoothing)},
+          {"augment", flag(r.augment)},
+          {"random_erasing", flag(r.random_erasing)}};
+}
+
+std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,
+                                             const nn::Metadata& now) {
+  if (saved.empty())
+    return {fmt::format("--resume {}: the checkpoint records no recipe (saved by an older "
+                        "kiln-train); resuming without comparing it",
+                        path)};
+  for (const char* field : kStrictFields) {
+    const std::string before = value_or_none(saved, field), after = value_or_none(now, field);
+    const std::string what =
+        std::string(field) == "world_size" ? "the number of processes" : flag_of(field);
+    const std::string same = std::string(field) == "world_size"
+                                 ? before + " processes"
+                                 : flag_of(field) + " " + before;
+    KILN_CHECK(before == after, ValueError,
+               "--resume {}: {} was {} when the checkpoint was saved and is {} now; the saved "
+               "state depends on it, so resume with {}",
+               path, what, before, after, same);
+  }
+  std::vector<std::string> notes;
+  for (const char* field : kSafeFields) {
+    const std::string before = value_or_none(saved, field), after = value_or_none(now, field);
+    if (before != after)
+      notes.push_back(fmt::format("--resume {}: {} was {}, now {}", path, flag_of(field), before,
+                                  after));
+  }
+  return notes;
+}
 
 int64_t RunLength::scheduler_step_at(const train::TrainingPosition& p) const {
   if (!per_batch_schedule) return p.epoch;

@@ -1,13 +1,17 @@
-// What kiln-train checks before it continues a run from a checkpoint: the saved position and
-// schedule step must fit this run's epochs and batches, or the run would silently skip an epoch
-// or freeze its learning rate.
+// What kiln-train checks before it continues a run from a checkpoint: the recipe must be the one
+// the saved state was made with (or differ only where that is safe), and the saved position and
+// schedule step must fit this run's epochs and batches, or the run would silently skip an epoch,
+// freeze its learning rate or drop the loss scaler's state.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "kiln/nn/safetensors.h"
 #include "kiln/train/checkpoint.h"
+#include "recipe.h"
 
 namespace kiln::apps {
 
@@ -20,6 +24,17 @@ struct RunLength {
   bool per_batch_schedule = true;
   int64_t scheduler_step_at(const train::TrainingPosition& p) const;
 };
+
+// The settings of `r` (and the job's size) that a checkpoint records as its recipe.
+nn::Metadata recipe_metadata(const Recipe& r, int world_size);
+
+// Compares the recipe a checkpoint was saved with to this run's. A change to what the saved state
+// depends on (model, data, batch size, batches per epoch, world size, amp, optimizer, schedule,
+// seed) throws ValueError naming the checkpoint, the field and both values; a change that is safe
+// (more epochs, another learning rate, augmentation) comes back as a line for the run to print.
+// A checkpoint saved before kiln-train stored its recipe comes back as one line saying so.
+std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,
+                                             const nn::Metadata& now);
 
 // Throws ValueError naming the checkpoint, the field and both numbers when `p` is not a position
 // of a run of length `run`, or the saved scheduler step lies past where this run's would be.

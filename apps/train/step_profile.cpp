@@ -1,5 +1,7 @@
 #include "step_profile.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -22,12 +24,16 @@ void StepProfile::before_step(int64_t step) {
 void StepProfile::after_step(int64_t step) {
   if (!profile_ || !profile_->recording()) return;
   ++profiled_;
-  if (step + 1 == warmup_ + steps_) report();
+  if (step + 1 == warmup_ + steps_) report(nullptr);
+}
+
+void StepProfile::end_of_epoch() {
+  if (profile_ && profile_->recording()) report("epoch");
 }
 
 void StepProfile::finish() {
   if (profile_ && profile_->recording()) {
-    report();
+    report("run");
   } else if (enabled() && !profile_ && lead_) {
     std::printf(
         "--profile-steps: the run ended after %lld steps, before the %lld of warm-up were done; "
@@ -36,15 +42,18 @@ void StepProfile::finish() {
   }
 }
 
-void StepProfile::report() {
+void StepProfile::report(const char* ended_first) {
   profile_->stop();
   if (!lead_) return;
   const profiler::KeyAverages averages = profile_->key_averages();
   const std::string sort = averages.has_gpu ? "self_gpu_ms" : "self_host_ms";
   const std::string table = averages.table({.sort_by = sort, .row_limit = 25});
-  std::printf("profile of %lld training steps (after %lld of warm-up), by %s:\n%s",
-              static_cast<long long>(profiled_), static_cast<long long>(warmup_), sort.c_str(),
-              table.c_str());
+  const std::string shortfall =
+      ended_first ? fmt::format("; {} were asked for, but the {} ended first", steps_, ended_first)
+                  : "";
+  std::printf("profile of %lld training steps (after %lld of warm-up%s), by %s:\n%s",
+              static_cast<long long>(profiled_), static_cast<long long>(warmup_),
+              shortfall.c_str(), sort.c_str(), table.c_str());
   if (dir_.empty()) {
     std::printf("(no --checkpoint-dir: profile.txt and trace.json not written)\n");
     return;

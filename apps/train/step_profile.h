@@ -19,12 +19,15 @@ class StepProfile {
   bool enabled() const { return steps_ > 0; }
   void before_step(int64_t step);
   void after_step(int64_t step);
+  // Training steps only: a profile still recording when its epoch's training ends (fewer steps
+  // than asked for were left in it) stops and reports there, before the evaluation runs.
+  void end_of_epoch();
   // Stops a profile the run ended inside of (fewer steps than asked for) and reports it, or says
   // that the run ended before the warm-up was over.
   void finish();
 
  private:
-  void report();
+  void report(const char* ended_first);  // null, "epoch" or "run": what cut the window short
   int64_t warmup_, steps_;
   std::string dir_;
   bool lead_;

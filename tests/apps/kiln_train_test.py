@@ -265,7 +265,8 @@ class KilnTrainTest(unittest.TestCase):
         self.train_once(self.tmp)
         rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", self.tmp, "--resume", "last",
                          "--amp", "fp16")
-        self.assert_one_line_error(rc, err, "last.safetensors", "GradScaler")
+        self.assert_one_line_error(rc, err, "last.safetensors", "--amp was off", "is fp16 now",
+                                   "resume with --amp off")
 
     # ---- profiling ----
 
@@ -286,7 +287,8 @@ class KilnTrainTest(unittest.TestCase):
         rc, out, err = run(*QUICK, "--epochs", "1", "--profile-steps", "50", "--profile-warmup",
                            "0")
         self.assertEqual(rc, 0, out + err)
-        self.assertIn("profile of 2 training steps (after 0 of warm-up)", out)
+        self.assertIn("profile of 2 training steps (after 0 of warm-up; 50 were asked for, but the "
+                      "epoch ended first)", out)
         self.assertIn("no --checkpoint-dir: profile.txt and trace.json not written", out)
 
     def test_profile_after_the_run_says_so(self):
@@ -295,10 +297,66 @@ class KilnTrainTest(unittest.TestCase):
         self.assertIn("--profile-steps: the run ended after 2 steps, before the 2 of warm-up "
                       "were done; nothing was profiled", out)
 
+    def test_profile_holds_training_steps_only(self):
+        # 2 batches an epoch: after 1 of warm-up, one step is left before the evaluation.
+        directory = os.path.join(self.tmp, "run")
+        rc, out, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", directory,
+                           "--profile-steps", "3", "--profile-warmup", "1")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("profile of 1 training steps (after 1 of warm-up; 3 were asked for, but the "
+                      "epoch ended first)", out)
+        with open(os.path.join(directory, "trace.json")) as f:
+            trace = json.load(f)
+        forwards = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"] == "forward"]
+        self.assertEqual(len(forwards), 1)
+        self.assertFalse([e for e in trace["traceEvents"] if e.get("name") == "evaluate"])
+
     def test_amp_flag_lists_its_choices(self):
         rc, _, err = run(*QUICK, "--amp", "fp32")
-        self.assertNotEqual(rc, 0)
+        self.assertEqual(rc, 2)
         self.assertIn("--amp: fp32 not in {off,fp16,bf16}", err)
+
+    # ---- usage errors ----
+
+    def test_a_flag_given_twice_says_so_with_status_2(self):
+        rc, out, err = run(*QUICK, "--epochs", "1", "--epochs", "3")
+        self.assertEqual(rc, 2, out + err)
+        self.assertEqual(err.strip(),
+                         "kiln-train: --epochs was given 2 times; give it once (see kiln-train --help)")
+
+    def test_an_unknown_flag_is_a_usage_error_with_status_2(self):
+        rc, _, err = run("--epoch", "1")
+        self.assertEqual(rc, 2)
+        self.assertTrue(err.startswith("kiln-train: "), err)
+        self.assertIn("--epoch", err)
+        self.assertIn("kiln-train --help", err)
+
+    # ---- resuming with another recipe ----
+
+    def test_resume_refuses_another_batch_size_naming_both(self):
+        self.train_once(self.tmp)
+        other_batch = [a if a != "64" else "32" for a in QUICK]
+        rc, _, err = run(*other_batch, "--epochs", "2", "--checkpoint-dir", self.tmp, "--resume",
+                         "last")
+        self.assert_one_line_error(rc, err, "--batch-size was 64 when the checkpoint was saved and "
+                                   "is 32 now", "resume with --batch-size 64")
+
+    def test_resume_refuses_another_amp_mode(self):
+        self.train_once(self.tmp, "--amp", "fp16")
+        rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", self.tmp, "--resume", "last",
+                         "--amp", "bf16")
+        self.assert_one_line_error(rc, err, "--amp was fp16", "is bf16 now")
+
+    def test_resume_with_more_epochs_and_another_lr_says_so(self):
+        self.train_once(self.tmp)
+        header, _ = read_safetensors(os.path.join(self.tmp, "last.safetensors"))
+        self.assertEqual(header["__metadata__"]["recipe.batch_size"], "64")
+        rc, out, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", self.tmp, "--resume", "last",
+                           "--lr", "0.05")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("--epochs was 1, now 2", out)
+        self.assertIn("--lr was 0.2, now 0.05", out)
+        self.assertIn("resumed from", out)
 
 
 class KilnCheckpointTest(unittest.TestCase):

@@ -5,7 +5,8 @@ Each case starts a real job, waits for it with a deadline, and checks its exit s
   collectives over 2, 3 and 4 processes (and over mpirun's variables with a file store)
   a rank killed by SIGKILL mid-job: kiln-run stops the rest and exits non-zero, naming the rank
   a rank that hangs: the others time out with a DistError naming the collective
-  kiln-train --distributed over 2 processes, and its resume from rank 0's checkpoint
+  kiln-train --distributed over 2 processes, its resume from rank 0's checkpoint, an interrupt,
+  and a resume with another number of processes (refused)
 With --fashion-mnist, only: kiln-train on 2 processes reaches 91% on Fashion-MNIST in 2 epochs.
 """
 import argparse
@@ -78,6 +79,19 @@ def main():
             rows = open(os.path.join(d, "metrics.csv")).read().splitlines() if p.returncode == 0 else []
             check(p.returncode == 0 and "resumed from" in p.stdout and len(rows) == 3,
                   "kiln-train --distributed resumes from rank 0's checkpoint on every rank", p)
+            # Interrupted as by Ctrl-C: rank 0 alone writes the checkpoint and says so, and
+            # kiln-run reports an interrupt (status 130), not a failure that stops the others.
+            p, _ = run([args.run, "--nproc-per-node", "2"] + common
+                       + ["--epochs", "3", "--resume", "last", "--interrupt-after", "2"], 300)
+            check(p.returncode == 130 and p.stdout.count("checkpoint saved") == 1
+                  and "stopping the other ranks" not in p.stderr
+                  and "the job was interrupted" in p.stderr,
+                  "an interrupted 2-process run: one 'checkpoint saved', kiln-run exits 130", p)
+            # The saved state is a 2-process run's: one process may not continue it.
+            p, _ = run(common + ["--epochs", "3", "--resume", "last"], 120)
+            check(p.returncode == 1 and "the number of processes was 2" in p.stderr
+                  and "is 1 now" in p.stderr,
+                  "a 2-process checkpoint is refused by a 1-process resume, naming both sizes", p)
 
     mpirun = shutil.which("mpirun")
     if mpirun:
