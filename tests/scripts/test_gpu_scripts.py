@@ -11,7 +11,8 @@ scripts' own logic, the part that failed review (dist.md C1-C4, C6, C7):
 - the time budget skips the steps it cannot fit and says so, exit status 2;
 - the nccl test is a step of its own;
 - a sanitizer run stopped by its time limit is incomplete, not failed, unless it reported an error;
-- a carry folder with no package, or one that does not unpack, fails the run.
+- a carry folder with no package, or one that does not unpack, fails the run;
+- DRY_RUN=1 goes through every step without running one.
 
 Run: python3 tests/scripts/test_gpu_scripts.py (ctest: scripts_gpu_check).
 """
@@ -167,6 +168,13 @@ def main():
                               "nccl.log", "kiln-train.log", "bench.log", "sanitize.txt",
                               "memcheck-gpu_test_reduce.log", "racecheck-gpu_test_lab.log"],
                              "gpu-check")
+
+        status, summary, out = box.run("gpu-check.sh", DRY_RUN=1, BUILD_DIR=box.base / "none")
+        check(status == 0 and "pass  configure (dry run)" in summary
+              and "pass  sanitize (dry run" in summary,
+              "gpu-check, DRY_RUN=1: every step logged, none run", f"exit {status}\n{summary}")
+        check_returned_files(out, "gpu-check-logs.tar.gz", ["configure.log", "kiln-train.log"],
+                             "gpu-check, DRY_RUN=1")
 
         status, summary, out = box.run("gpu-check.sh", FAKE_CMAKE_WARNING=1, SANITIZE=0, BENCH=0,
                                        SKIP_TRAIN=1)
