@@ -32,7 +32,7 @@
 #    comes last, so a run short of time leaves it out first; a call of its own runs it with
 #    SKIP_TRAIN=1 BENCH=0 (the build still comes first: the device keeps nothing between calls).
 # What comes back (scripts/gpu-common.sh): OUT_DIR/summary.txt, each step's result line by line,
-# OUT_DIR/gpu-check-logs.tar.gz, every log (checkpoints and CSVs included), and
+# OUT_DIR/gpu-check-logs.tar.gz, every log and CSV (not the checkpoints), and
 # grad_scaler_sequence.json when PyTorch wrote it. Exit status: 0 when every step passed, 1 when
 # one failed, 2 when none failed but some were skipped for time.
 set -uo pipefail
@@ -97,11 +97,11 @@ if python3 -c "import torch; torch.amp.GradScaler('cpu')" 2>/dev/null; then
     step grad-scaler-vs-torch "$BUILD_DIR/tests/test_grad_scaler"
 fi
 
-# 4. The training recipe on the GPU, and its PyTorch peer. Checkpoints stay in LOG_DIR's archive.
+# 4. The training recipe on the GPU, and its PyTorch peer (checkpoints in WORK_DIR, not returned).
 accuracy_of() { sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p' "$1" 2>/dev/null | tail -1; }
 if [ "${SKIP_TRAIN:-0}" != 1 ]; then
   if step kiln-train "$BUILD_DIR/apps/kiln-train" --device cuda --data-dir "$DATA_DIR" \
-       --epochs "$EPOCHS" --workers 8 --checkpoint-dir "$LOG_DIR/train"; then
+       --epochs "$EPOCHS" --workers 8 --checkpoint-dir "$WORK_DIR/train"; then
     grep -E "^epoch [0-9]+:|test accuracy" "$LOG_DIR/kiln-train.log" | sed 's/^/      kiln: /' | tee -a "$summary"
     accuracy=$(accuracy_of "$LOG_DIR/kiln-train.log")
     if [ "$DRY_RUN" = 1 ]; then
@@ -121,7 +121,7 @@ if [ "${SKIP_TRAIN:-0}" != 1 ]; then
   # 5. Mixed precision: the recipe's accuracy under autocast against the f32 run above.
   for amp in fp16 bf16; do
     if step "kiln-train-$amp" "$BUILD_DIR/apps/kiln-train" --device cuda --data-dir "$DATA_DIR" \
-         --epochs "$EPOCHS" --workers 8 --amp "$amp" --checkpoint-dir "$LOG_DIR/train-$amp"; then
+         --epochs "$EPOCHS" --workers 8 --amp "$amp" --checkpoint-dir "$WORK_DIR/train-$amp"; then
       grep -E "^epoch [0-9]+:|test accuracy" "$LOG_DIR/kiln-train-$amp.log" | sed "s/^/      kiln $amp: /" | tee -a "$summary"
       amp_accuracy=$(accuracy_of "$LOG_DIR/kiln-train-$amp.log")
       if [ "$DRY_RUN" = 1 ]; then

@@ -5,7 +5,8 @@
 # receives only summary.txt (written line by line as the steps finish, so even a run killed from
 # outside leaves it) and, from an exit trap, one archive LOG_NAME.tar.gz of the log folder
 # LOG_DIR (default: a fresh folder under /tmp), plus whatever a script copies there with
-# `deliver` (at most 5 more files). Every log, checkpoint and CSV lives in LOG_DIR.
+# `deliver` (at most 5 more files). Every log and CSV lives in LOG_DIR; what must not come back
+# (checkpoints) in WORK_DIR (default: another fresh folder under /tmp).
 #
 # Time. Every step runs under `timeout` with what is left of BUDGET_S (less KEEP_S for the
 # archive); a step that would start with less than MIN_STEP_S left is skipped, one that the
@@ -23,6 +24,9 @@ LOG_DIR="${LOG_DIR:-$(mktemp -d /tmp/kiln-gpu-logs.XXXXXX)}"
 mkdir -p "$LOG_DIR"
 LOG_DIR=$(cd "$LOG_DIR" && pwd)
 export LOG_DIR
+# What must not come back (checkpoints): a folder outside LOG_DIR.
+WORK_DIR="${WORK_DIR:-$(mktemp -d /tmp/kiln-gpu-work.XXXXXX)}"
+mkdir -p "$WORK_DIR"
 summary="$OUT_DIR/summary.txt"
 : > "$summary"
 failed=0
@@ -83,8 +87,13 @@ finish() {
     *) note "done: some steps FAILED${skipped[*]:+; skipped for time: ${skipped[*]}}" ;;
   esac
   cp "$summary" "$LOG_DIR/summary.txt"
-  tar czf "$OUT_DIR/$LOG_NAME.tar.gz" -C "$(dirname "$LOG_DIR")" "$(basename "$LOG_DIR")" ||
-    echo "could not write $OUT_DIR/$LOG_NAME.tar.gz" >&2
+  if tar czf "$OUT_DIR/$LOG_NAME.tar.gz" -C "$(dirname "$LOG_DIR")" "$(basename "$LOG_DIR")"; then
+    # The device returns no file over 16 MiB.
+    [ "$(stat -c %s "$OUT_DIR/$LOG_NAME.tar.gz")" -le 16777216 ] ||
+      note "warning: $LOG_NAME.tar.gz is over 16 MiB, more than the device returns"
+  else
+    note "warning: could not write $LOG_NAME.tar.gz"
+  fi
   exit $status
 }
 # A run stopped from outside (SIGTERM, Ctrl-C) still writes the archive, with a line saying so.

@@ -113,7 +113,8 @@ class Sandbox:
         environment = dict(os.environ)
         environment.update(
             PATH=f"{self.fakes}:{os.environ['PATH']}", FAKE_DIR=str(self.fakes), OUT_DIR=str(out),
-            LOG_DIR=str(self.base / f"logs{self.runs}"), BUILD_DIR=str(self.base / "build"))
+            LOG_DIR=str(self.base / f"logs{self.runs}"), WORK_DIR=str(self.base / f"work{self.runs}"),
+            BUILD_DIR=str(self.base / "build"))
         environment.update({k: str(v) for k, v in env.items()})
         result = subprocess.run(["bash", str(self.repo / "scripts" / script)], env=environment,
                                 capture_output=True, text=True, timeout=120)
