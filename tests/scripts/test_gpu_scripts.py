@@ -113,8 +113,8 @@ class Sandbox:
         environment = dict(os.environ)
         environment.update(
             PATH=f"{self.fakes}:{os.environ['PATH']}", FAKE_DIR=str(self.fakes), OUT_DIR=str(out),
-            LOG_DIR=str(self.base / f"logs{self.runs}"), WORK_DIR=str(self.base / f"work{self.runs}"),
-            BUILD_DIR=str(self.base / "build"))
+            LOG_DIR=str(self.base / f"logs{self.runs}"),
+            WORK_DIR=str(self.base / f"work{self.runs}"), BUILD_DIR=str(self.base / "build"))
         environment.update({k: str(v) for k, v in env.items()})
         result = subprocess.run(["bash", str(self.repo / "scripts" / script)], env=environment,
                                 capture_output=True, text=True, timeout=120)
@@ -230,7 +230,8 @@ def main():
         status, summary, out = box.run("gpu-lab.sh", GPU_LAB_BUDGET_S=5, KEEP_S=1, MIN_STEP_S=2,
                                        FAKE_SLEEP=3)
         check(status == 2 and "skipped for time" in summary,
-              "gpu-lab over its budget: exit 2, the skipped steps named", f"exit {status}\n{summary}")
+              "gpu-lab over its budget: exit 2, the skipped steps named",
+              f"exit {status}\n{summary}")
 
     print(f"{len(failures)} failed" if failures else "every check passed")
     return 1 if failures else 0
