@@ -154,8 +154,9 @@ class Timer {
     stop.synchronize();
     return start.elapsed_time(stop);
   }
-  // Reads twice the L2's size (a sum, whose one float of output is all it writes): whatever the
-  // last call left in L2 is evicted, its dirty lines written back here, outside the timed region.
+  // Reads twice the L2's size (kiln's sum, which writes only its partials, a few KiB, and one
+  // float): whatever the last call left in L2 is evicted, its dirty lines written back here,
+  // outside the timed region, and L2 is left holding clean lines, which cost nothing to evict.
   void flush() { flush_sum_ = flush_.sum(); }
 
   int repeats_;
