@@ -154,7 +154,7 @@ class Timer {
     stop.synchronize();
     return start.elapsed_time(stop);
   }
-  // Reads twice the L2's size (kiln's sum, which writes only its partials, a few KiB, and one
+  // Reads twice the L2's size (kiln's sum, which writes only its blocks' partials and one
   // float): whatever the last call left in L2 is evicted, its dirty lines written back here,
   // outside the timed region, and L2 is left holding clean lines, which cost nothing to evict.
   void flush() { flush_sum_ = flush_.sum(); }
