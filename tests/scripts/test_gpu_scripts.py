@@ -12,7 +12,8 @@ scripts' own logic, the part that failed review (dist.md C1-C4, C6, C7):
 - the nccl test is a step of its own;
 - a sanitizer run stopped by its time limit is incomplete, not failed, unless it reported an error;
 - a carry folder with no package, or one that does not unpack, fails the run;
-- DRY_RUN=1 goes through every step without running one.
+- DRY_RUN=1 goes through every step without running one;
+- shellcheck, where installed, finds nothing in them.
 
 Run: python3 tests/scripts/test_gpu_scripts.py (ctest: scripts_gpu_check).
 """
@@ -152,6 +153,14 @@ def check_returned_files(out, archive, wanted_logs, what):
 
 
 def main():
+    if shutil.which("shellcheck"):
+        scripts = [str(ROOT / "scripts" / name)
+                   for name in ("gpu-check.sh", "gpu-lab.sh", "gpu-common.sh")]
+        lint = subprocess.run(["shellcheck", "-x", "-s", "bash", *scripts], cwd=ROOT,
+                              capture_output=True, text=True)
+        check(lint.returncode == 0, "shellcheck finds nothing in the GPU scripts", lint.stdout)
+    else:
+        print("skip  shellcheck: not installed here")
     with tempfile.TemporaryDirectory() as base:
         box = Sandbox(base)
 
