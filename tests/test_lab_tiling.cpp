@@ -5,16 +5,23 @@
 // exactly once. The kernels themselves run in tests/cuda/test_lab.cpp, on a GPU.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#include "kiln/kernels/cuda/lab/gemm/problem.h"
 #include "kiln/kernels/cuda/lab/gemm/tiling.h"
+#include "kiln/kernels/cuda/lab/gemm_tc/problem.h"
 #include "kiln/kernels/cuda/lab/gemm_tc/tiling.h"
 #include "kiln/kernels/cuda/lab/layernorm/tiling.h"
 #include "kiln/kernels/cuda/lab/reduction/reference.h"
 #include "kiln/kernels/cuda/lab/reduction/tiling.h"
+#include "kiln/kernels/cuda/lab/softmax/online.h"
 #include "kiln/kernels/cuda/lab/softmax/tiling.h"
 
 namespace {
@@ -290,7 +297,7 @@ TEST_CASE("lab gemm_tc: the tilings are valid, and each element of C has one acc
   t.pad = 0;
   CHECK_FALSE(tc::valid(t));
   t = tc::kV2CpAsyncPipeline;
-  t.stages = 13;  // 13 x 18.5 KiB, past the 227 KiB a block may have
+  t.stages = 6;  // 6 x 18.5 KiB = 111 KiB: within sm_80's and sm_90's limits, past sm_86's 99
   CHECK_FALSE(tc::valid(t));
   t = tc::kV1MmaLdmatrix;
   t.bk = 24;  // not whole k16 steps
@@ -309,4 +316,69 @@ TEST_CASE("lab gemm_tc: the tilings are valid, and each element of C has one acc
       CHECK(int64_t{g.y} * 128 >= m);
       CHECK(tc::fits(g));
     }
+}
+
+// The kernels' int loop counters step a tile past k (`t += bk`): a k within a tile of 2^31 - 1
+// would wrap them negative, so every version refuses it, and takes the largest k that cannot.
+TEST_CASE("lab gemm and gemm_tc: k, m and n within a tile of 2^31 are refused") {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  const int64_t largest = kIntMax - 128;
+  const gm::Grid one_block{1, 1};
+  CHECK_NOTHROW(gm::check_problem("v8_double_buffering", 1, 8, largest, one_block));
+  CHECK_THROWS_AS(gm::check_problem("v8_double_buffering", 1, 8, largest + 1, one_block),
+                  kiln::ShapeError);
+  CHECK_THROWS_AS(gm::check_problem("v8_double_buffering", 1, kIntMax - 3, 8, one_block),
+                  kiln::ShapeError);
+  CHECK_THROWS_AS(gm::check_problem("v8_double_buffering", 1, 8, kIntMax, one_block),
+                  kiln::ShapeError);
+  CHECK_THROWS_AS(gm::check_problem("v8_double_buffering", 1, 8, -1, one_block), kiln::ShapeError);
+  CHECK_THROWS_AS(gm::check_problem("v1_naive", 8, 8, 8, gm::Grid{1, 65536}), kiln::ShapeError);
+
+  // The review's trigger: m = 1, n = 8, k = 2147483640 (a multiple of 8, so otherwise accepted).
+  const tc::Grid tc_block{1, 1};
+  alignas(16) static const unsigned char buffer[16] = {};
+  const float* c = reinterpret_cast<const float*>(buffer);
+  CHECK_THROWS_AS(tc::check_problem("v2_cp_async_pipeline", buffer, buffer, c, kiln::DType::bf16, 1,
+                                    8, 2147483640, tc_block),
+                  kiln::ShapeError);
+  CHECK_NOTHROW(tc::check_problem("v2_cp_async_pipeline", buffer, buffer, c, kiln::DType::bf16, 1,
+                                  8, largest / 8 * 8, tc_block));
+  CHECK_THROWS_AS(tc::check_problem("v1_mma_ldmatrix", buffer, buffer, c, kiln::DType::f16,
+                                    kIntMax - 7, 8, 8, tc_block),
+                  kiln::ShapeError);
+}
+
+namespace {
+
+kiln::lab::softmax::MaxSum online_row(const std::vector<float>& row) {
+  kiln::lab::softmax::MaxSum state = kiln::lab::softmax::empty_max_sum();
+  for (float v : row) kiln::lab::softmax::online_update(state, v);
+  return state;
+}
+
+}  // namespace
+
+// The online softmax's state (v2-v4), played on the CPU: a masked element (-inf) adds nothing
+// wherever it sits, the first place included, where the max is still -inf and exp(v - max)
+// would be exp(-inf - -inf) = NaN.
+TEST_CASE("lab softmax: the online state ignores -inf elements, leading ones included") {
+  namespace sm = kiln::lab::softmax;
+  const float inf = std::numeric_limits<float>::infinity();
+  const sm::MaxSum masked_first = online_row({-inf, 0.0f, 1.0f});
+  CHECK(masked_first.max == 1.0f);
+  CHECK(masked_first.sum == Approx(1.0 + std::exp(-1.0)));
+  const sm::MaxSum masked_middle = online_row({0.0f, -inf, -inf, 1.0f, -inf});
+  CHECK(masked_middle.max == 1.0f);
+  CHECK(masked_middle.sum == Approx(1.0 + std::exp(-1.0)));
+
+  // A lane that saw only masked elements is the empty state, which the combine ignores.
+  const sm::MaxSum all_masked = online_row({-inf, -inf});
+  CHECK(all_masked.max == -inf);
+  CHECK(all_masked.sum == 0.0f);
+  const sm::MaxSum combined = sm::CombineMaxSum{}(all_masked, online_row({2.0f, 0.0f}));
+  CHECK(combined.max == 2.0f);
+  CHECK(combined.sum == Approx(1.0 + std::exp(-2.0)));
+
+  // A NaN still poisons the row, as in kiln's kernel.
+  CHECK(std::isnan(online_row({0.0f, std::nanf(""), 1.0f}).sum));
 }

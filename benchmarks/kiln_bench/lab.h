@@ -5,6 +5,7 @@
 // device. Without a GPU it runs the host-side checks and the CPU references instead.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,12 +30,21 @@ inline const std::vector<std::string>& lab_families() {
   return families;
 }
 
-// The rows and cols a family runs with when none were given (reduction: a 2^28-element vector).
+// Elements of every problem of the memory-bound tables in docs/kernels/ (1 GiB of f32).
+inline constexpr int64_t kDefaultElements = int64_t{1} << 28;
+
+// The rows and cols a family runs with when one or both were not given. Neither: the family's
+// default (reduction: a 2^28-element vector; softmax and layernorm: 65536 x 4096). One: the other
+// makes 2^28 elements with it (at least 1), so `softmax --rows 1024` runs 1024 x 262144.
 inline void fill_family_defaults(const std::string& family, LabOptions& options) {
   if (options.rows > 0 && options.cols > 0) return;
-  if (family == "reduction") {
+  if (options.rows > 0) {
+    options.cols = std::max<int64_t>(1, kDefaultElements / options.rows);
+  } else if (options.cols > 0) {
+    options.rows = std::max<int64_t>(1, kDefaultElements / options.cols);
+  } else if (family == "reduction") {
     options.rows = 1;
-    options.cols = int64_t{1} << 28;
+    options.cols = kDefaultElements;
   } else {
     options.rows = 65536;
     options.cols = 4096;

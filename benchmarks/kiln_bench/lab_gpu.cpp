@@ -1,13 +1,17 @@
 // kiln-bench lab on the GPU. For each problem: inputs from kiln's generator on the device, then
 // for each version of the family, in table order:
 //
-//   1. its outputs filled with NaN, one run, and a check against version 0's outputs (version 0
-//      is the reference): |got - want| <= atol + rtol |want| for every element, with a NaN or an
-//      infinity failing; the tolerances are set per family below, scaled to the dtype and the
-//      number of terms each output sums;
+//   1. its outputs filled with NaN, and its scratch (the partials a version leaves in its
+//      workspace for a later pass or block to read) filled with NaN too, so a partial it should
+//      have written and did not cannot be found there from the version before; one run, and a
+//      check against version 0's outputs (version 0 is the reference):
+//      |got - want| <= atol + rtol |want| for every element, with a NaN or an infinity failing;
+//      the tolerances are set per family below, scaled to the dtype and the number of terms each
+//      output sums;
 //   2. if it passed, timing: one call sizes the repeats (about 200 ms of calls, 3 to 100), and
-//      each timed call is bracketed by CUDA events after a write of twice the L2's size, so every
-//      call starts from a cold L2; the median is reported;
+//      each timed call is bracketed by CUDA events after a read of twice the L2's size, so every
+//      call starts from a cold L2 that holds only clean lines (a write would leave an L2 of dirty
+//      lines, whose write-back to DRAM the timed call would pay); the median is reported;
 //   3. a row: ms, TFLOP/s (GEMMs) or GB/s (the rest, from the bytes the problem must move at
 //      least), % of version 0's speed and % of the device's peak.
 //
@@ -107,8 +111,9 @@ class Timer {
  public:
   Timer(const Ceilings& ceilings, int repeats, Device device)
       : repeats_(repeats),
-        flush_(empty({static_cast<int64_t>(2 * std::max<size_t>(ceilings.l2_bytes, 1 << 20))},
-                     DType::u8, device)) {}
+        flush_(zeros({static_cast<int64_t>(2 * std::max<size_t>(ceilings.l2_bytes, 1 << 20) /
+                                           sizeof(float))},
+                     DType::f32, device)) {}
 
   // Median milliseconds of run() over the repeats, each from a cold L2.
   double median_ms(const std::function<void()>& run) {
@@ -149,10 +154,14 @@ class Timer {
     stop.synchronize();
     return start.elapsed_time(stop);
   }
-  void flush() { cuda::memset_zero(flush_.data_ptr(), flush_.device(), flush_.numel()); }
+  // Reads twice the L2's size (kiln's sum, which writes only its blocks' partials and one
+  // float): whatever the last call left in L2 is evicted, its dirty lines written back here,
+  // outside the timed region, and L2 is left holding clean lines, which cost nothing to evict.
+  void flush() { flush_sum_ = flush_.sum(); }
 
   int repeats_;
   Tensor flush_;
+  Tensor flush_sum_;
 };
 
 // GB/s of a device-to-device copy of 1 GiB (bytes read + written), the median of 10.
@@ -275,11 +284,14 @@ class Lab {
     return false;
   }
 
-  // Runs, checks and times every version of a family on one problem.
+  // Runs, checks and times every version of a family on one problem. `scratch`: byte tensors
+  // (views of a workspace) that a version writes before it reads them; each is filled with 0xFF
+  // bytes, every float a NaN, before each version's checked run.
   template <class Args>
   void run(const std::string& family, const std::string& problem,
            const std::vector<lab::LabVersion<Args>>& versions, const Args& args,
-           const std::vector<Output>& outputs, const Work& work) {
+           const std::vector<Output>& outputs, const Work& work,
+           const std::vector<Tensor>& scratch = {}) {
     std::printf("\n%s  %s\n", family.c_str(), problem.c_str());
     std::printf("  %-22s %10s %12s %8s %8s %8s  %s\n", "version", "ms",
                 work.flops > 0 ? "TFLOP/s" : "GB/s", "% v0", "% peak",
@@ -302,6 +314,7 @@ class Lab {
           Tensor poisoned = o.tensor;  // a version that leaves an element unwritten fails
           poisoned.fill_(kNaN);
         }
+        for (Tensor bytes : scratch) bytes.fill_(0xFF);  // a partial left unwritten reads as NaN
         version.run(args);
         cuda::synchronize();
         bool passed = true;
@@ -426,8 +439,14 @@ void run_reduction(Lab& lab, int64_t rows, int64_t cols) {
       zeros({static_cast<int64_t>(lab::reduction_workspace_bytes(rows, cols))}, DType::u8, d);
   const lab::ReductionArgs args{x.data<float>(), out.data<float>(), rows, cols,
                                 workspace.data_ptr()};
+  // The partials past v5's counters: v4's and v5's first passes (and v1's and v2's later ones)
+  // leave the same values in the same places, so only a poisoned region shows one left unwritten.
+  const lab::reduction::WorkspaceLayout layout = lab::reduction::workspace_layout(rows, cols);
+  const Tensor partials = workspace.slice(0, static_cast<int64_t>(layout.first_offset),
+                                          static_cast<int64_t>(layout.bytes));
   lab.run("reduction", fmt::format("rows={} cols={}", rows, cols), lab::reduction_versions(), args,
-          {{"out", out, 0.5, 0.0}}, {0, lab::reduction::bytes_moved(rows, cols), Bound::memory});
+          {{"out", out, 0.5, 0.0}}, {0, lab::reduction::bytes_moved(rows, cols), Bound::memory},
+          {partials});
 }
 
 void run_softmax(Lab& lab, int64_t rows, int64_t cols) {
@@ -490,7 +509,7 @@ void run_layernorm(Lab& lab, int64_t rows, int64_t cols) {
           {{"dx", dx, dx_tol, dx_tol},
            {"dweight", dweight, column_tol, column_tol},
            {"dbias", dbias, column_tol, column_tol}},
-          {0, lab::layernorm::backward_bytes(rows, cols), Bound::memory});
+          {0, lab::layernorm::backward_bytes(rows, cols), Bound::memory}, {workspace});
 }
 
 void run_family(Lab& lab, const std::string& family, LabOptions o) {

@@ -92,8 +92,10 @@ int run(int argc, char** argv) {
       command->add_option("--n", vector_n, "sum a vector of n elements (rows 1, cols n)")
           ->check(CLI::PositiveNumber);
     if (name == "reduction" || name == "softmax" || name == "layernorm") {
-      command->add_option("--rows", options.rows)->check(CLI::PositiveNumber);
-      command->add_option("--cols", options.cols)->check(CLI::PositiveNumber);
+      command->add_option("--rows", options.rows, "rows (alone: cols make 2^28 elements)")
+          ->check(CLI::PositiveNumber);
+      command->add_option("--cols", options.cols, "cols (alone: rows make 2^28 elements)")
+          ->check(CLI::PositiveNumber);
     }
     command->callback([&options, name] { options.family = name; });
   }

@@ -1,8 +1,10 @@
 // The kernel lab's checks on the GPU (kernels/cuda/lab/): for each family, version 0 (the library)
 // against the family's CPU reference, then every other version against version 0, on sizes that
 // include ragged ones (not multiples of any tile, rows not whole float4s, pointers off 16 bytes),
-// with the tolerances of kiln-bench lab. Each version's outputs are filled with NaN before it
-// runs, so an element it leaves unwritten fails.
+// with the tolerances of kiln-bench lab. Each version's outputs, and the partials it leaves in its
+// workspace for a later pass or block, are filled with NaN before every run, so an element or a
+// partial it leaves unwritten fails (the version before it would otherwise have left the same
+// partial in the same place).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -17,6 +19,7 @@
 #include "kiln/kernels/cuda/lab/layernorm/reference.h"
 #include "kiln/kernels/cuda/lab/layernorm/versions.h"
 #include "kiln/kernels/cuda/lab/reduction/reference.h"
+#include "kiln/kernels/cuda/lab/reduction/tiling.h"
 #include "kiln/kernels/cuda/lab/reduction/versions.h"
 #include "kiln/kernels/cuda/lab/softmax/reference.h"
 #include "kiln/kernels/cuda/lab/softmax/versions.h"
@@ -55,6 +58,11 @@ void poison(Tensor t) {
   t.fill_(kNaN);
 }
 
+// Every byte 0xFF, so every float of a workspace region reads as a NaN.
+void poison_bytes(Tensor bytes) {
+  bytes.fill_(0xFF);
+}
+
 // A tensor of `count` floats whose first element sits 4 bytes past a 16-byte boundary when
 // `misaligned`, so the versions must take their scalar paths.
 Tensor floats(int64_t count, bool misaligned) {
@@ -81,6 +89,10 @@ void check_reduction(const ReductionShape& s) {
       {static_cast<int64_t>(lab::reduction_workspace_bytes(s.rows, s.cols))}, DType::u8, kGpu);
   const lab::ReductionArgs args{x.data<float>(), out.data<float>(), s.rows, s.cols,
                                 workspace.data_ptr()};
+  // The partials, past v5's counters (which must stay as v5 leaves them, at zero).
+  const lab::reduction::WorkspaceLayout layout = lab::reduction::workspace_layout(s.rows, s.cols);
+  const Tensor partials = workspace.slice(0, static_cast<int64_t>(layout.first_offset),
+                                          static_cast<int64_t>(layout.bytes));
   const std::vector<float> host_x = host_floats(x);
   std::vector<float> expected(static_cast<size_t>(s.rows));
   lab::reduction::row_sums_reference(host_x.data(), expected.data(), s.rows, s.cols);
@@ -88,6 +100,7 @@ void check_reduction(const ReductionShape& s) {
     // Twice: v5's counters must be back at zero after the first run.
     for (int run = 0; run < 2; ++run) {
       poison(out);
+      poison_bytes(partials);
       version.run(args);
       require_close(host_floats(out), expected, 0.0, 0.0, version.name);
     }
@@ -140,6 +153,35 @@ TEST_CASE("lab softmax: every version matches kiln's kernel") {
       } else {
         require_close(host_floats(y), v0, 1e-10, rtol, version.name);
       }
+    }
+  }
+}
+
+// Masked elements (-inf), as attention masks make them: the first 300 of each row, so that every
+// thread's and every lane's first element is masked in v2-v4 (the online update once took
+// expf(-inf - -inf) = NaN there), and every seventh element after. Rows of 1000, 4096 (v4 in
+// registers) and 20001 (v4 streaming).
+TEST_CASE("lab softmax: masked elements (-inf), leading ones included, give exact zeros") {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape& s : {Shape{8, 1000}, Shape{4, 4096}, Shape{3, 20001}}) {
+    INFO("rows " << s.rows << ", cols " << s.cols);
+    std::vector<float> host_x = host_floats(uniform({s.rows * s.cols}, -5, 5, DType::f32, kGpu));
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < s.cols; ++c)
+        if (c < 300 || c % 7 == 0) host_x[static_cast<size_t>(r * s.cols + c)] = -INFINITY;
+    const Tensor x = tensor(host_x, {s.rows * s.cols}).to(kGpu);
+    const Tensor y = empty({s.rows * s.cols}, DType::f32, kGpu);
+    const lab::SoftmaxArgs args{x.data<float>(), y.data<float>(), s.rows, s.cols};
+    std::vector<float> expected(host_x.size());
+    lab::softmax::softmax_reference(host_x.data(), expected.data(), s.rows, s.cols);
+    // v0's tolerance against the reference, and the others' against v0, together.
+    const double rtol = 1e-5 + 2e-6 * std::sqrt(static_cast<double>(s.cols));
+    for (const lab::SoftmaxVersion& version : lab::softmax_versions()) {
+      poison(y);
+      version.run(args);
+      require_close(host_floats(y), expected, 1e-10, rtol, version.name);
     }
   }
 }
@@ -228,6 +270,7 @@ TEST_CASE("lab layernorm: every version matches kiln's kernel and the reference 
       poison(dx);
       poison(dweight);
       poison(dbias);
+      poison_bytes(workspace);
       version.run(backward);
       if (v0_dx.empty()) {
         v0_dx = host_floats(dx);
@@ -253,10 +296,10 @@ TEST_CASE("lab gemm: every version matches cuBLAS") {
     bool misaligned;
   };
   // Whole tiles; ragged everything (the scalar paths); n and k multiples of 4 with ragged tiles
-  // (the float4 paths at the edges); and A off 16 bytes.
+  // (the float4 paths at the edges), m a multiple of the tile and not; and A off 16 bytes.
   const Shape shapes[] = {{1, 1, 1, false},       {33, 65, 17, false},    {128, 128, 128, false},
-                          {129, 127, 131, false}, {256, 260, 100, false}, {300, 301, 302, false},
-                          {200, 136, 64, true}};
+                          {129, 127, 131, false}, {256, 260, 100, false}, {130, 260, 100, false},
+                          {300, 301, 302, false}, {200, 136, 64, true}};
   for (const Shape& s : shapes) {
     INFO("m " << s.m << ", n " << s.n << ", k " << s.k << (s.misaligned ? ", A misaligned" : ""));
     Tensor a = floats(s.m * s.k, s.misaligned);

@@ -18,6 +18,9 @@ namespace kiln::lab::gemm {
 inline constexpr int kWarpSize = 32;
 inline constexpr int kStaticSharedBytes = 48 * 1024;  // without cudaFuncSetAttribute
 inline constexpr int64_t kMaxGridY = 65535;
+// The largest bm, bn and bk a tiling may have: problem.h keeps m, n and k this far below 2^31 - 1,
+// so the kernels' int indices, which run up to a tile past the problem's edge, never wrap.
+inline constexpr int kMaxTile = 128;
 
 struct Tiling {
   int bm = 0, bn = 0, bk = 0;  // the block's tile of C, and its step along k
@@ -88,6 +91,7 @@ inline constexpr int shared_bytes(const Tiling& t) {
 inline constexpr bool valid(const Tiling& t) {
   if (t.threads <= 0 || t.threads > 1024 || t.threads % kWarpSize != 0) return false;
   if (t.bm <= 0 || t.bn <= 0 || t.bk < 0 || t.tm <= 0 || t.tn <= 0) return false;
+  if (t.bm > kMaxTile || t.bn > kMaxTile || t.bk > kMaxTile) return false;
   if (t.bm % t.tm != 0 || t.bn % t.tn != 0) return false;
   if (shared_bytes(t) > kStaticSharedBytes) return false;
   if (t.bk == 0) return t.bm * t.bn == t.threads;  // v1, v2: a thread per element of the tile

@@ -8,7 +8,10 @@
 //
 // The block's tile is 128 x 128 with 256 threads, so each element staged from global memory is
 // used 128 times. What is left: the A reads are scalar and strided by bk (a_tile is [bm][bk]),
-// and the global loads are one float each.
+// the global loads are one float each, and both shared reads conflict. A warp's lanes hold 2 rows
+// and 16 column groups of the tile (origin.col = (tid % 16) * 8), so each B load hits 16
+// addresses in 4 banks, {0, 8, 16, 24} + j (4-way), and each A load 2 rows 64 floats apart, one
+// bank (2-way): 48 wavefronts a step p where 16 would do, two thirds of them B's.
 //
 // measured: not yet on a GPU.
 #include <cstdint>

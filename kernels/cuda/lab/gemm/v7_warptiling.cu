@@ -7,8 +7,9 @@
 //   a_reg <- a_tile[p][row0 + i], i < 8;   b_reg <- b_tile[p][col0 + wj * 16 + j], wj < 4, j < 4
 //   sum[i][wj * 4 + j] += a_reg[i] * b_reg[wj * 4 + j]     (128 accumulators a thread)
 //
-// Why it should be faster: the shared reads of a warp land in a small region (8 distinct float4s
-// of A and 4 of B per step, broadcast to the other lanes), the warp's working set matches the
+// Why it should be faster: the shared reads of a warp land in a small region (each read4 of A
+// touches 8 distinct float4s and each of B 4, broadcast to the other lanes; a step p is 2 reads of
+// A and 4 of B, 16 distinct float4s of each), the warp's working set matches the
 // hierarchy (block tile in shared memory, warp tile in the register file of one SM sub-partition,
 // thread tile in registers), and bk = 16 halves the barriers per FMA. 128 threads with 128
 // accumulators each keep the FMA pipes fed with fewer warps.

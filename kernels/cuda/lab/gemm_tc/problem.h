@@ -16,9 +16,17 @@ inline void check_problem(const char* version, const void* a, const void* b, con
   const std::string where = std::string("lab gemm_tc ") + version + ": ";
   if (dtype != DType::bf16 && dtype != DType::f16)
     throw DTypeError(where + "the inputs must be bf16 or f16, got " + dtype_name(dtype));
-  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  if (m > kIntMax || n > kIntMax || k > kIntMax || !fits(g))
-    throw ShapeError(where + "m, n and k must be below 2^31, with at most 65535 block rows");
+  // A tile (tiling.h's kMaxTile) below 2^31 - 1: the kernels' int indices run up to a tile past
+  // the problem's edge, and at k = 2^31 - 1 v2's count of k tiles, (k + bk - 1) / bk, would wrap
+  // negative and leave C unwritten.
+  constexpr int64_t kMaxExtent = std::numeric_limits<int>::max() - kMaxTile;
+  if (m < 0 || n < 0 || k < 0 || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent)
+    throw ShapeError(where + "m = " + std::to_string(m) + ", n = " + std::to_string(n) + ", k = " +
+                     std::to_string(k) + " is out of range: each must be between 0 and " +
+                     std::to_string(kMaxExtent) + " (2^31 - 1 less a tile)");
+  if (!fits(g))
+    throw ShapeError(where + "m = " + std::to_string(m) + " needs " + std::to_string(g.y) +
+                     " block rows, more than the 65535 a grid's y allows");
   if (!supported(n, k))
     throw ShapeError(where + "n = " + std::to_string(n) + " and k = " + std::to_string(k) +
                      " must be multiples of 8: the kernel copies rows in 16-byte pieces");

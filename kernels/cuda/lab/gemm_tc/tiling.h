@@ -17,8 +17,14 @@ inline constexpr int kWarpSize = 32;
 inline constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync.aligned.m16n8k16
 inline constexpr int kChunkElements = 8;                 // 16-byte copies: 8 bf16 or f16
 inline constexpr int kStaticSharedBytes = 48 * 1024;
-inline constexpr int kMaxSharedBytes = 227 * 1024;  // sm_90's opt-in limit a block
+// The most dynamic shared memory a block may opt into on every architecture the lab's peaks know
+// (lab_gpu.cpp's kArchRates): 99 KiB on sm_86 and sm_89, 163 on sm_80, 227 on sm_90. The
+// smallest, so valid() never accepts a stage count that launches on an H100 and not on an A100.
+inline constexpr int kMaxSharedBytes = 99 * 1024;
 inline constexpr int64_t kMaxGridY = 65535;
+// The largest bm, bn and bk a tiling may have: problem.h keeps m, n and k this far below 2^31 - 1,
+// so the kernels' int indices, which run up to a tile past the problem's edge, never wrap.
+inline constexpr int kMaxTile = 128;
 
 struct TcTiling {
   int bm = 0, bn = 0, bk = 0;
@@ -79,6 +85,7 @@ inline constexpr bool ldmatrix_conflict_free(int stride_elements) {
 
 inline constexpr bool valid(const TcTiling& t) {
   if (t.bm <= 0 || t.bn <= 0 || t.bk <= 0 || t.warps_m <= 0 || t.warps_n <= 0) return false;
+  if (t.bm > kMaxTile || t.bn > kMaxTile || t.bk > kMaxTile) return false;
   if (threads(t) > 1024 || t.stages < 1) return false;
   if (t.bm % t.warps_m != 0 || t.bn % t.warps_n != 0) return false;
   if (warp_m(t) % kMmaM != 0 || t.bk % kMmaK != 0) return false;

@@ -8,7 +8,12 @@
 // The backward's dx is the same walk. dweight and dbias are sums down the columns, across rows
 // that different warps own: each block takes kRowsPerBlock consecutive rows, and after their dx
 // its threads walk the block's rows column by column (coalesced again) into one partial per block
-// and column; column_sums.cu adds the partials. The second walk re-reads x and dy, mostly from L2.
+// and column; column_sums.cu adds the partials. The second walk re-reads x and dy, and at the
+// lab's sizes from DRAM, not L2: a block's rows are 64 x cols x 8 bytes (2 MiB at 4096 columns),
+// and with the ~800 blocks resident at once on 132 SMs (6 an SM: 40 registers a thread, ptxas
+// for sm_90) about 1.6 GiB is read between a block's first walk and its second (0.4 GiB at
+// 262144 x 1024), against an L2 of 50 MB. So the backward moves about 20 bytes an element, not
+// the 12 it must; v3 has no second walk.
 //
 // Why it should be faster: every load is coalesced and 8 rows run a block, so the forward reads
 // the row three times at full width (sum, squares, write) instead of at an eighth of it.

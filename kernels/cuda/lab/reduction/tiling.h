@@ -8,7 +8,8 @@
 // case rows == 1.
 //
 //   v1-v3 give each block a fixed chunk (one element or one float4 a thread), so a long row takes
-//         several passes: 2^28 elements are 2^20 partials, then 2^12, then 16, then 1.
+//         several passes: 2^28 elements are 2^20 partials, then 2^12, then 16, then 1 in v1 and
+//         v2 (256 elements a block); 2^18, then 256, then 1 in v3 (1024).
 //   v4    gives each block several float4s a thread, with the number of blocks set so that the
 //         whole grid is about kTargetBlocks: two passes at most (the second sums <= that many).
 //   v5    v4's first pass, where the last block of each row to finish sums the row's partials:

@@ -1,13 +1,14 @@
 // Reduction v1: a tree in shared memory. Each thread loads one element, the block halves the
-// number of live values at each of log2(256) = 8 levels, with a barrier between levels, and
-// thread 0 writes the block's partial. A 2^28-element vector takes four passes (2^20, 2^12, 16,
+// number of live values at each of log2(256) = 8 levels, with a barrier after each level, and
+// thread 0 writes the block's partial: 10 barriers a block, with the one after the loads and the
+// one before partial[] is reused. A 2^28-element vector takes four passes (2^20, 2^12, 16,
 // 1 partials).
 //
 // Why it is the starting point: the loads are coalesced (consecutive threads, consecutive
 // elements), and the tree uses "sequential addressing": at each level the live threads are the
 // first `stride` of the block, reading partial[tid + stride], so whole warps retire together and
 // the reads of a warp hit 32 distinct banks. What it wastes: one element a thread means one load
-// in flight a thread, and half the block is idle from the first level on, while it waits at 8
+// in flight a thread, and half the block is idle from the first level on, while it waits at 10
 // barriers.
 //
 // measured: not yet on a GPU.

@@ -1,11 +1,11 @@
-// Reduction v2: warp shuffles. v1's tree spends 8 barriers on 256 values; here each warp adds its
+// Reduction v2: warp shuffles. v1's tree spends 10 barriers on 256 values; here each warp adds its
 // 32 values in registers with a butterfly of __shfl_xor_sync (kiln's warp_allreduce in
 // kernels/cuda/block_reduce.cuh: five steps, no shared memory, no barrier), and only the 8 warp
 // totals go through shared memory, to be added by warp 0 the same way:
 //
 //   for (int mask = 16; mask > 0; mask >>= 1) v = v + shfl_xor(v, mask);   // warp_allreduce
 //
-// Why it should be faster: two barriers a block instead of eight, and no shared-memory traffic for
+// Why it should be faster: two barriers a block instead of ten, and no shared-memory traffic for
 // 31 of every 32 values. The loads are still v1's (one element a thread), so on a large vector
 // both are bound by the same number of loads in flight; the gain shows in the partials' passes.
 //

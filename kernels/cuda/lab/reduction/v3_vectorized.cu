@@ -7,9 +7,11 @@
 //
 // Why it should be faster: the memory system moves the same bytes, but each thread has four times
 // the bytes in flight per instruction, fewer blocks are scheduled and the block combine (v2's)
-// is paid once per 1024 elements. It needs every row and chunk to start on 16 bytes: a row whose
-// length is not a multiple of 4 (and the partials of the later passes) take the scalar path, four
-// coalesced loads a thread.
+// is paid once per 1024 elements. It needs every row and chunk to start on 16 bytes: a pass whose
+// rows are not a multiple of 4 long takes the scalar path, four coalesced loads a thread. That
+// includes a later pass whose number of partials is not a multiple of 4; the others (the workspace
+// buffers start on 256 bytes) take float4s too, as both later passes of a 2^28-element vector do
+// (2^18 and 256 partials).
 //
 // measured: not yet on a GPU.
 #include <cstdint>

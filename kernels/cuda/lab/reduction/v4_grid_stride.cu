@@ -1,6 +1,7 @@
-// Reduction v4: several elements a thread, a grid sized to the GPU. v1-v3 launch one block per
-// chunk, so a thread has one load in flight and the block's combine is paid for every 256 or 1024
-// elements. Here the first pass launches about kTargetBlocks blocks in all (tiling.h:
+// Reduction v4: several elements a thread, a fixed grid. v1-v3 launch one block per chunk, so a
+// thread has one load in flight and the block's combine is paid for every 256 or 1024 elements.
+// Here the first pass launches about kTargetBlocks = 2048 blocks in all (a constant, about 16 a
+// SM on a 132-SM H100 or H200, not read from the device; tiling.h:
 // grid_stride_passes), each walking a long chunk of its row with kUnroll float4 loads issued
 // before the first is added (thread_sum.cuh):
 //
@@ -9,8 +10,8 @@
 //
 // Why it should be faster: 64 bytes in flight a thread hide the latency of HBM with fewer warps,
 // the combine is paid once per block instead of once per 1024 elements, and a vector takes two
-// passes (2048 partials, then 1) instead of four. The grid also loops over (row, split) pairs, so
-// 65536 short rows are 2048 blocks of 32 rows each rather than 65536 blocks.
+// passes (2048 partials, then 1) instead of v3's three. The grid also loops over (row, split)
+// pairs, so 65536 short rows are 2048 blocks of 32 rows each rather than 65536 blocks.
 //
 // measured: not yet on a GPU.
 #include <cstdint>

@@ -13,7 +13,7 @@ const std::vector<ReductionVersion>& reduction_versions() {
       {"v2_warp_shuffle", "warp shuffles for the tree's last five levels",
        reduction::v2_warp_shuffle},
       {"v3_vectorized", "one float4 a thread", reduction::v3_vectorized},
-      {"v4_grid_stride", "several float4s in flight a thread, a grid sized to the GPU",
+      {"v4_grid_stride", "several float4s in flight a thread, a fixed grid of ~2048 blocks",
        reduction::v4_grid_stride},
       {"v5_one_pass", "the last block of a row adds the partials: one launch",
        reduction::v5_one_pass},

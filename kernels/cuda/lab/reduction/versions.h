@@ -5,7 +5,7 @@
 //   v1_shared_tree    one element a thread, a tree in shared memory, a barrier a level
 //   v2_warp_shuffle   the tree's last five levels in registers: warp shuffles, two barriers
 //   v3_vectorized     one float4 a thread: a quarter of the load instructions
-//   v4_grid_stride    several float4s in flight a thread, a grid sized to the GPU: two passes
+//   v4_grid_stride    several float4s in flight a thread, a fixed grid of ~2048 blocks: two passes
 //   v5_one_pass       v4, where the last block of a row to finish adds the partials: one launch
 //
 // Bench: kiln-bench lab reduction --rows 1 --cols 268435456 (and --rows 65536 --cols 4096).

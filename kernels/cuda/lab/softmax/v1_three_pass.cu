@@ -1,13 +1,14 @@
 // Softmax v1: three passes, a block per row. The textbook order: the row's max (so exp never
 // overflows), then the sum of exp(x - max), then each exp(x - max) / sum. Each pass's combine is a
-// tree in shared memory (8 levels, a barrier each), and the result is read back by every thread.
+// tree in shared memory (block_tree: a barrier after the stores, one after each of the 8 levels,
+// and one before the scratch is reused: 10), and the result is read back by every thread.
 //
 //   for (c = tid; c < cols; c += 256) max = fmaxf(max, in[c]);       max = block_tree(max)
 //   for (c = tid; c < cols; c += 256) sum += expf(in[c] - max);      sum = block_tree(sum)
 //   for (c = tid; c < cols; c += 256) out[c] = expf(in[c] - max) / sum;
 //
 // What it costs: the row is read three times (12 bytes read and 4 written an element, against
-// the 8 a softmax needs), and 16 barriers a row for the two trees.
+// the 8 a softmax needs), and 20 barriers a row for the two trees.
 //
 // measured: not yet on a GPU.
 #include <cmath>

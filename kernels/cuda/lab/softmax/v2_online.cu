@@ -1,6 +1,6 @@
 // Softmax v2: the online softmax, a block per row. v1 reads the row once for its max and again
 // for its sum; here each thread keeps a running (max, sum) and rescales its sum whenever its max
-// grows (online.cuh), so one pass gives both, and the threads' states combine in one step of
+// grows (online.h), so one pass gives both, and the threads' states combine in one step of
 // kiln's row_allreduce (warp shuffles, then the warps' totals):
 //
 //   if (v > s.max) { s.sum = s.sum * expf(s.max - v) + 1; s.max = v; }
@@ -9,7 +9,7 @@
 //                  sum = a.sum * expf(a.max - max) + b.sum * expf(b.max - max)
 //
 // Why it should be faster: 8 bytes read and 4 written an element instead of 12 and 4, and two
-// barriers a row instead of sixteen.
+// barriers a row instead of v1's twenty.
 //
 // measured: not yet on a GPU.
 #include <cmath>
@@ -17,7 +17,7 @@
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
-#include "kiln/kernels/cuda/lab/softmax/online.cuh"
+#include "kiln/kernels/cuda/lab/softmax/online.h"
 #include "kiln/kernels/cuda/lab/softmax/tiling.h"
 #include "kiln/kernels/cuda/lab/softmax/versions.h"
 #include "kiln/kernels/cuda/launch.h"

@@ -15,7 +15,7 @@
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
-#include "kiln/kernels/cuda/lab/softmax/online.cuh"
+#include "kiln/kernels/cuda/lab/softmax/online.h"
 #include "kiln/kernels/cuda/lab/softmax/tiling.h"
 #include "kiln/kernels/cuda/lab/softmax/versions.h"
 #include "kiln/kernels/cuda/launch.h"
