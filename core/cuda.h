@@ -54,7 +54,10 @@ MemoryInfo mem_get_info(int device = -1);
 int current_device();
 void set_device(int device);
 
-// Makes `device` current for the enclosing scope, then restores the previous one.
+// Makes `device` current for the enclosing scope, then restores the previous one, unless kiln
+// never used that one in this process: a thread that never chose a device is "on" device 0, and
+// switching back to it would make a context on GPU 0 (about 0.5 GiB) in every rank of a job, so
+// the scope's device stays current instead (PyTorch's guard behaves the same).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

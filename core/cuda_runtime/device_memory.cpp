@@ -42,7 +42,7 @@ class CudaSegments final : public SegmentBackend {
     cudaGetDevice(&previous);
     if (previous != device_) cudaSetDevice(device_);
     cudaFree(ptr);
-    if (previous != device_) cudaSetDevice(previous);
+    detail::restore_device(previous);
   }
 
   std::string device_name() const override {
@@ -62,7 +62,7 @@ class CudaSegments final : public SegmentBackend {
     cudaGetDevice(&previous);
     if (previous != device_) cudaSetDevice(device_);
     if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
-    if (previous != device_) cudaSetDevice(previous);
+    detail::restore_device(previous);
   }
 
  private:
