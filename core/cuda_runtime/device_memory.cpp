@@ -105,19 +105,6 @@ class CudaCachingAllocator final : public Allocator {
   Device device() const override { return Device::cuda(device_); }
   MemoryStats stats() const override { return pool_.stats(); }
   void reset_peak() override { pool_.reset_peak(); }
-  void record_stream(const Tensor& tensor, const Stream& stream) {
-    KILN_CHECK(tensor.defined() && tensor.device().is_cuda(), DeviceError,
-               "cuda::record_stream: expected a CUDA tensor, got {}", describe(tensor));
-    KILN_CHECK(stream.device() == tensor.device().index, DeviceError,
-               "cuda::record_stream: the stream is on cuda:{}, the tensor {}", stream.device(),
-               describe(tensor));
-    auto* owner = dynamic_cast<CudaCachingAllocator*>(&tensor.storage()->allocator());
-    KILN_CHECK(owner != nullptr, ValueError,
-               "cuda::record_stream: the memory of {} does not come from kiln's caching allocator",
-               describe(tensor));
-    owner->record_stream(tensor.storage()->data(), stream.handle());
-  }
-
   void empty_cache() { pool_.empty_cache(); }
 
  private:
@@ -151,6 +138,19 @@ Allocator& allocator(int index) {
   KILN_CHECK(index >= 0 && index < static_cast<int>(allocators.size()), DeviceError,
              "cuda::allocator: no device cuda:{} ({} visible)", index, allocators.size());
   return *allocators[static_cast<size_t>(index)];
+}
+
+void record_stream(const Tensor& tensor, const Stream& stream) {
+  KILN_CHECK(tensor.defined() && tensor.device().is_cuda(), DeviceError,
+             "cuda::record_stream: expected a CUDA tensor, got {}", describe(tensor));
+  KILN_CHECK(stream.device() == tensor.device().index, DeviceError,
+             "cuda::record_stream: the stream is on cuda:{}, the tensor {}", stream.device(),
+             describe(tensor));
+  auto* owner = dynamic_cast<CudaCachingAllocator*>(&tensor.storage()->allocator());
+  KILN_CHECK(owner != nullptr, ValueError,
+             "cuda::record_stream: the memory of {} does not come from kiln's caching allocator",
+             describe(tensor));
+  owner->record_stream(tensor.storage()->data(), stream.handle());
 }
 
 void empty_cache() {
