@@ -26,9 +26,12 @@ struct DefaultGroup {
   int generation = 0;  // default groups made so far
 };
 
+// Never destroyed: a program that does not call destroy_process_group would otherwise destroy
+// the group during exit, maybe after the CUDA runtime has shut down, and NCCL's destroy would
+// wait there for peers that may be gone. The process's end frees it instead.
 DefaultGroup& default_state() {
-  static DefaultGroup state;
-  return state;
+  static auto* state = new DefaultGroup;
+  return *state;
 }
 
 }  // namespace
