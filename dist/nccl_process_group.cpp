@@ -321,6 +321,7 @@ class NcclProcessGroup : public ProcessGroup {
   void end_point_to_point() override {
     const std::string what = describe("ending a point-to-point group");
     KILN_CHECK(group_depth_ > 0, ValueError, "{}: no group was started", what);
+    cuda::DeviceGuard guard(device_);
     const ncclResult_t ended = ncclGroupEnd();
     if (--group_depth_ > 0) {
       call(ended, what, "ncclGroupEnd");
@@ -328,7 +329,6 @@ class NcclProcessGroup : public ProcessGroup {
     }
     std::unique_lock<std::mutex> lock = std::move(group_lock_);
     const std::shared_ptr<cuda::Event> done = std::move(group_done_);
-    cuda::DeviceGuard guard(device_);
     call(ended, what, "ncclGroupEnd");
     done->record(stream_);
     lock.unlock();
