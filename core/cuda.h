@@ -15,6 +15,10 @@
 struct CUstream_st;
 struct CUevent_st;
 
+namespace kiln {
+class Tensor;
+}
+
 namespace kiln::cuda {
 
 bool is_built();      // kiln was compiled with the CUDA toolkit
@@ -54,7 +58,10 @@ MemoryInfo mem_get_info(int device = -1);
 int current_device();
 void set_device(int device);
 
-// Makes `device` current for the enclosing scope, then restores the previous one.
+// Makes `device` current for the enclosing scope, then restores the previous one, unless kiln
+// never used that one in this process: a thread that never chose a device is "on" device 0, and
+// switching back to it would make a context on GPU 0 (about 0.5 GiB) in every rank of a job, so
+// the scope's device stays current instead (PyTorch's guard behaves the same).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
@@ -159,6 +166,12 @@ void nvtx_range_pop();
 // variable KILN_CUDA_CACHING_ALLOCATOR=0 turns caching off: every allocation is a cudaMalloc and
 // every free a cudaFree, so compute-sanitizer sees each tensor's exact bounds.
 Allocator& allocator(int index);
+// Marks `tensor` (on a CUDA device) as used by the work queued so far on `stream` too, as torch's
+// Tensor.record_stream: when its memory is freed, the caching allocator hands it out again only
+// after that work is done. Needed when a tensor made on one stream is used on another and freed
+// before that stream has caught up (the allocator otherwise reuses a block on its own stream at
+// once, and that stream does not wait for the other).
+void record_stream(const Tensor& tensor, const Stream& stream);
 // Gives every cached, wholly free segment of every device back to the driver
 // (torch.cuda.empty_cache).
 void empty_cache();

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/error.h"
 #include "kiln/core/profiler.h"
@@ -39,9 +41,13 @@ CachingAllocator::CachingAllocator(SegmentBackend& backend, bool caching)
 
 CachingAllocator::~CachingAllocator() {
   release_free_segments();
-  // Every block is in exactly one of the pools or in_use_. Blocks still in use belong to tensors
-  // that outlive the allocator (process exit): their memory stays with the driver, which frees it
-  // with the context; only the bookkeeping goes.
+  // Every block is in exactly one of the pools, in_use_ or waiting_. Blocks still in use belong to
+  // tensors that outlive the allocator (process exit): their memory stays with the driver, which
+  // frees it with the context; only the bookkeeping goes.
+  for (Waiting& w : waiting_) {
+    for (SegmentBackend::EventId event : w.events) backend_.release_event(event);
+    delete w.block;
+  }
   for (Block* block : small_pool_) delete block;
   for (Block* block : large_pool_) delete block;
   for (auto& entry : in_use_) delete entry.second;
@@ -66,6 +72,7 @@ void* CachingAllocator::allocate(size_t nbytes, StreamId stream) {
     on_allocated(block);
     return block->ptr;
   }
+  return_waiting_blocks();
   size_t size = round_size(nbytes);
   bool small = size <= kSmallSize;
   Block* block = take_free_block(size, stream, small);
@@ -87,20 +94,65 @@ void CachingAllocator::free(void* ptr) {
   stats_.current_bytes -= static_cast<int64_t>(block->size);
   stats_.live_allocations -= 1;
   profiler::on_free(static_cast<int64_t>(block->size));
-  block->allocated = false;
   if (!caching_) {
+    // cudaFree waits for the whole device, other streams' work included.
     backend_.free(block->ptr, block->size);
     stats_.reserved_bytes -= static_cast<int64_t>(block->size);
     stats_.device_frees += 1;
     delete block;
     return;
   }
+  if (block->used_on.empty()) {
+    return_to_pool(block);
+    return;
+  }
+  Waiting waiting{block, {}};
+  for (StreamId stream : block->used_on) waiting.events.push_back(backend_.record_event(stream));
+  block->used_on.clear();
+  waiting_.push_back(std::move(waiting));
+}
+
+void CachingAllocator::record_stream(void* ptr, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = in_use_.find(ptr);
+  KILN_CHECK(it != in_use_.end(), ValueError,
+             "cuda caching allocator: record_stream of {}, which is not the start of a block in "
+             "use on {}",
+             ptr, backend_.device_name());
+  Block* block = it->second;
+  if (stream == block->stream ||
+      std::find(block->used_on.begin(), block->used_on.end(), stream) != block->used_on.end())
+    return;
+  block->used_on.push_back(stream);
+}
+
+void CachingAllocator::return_to_pool(Block* block) {
+  block->allocated = false;
   block = merge_into_neighbours(block);
   pool_of(block).insert(block);
 }
 
+void CachingAllocator::return_waiting_blocks() {
+  std::vector<Waiting> still;
+  for (Waiting& w : waiting_) {
+    std::vector<SegmentBackend::EventId> pending;
+    for (SegmentBackend::EventId event : w.events) {
+      if (backend_.event_done(event))
+        backend_.release_event(event);
+      else
+        pending.push_back(event);
+    }
+    if (pending.empty())
+      return_to_pool(w.block);
+    else
+      still.push_back({w.block, std::move(pending)});
+  }
+  waiting_ = std::move(still);
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  return_waiting_blocks();
   release_free_segments();
 }
 
@@ -132,6 +184,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t nbytes, size_t seg
   if (ptr == nullptr) {
     // Cached segments may be exactly what the driver lacks: give them all back and try once more.
     stats_.alloc_retries += 1;
+    return_waiting_blocks();
     release_free_segments();
     ptr = backend_.allocate(segment_bytes);
   }

@@ -17,6 +17,10 @@
 // - a block is reused only by requests on the stream it was allocated on: work queued on that
 //   stream is ordered after the previous owner's, so no synchronisation is needed, while another
 //   stream could run ahead and overwrite memory a pending kernel still reads;
+// - a block that a tensor also used on other streams (record_stream, as torch's
+//   Tensor.record_stream) goes back to the pool only once the work queued on those streams when it
+//   was freed is done: an event is recorded on each of them at the free, and the block waits,
+//   neither reusable nor merged with its neighbours, until all of them have happened;
 // - when the backend is out of memory, every cached whole segment is freed and the request is
 //   retried once; if that fails too, OutOfMemoryError says what was asked and what is held.
 #pragma once
@@ -27,6 +31,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kiln/core/allocator.h"
 
@@ -44,6 +49,13 @@ class SegmentBackend {
   // For the out-of-memory message: "cuda:0", and the device's free and total bytes now.
   virtual std::string device_name() const = 0;
   virtual void memory_info(size_t* free_bytes, size_t* total_bytes) const = 0;
+
+  // Events for the blocks used on other streams than their own: one recorded now on `stream` (a
+  // cudaStream_t's address), whether it has happened, and its release.
+  using EventId = std::uintptr_t;
+  virtual EventId record_event(std::uintptr_t stream) = 0;
+  virtual bool event_done(EventId event) = 0;
+  virtual void release_event(EventId event) noexcept = 0;
 };
 
 // "512 bytes", "1.50 KiB", "2.00 GiB": sizes as a person reads them in an error message.
@@ -73,6 +85,9 @@ class CachingAllocator {
   void* allocate(size_t nbytes, StreamId stream);
   // ptr must come from allocate (null is ignored).
   void free(void* ptr);
+  // The block at ptr (from allocate, not yet freed) is also used by work queued on `stream`: once
+  // freed, it is reused only after that work is done. Its own stream needs no mark.
+  void record_stream(void* ptr, StreamId stream);
   // Returns every segment with no block in use to the backend; segments partly in use stay.
   void empty_cache();
 
@@ -89,10 +104,16 @@ class CachingAllocator {
     void* ptr;
     size_t size;
     StreamId stream;
-    bool small;  // which pool it returns to
-    bool allocated = false;
-    Block* prev = nullptr;  // neighbours in the same segment, by address
+    bool small;              // which pool it returns to
+    bool allocated = false;  // in use, or freed and waiting for other streams' work
+    Block* prev = nullptr;   // neighbours in the same segment, by address
     Block* next = nullptr;
+    std::vector<StreamId> used_on{};  // other streams it was used on (record_stream)
+  };
+  // A freed block that waits for the events recorded on the other streams it was used on.
+  struct Waiting {
+    Block* block;
+    std::vector<SegmentBackend::EventId> events;
   };
   struct BlockOrder {  // by stream, then size, then address: lower_bound is the best fit
     bool operator()(const Block* a, const Block* b) const;
@@ -104,6 +125,8 @@ class CachingAllocator {
   Block* new_segment(size_t nbytes, size_t segment_bytes, StreamId stream, bool small);
   void split(Block* block, size_t size);
   Block* merge_into_neighbours(Block* block);
+  void return_to_pool(Block* block);
+  void return_waiting_blocks();
   void release_free_segments();
   void on_allocated(Block* block);
   [[noreturn]] void throw_out_of_memory(size_t nbytes, size_t segment_bytes) const;
@@ -113,6 +136,7 @@ class CachingAllocator {
   mutable std::mutex mutex_;
   Pool small_pool_, large_pool_;              // free blocks
   std::unordered_map<void*, Block*> in_use_;  // blocks handed out, by address
+  std::vector<Waiting> waiting_;              // freed blocks not yet reusable
   MemoryStats stats_;
 };
 

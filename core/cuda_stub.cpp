@@ -124,6 +124,9 @@ void synchronize(int) {
 Allocator& allocator(int) {
   not_built("cuda::allocator");
 }
+void record_stream(const Tensor&, const Stream&) {
+  not_built("cuda::record_stream");
+}
 void empty_cache() {}
 int64_t memory_allocated(int) {
   not_built("cuda::memory_allocated");

@@ -47,6 +47,14 @@ const Names kLaunchers[] = {
     {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
+// The srun steps of one batch job share its SLURM_JOB_ID, and a file store keeps its keys: a
+// second step named after the job alone would read the first one's (its NCCL id among them, a
+// bootstrap root long gone). Each mpirun is a job of its own already.
+std::string step_suffix(const char* launcher) {
+  const char* step = std::string(launcher) == "srun" ? variable("SLURM_STEP_ID") : nullptr;
+  return step != nullptr ? std::string("-") + step : std::string();
+}
+
 // A store path all ranks of one mpirun or srun job agree on without talking to each other: the
 // job's own id, which the launcher gives every rank.
 std::string job_file_store(const char* launcher) {
@@ -56,7 +64,9 @@ std::string job_file_store(const char* launcher) {
              "dist: launched by {} without MASTER_ADDR and MASTER_PORT, and no job id to name a "
              "file store after; set MASTER_ADDR and MASTER_PORT (rank 0's host and a free port)",
              launcher);
-  return (std::filesystem::temp_directory_path() / (std::string("kiln-store-") + id)).string();
+  return (std::filesystem::temp_directory_path() /
+          (std::string("kiln-store-") + id + step_suffix(launcher)))
+      .string();
 }
 
 }  // namespace

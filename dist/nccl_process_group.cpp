@@ -1,17 +1,25 @@
 // The nccl backend: collectives on CUDA tensors through NCCL, on a stream of the group's own.
 //
 // Each rank drives one GPU (the current device when the group is made: init_process_group makes
-// it cuda:LOCAL_RANK). Rank 0 makes the NCCL unique id and publishes it in the store; every rank
+// it the rank's GPU). Rank 0 makes the NCCL unique id and publishes it in the store; every rank
 // then joins the communicator. An operation is ordered after the work already queued on the
 // caller's current stream by an event the NCCL stream waits for, and its Work's wait() makes the
 // caller's current stream wait for the operation in turn (the host does not block, as in
-// PyTorch). The Work keeps the operation's tensors alive until then, so the caching allocator
-// cannot hand their memory to other work while NCCL still reads or writes it; a caller must wait
-// on every Work before freeing its tensors' storage.
+// PyTorch). The operation's tensors are marked as used on the NCCL stream (cuda::record_stream),
+// so the caching allocator does not hand their memory to other work while NCCL still reads or
+// writes it, even when the Work is dropped without a wait.
 //
-// A watchdog thread checks the communicator every 100 ms: an asynchronous NCCL error, or an
-// operation unfinished after the group's timeout, aborts the communicator (freeing the kernels
-// that wait in it) and makes every later call and wait on this rank throw a DistError saying why.
+// The communicator is non-blocking (ncclConfig_t::blocking = 0), so that no NCCL call, joining
+// included, can hang the host past the group's timeout: a call may answer ncclInProgress, and
+// the caller then polls ncclCommGetAsyncError until it settles, as NCCL requires before the next
+// call on the communicator.
+//
+// A watchdog thread checks the communicator every 100 ms. An asynchronous NCCL error, a failed
+// call, a CUDA error, or an operation unfinished after the group's timeout ends the process by
+// default, saying why (ProcessGroupOptions::end_process_on_failure); else the watchdog aborts the
+// communicator (freeing the kernels that wait in it), and every later call and wait on this rank
+// throws a DistError saying why. The communicator is used under a mutex that the abort takes
+// too, so no call ever reaches a communicator the watchdog has freed.
 //
 // Sends and receives between begin_point_to_point and end_point_to_point form one NCCL group, so
 // a ring step's receive and send run together.
@@ -21,7 +29,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,13 +52,10 @@ namespace kiln::dist {
 
 namespace {
 
-#define KILN_NCCL_CHECK(call, what)                                                             \
-  do {                                                                                          \
-    ncclResult_t kiln_nccl_ = (call);                                                           \
-    if (kiln_nccl_ != ncclSuccess)                                                              \
-      throw DistError(std::string(what) + ": NCCL error " + std::to_string(kiln_nccl_) + " (" + \
-                      ncclGetErrorString(kiln_nccl_) + ") in " #call);                          \
-  } while (0)
+std::string nccl_error(const std::string& what, ncclResult_t result, const char* call) {
+  return what + ": NCCL error " + std::to_string(result) + " (" + ncclGetErrorString(result) +
+         ") in " + call;
+}
 
 ncclDataType_t nccl_type(DType dtype, const std::string& what) {
   switch (dtype) {
@@ -71,10 +79,17 @@ ncclDataType_t nccl_type(DType dtype, const std::string& what) {
   }
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) {
+// The ops as the gloo backend and the ring compute them: a bool sum is an "or" (a sum of bytes
+// would write 2..n into a bool, so NCCL takes the max, as PyTorch maps it), and an average needs
+// a floating dtype (ncclAvg of integers truncates on every rank), refused as the others refuse it.
+ncclRedOp_t nccl_op(ReduceOp op, DType dtype, const std::string& what) {
+  KILN_CHECK(op != ReduceOp::average || is_floating(dtype), DTypeError,
+             "{}: an average needs a floating-point tensor, got {} (sum, then divide as you "
+             "choose)",
+             what, dtype_name(dtype));
   switch (op) {
     case ReduceOp::sum:
-      return ncclSum;
+      return dtype == DType::boolean ? ncclMax : ncclSum;
     case ReduceOp::average:
       return ncclAvg;
     case ReduceOp::max:
@@ -83,15 +98,26 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// What the watchdog found: empty while the communicator is healthy, else why it was aborted.
-// Every later operation, and every wait, throws it.
-struct Health {
-  std::mutex mutex;
-  std::string failure;
-  void check() {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!failure.empty()) throw DistError(failure);
+// What went wrong with the communicator: empty while it is healthy, else why it failed. Every
+// later operation, and every wait, throws it.
+class Health {
+ public:
+  void check() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_.empty()) throw DistError(failure_);
   }
+  std::string failure() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failure_;
+  }
+  void fail(const std::string& why) {  // the first reason stays
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_.empty()) failure_ = why;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string failure_;
 };
 
 // One operation on the NCCL stream (or a group of them): done when its event has happened.
@@ -126,12 +152,15 @@ class NcclProcessGroup : public ProcessGroup {
       : ProcessGroup(rank, size, options.timeout),
         name_(name),
         store_(std::move(store)),
+        end_process_on_failure_(options.end_process_on_failure),
         device_(cuda::current_device()),
         stream_(cuda::Stream::create(device_)) {
     ncclUniqueId id;
     const std::string key = "nccl/" + name + "/id";
     if (rank == 0) {
-      KILN_NCCL_CHECK(ncclGetUniqueId(&id), describe("making the unique id"));
+      const ncclResult_t made = ncclGetUniqueId(&id);
+      if (made != ncclSuccess)
+        throw DistError(nccl_error(describe("making the unique id"), made, "ncclGetUniqueId"));
       const char* bytes = reinterpret_cast<const char*>(&id);
       store_->set(key, std::vector<char>(bytes, bytes + sizeof id));
     } else {
@@ -140,19 +169,34 @@ class NcclProcessGroup : public ProcessGroup {
                  "{}: the unique id in the store has {} bytes", describe("joining"), bytes.size());
       std::memcpy(&id, bytes.data(), sizeof id);
     }
-    cuda::DeviceGuard guard(device_);
-    KILN_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank), describe("joining the communicator"));
+    join(id);
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
 
   ~NcclProcessGroup() override {
+    // A group its caller left open (begin_point_to_point without its end) holds the
+    // communicator's mutex, which the watchdog may be waiting for.
+    if (group_lock_.owns_lock()) group_lock_.unlock();
     {
       std::lock_guard<std::mutex> lock(watch_mutex_);
       stopping_ = true;
     }
     watch_cv_.notify_all();
     watchdog_.join();
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
+    if (comm_ == nullptr) return;
+    try {
+      cuda::DeviceGuard guard(device_);
+      // ncclCommDestroy waits for the communicator's pending work, for ever if a peer is gone:
+      // it is for a clean end only (nothing pending, nothing failed, no group left open).
+      bool clean = health_->failure().empty() && group_depth_ == 0;
+      for (const Watched& w : watched_) clean = clean && w.done->query();
+      if (clean && settle(ncclCommFinalize(comm_)) == ncclSuccess) {
+        ncclCommDestroy(comm_);
+        return;
+      }
+    } catch (const std::exception&) {  // a CUDA error: abort below
+    }
+    ncclCommAbort(comm_);
   }
 
   std::string backend() const override { return "nccl"; }
@@ -160,10 +204,11 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op) override {
     const std::string what = describe("all_reduce of " + kiln::describe(tensor));
     check_tensor(tensor, what);
-    return run({tensor}, [&](cudaStream_t s) {
-      KILN_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
-                                    nccl_type(tensor.dtype(), what), nccl_op(op), comm_, s),
-                      what);
+    const ncclRedOp_t nccl = nccl_op(op, tensor.dtype(), what);
+    return run({tensor}, what, [&](cudaStream_t s) {
+      call(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
+                         nccl_type(tensor.dtype(), what), nccl, comm_, s),
+           what, "ncclAllReduce");
     });
   }
 
@@ -172,10 +217,10 @@ class NcclProcessGroup : public ProcessGroup {
     check_tensor(tensor, what);
     KILN_CHECK(root >= 0 && root < size(), ValueError, "{}: the root must be a rank below {}", what,
                size());
-    return run({tensor}, [&](cudaStream_t s) {
-      KILN_NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
-                                    nccl_type(tensor.dtype(), what), root, comm_, s),
-                      what);
+    return run({tensor}, what, [&](cudaStream_t s) {
+      call(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
+                         nccl_type(tensor.dtype(), what), root, comm_, s),
+           what, "ncclBroadcast");
     });
   }
 
@@ -188,10 +233,10 @@ class NcclProcessGroup : public ProcessGroup {
     std::vector<Tensor> keep = outputs;
     keep.push_back(input);
     keep.push_back(flat);
-    return run(keep, [&](cudaStream_t s) {
-      KILN_NCCL_CHECK(ncclAllGather(input.data_ptr(), flat.data_ptr(), input.numel(),
-                                    nccl_type(input.dtype(), what), comm_, s),
-                      what);
+    return run(keep, what, [&](cudaStream_t s) {
+      call(ncclAllGather(input.data_ptr(), flat.data_ptr(), input.numel(),
+                         nccl_type(input.dtype(), what), comm_, s),
+           what, "ncclAllGather");
       const size_t bytes = input.numel() * dtype_size(input.dtype());
       for (int r = 0; r < size(); ++r)
         KILN_CUDA_CHECK(cudaMemcpyAsync(outputs[r].data_ptr(),
@@ -206,18 +251,19 @@ class NcclProcessGroup : public ProcessGroup {
     const std::string what = describe("reduce_scatter into " + kiln::describe(output));
     check_tensor(output, what);
     check_parts(inputs, output, what);
+    const ncclRedOp_t nccl = nccl_op(op, output.dtype(), what);
     const Tensor flat = empty({size() * output.numel()}, output.dtype(), output.device());
     std::vector<Tensor> keep = inputs;
     keep.push_back(output);
     keep.push_back(flat);
-    return run(keep, [&](cudaStream_t s) {
+    return run(keep, what, [&](cudaStream_t s) {
       const size_t bytes = output.numel() * dtype_size(output.dtype());
       for (int r = 0; r < size(); ++r)
         KILN_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(flat.data_ptr()) + r * bytes,
                                         inputs[r].data_ptr(), bytes, cudaMemcpyDeviceToDevice, s));
-      KILN_NCCL_CHECK(ncclReduceScatter(flat.data_ptr(), output.data_ptr(), output.numel(),
-                                        nccl_type(output.dtype(), what), nccl_op(op), comm_, s),
-                      what);
+      call(ncclReduceScatter(flat.data_ptr(), output.data_ptr(), output.numel(),
+                             nccl_type(output.dtype(), what), nccl, comm_, s),
+           what, "ncclReduceScatter");
     });
   }
 
@@ -226,6 +272,7 @@ class NcclProcessGroup : public ProcessGroup {
     const Tensor one = zeros({1}, DType::f32, Device::cuda(device_));
     auto work = all_reduce_async(one, ReduceOp::sum);
     stream_.synchronize();
+    health_->check();  // the watchdog may have aborted the all-reduce while the host waited
     return work;
   }
 
@@ -233,10 +280,10 @@ class NcclProcessGroup : public ProcessGroup {
     const std::string what =
         describe("send to rank " + std::to_string(to) + " of " + kiln::describe(tensor));
     check_tensor(tensor, what);
-    return run({tensor}, [&](cudaStream_t s) {
-      KILN_NCCL_CHECK(ncclSend(tensor.data_ptr(), tensor.numel(), nccl_type(tensor.dtype(), what),
-                               to, comm_, s),
-                      what);
+    return run({tensor}, what, [&](cudaStream_t s) {
+      call(ncclSend(tensor.data_ptr(), tensor.numel(), nccl_type(tensor.dtype(), what), to, comm_,
+                    s),
+           what, "ncclSend");
     });
   }
 
@@ -244,31 +291,99 @@ class NcclProcessGroup : public ProcessGroup {
     const std::string what =
         describe("recv from rank " + std::to_string(from) + " of " + kiln::describe(tensor));
     check_tensor(tensor, what);
-    return run({tensor}, [&](cudaStream_t s) {
-      KILN_NCCL_CHECK(ncclRecv(tensor.data_ptr(), tensor.numel(), nccl_type(tensor.dtype(), what),
-                               from, comm_, s),
-                      what);
+    return run({tensor}, what, [&](cudaStream_t s) {
+      call(ncclRecv(tensor.data_ptr(), tensor.numel(), nccl_type(tensor.dtype(), what), from, comm_,
+                    s),
+           what, "ncclRecv");
     });
   }
 
-  // Inside a group the operations only queue; the group's one event is recorded when it ends.
+  // Inside a group the operations only queue; the group's one event is recorded when it ends. The
+  // communicator's mutex is held from the outermost begin to its end: the watchdog must not abort
+  // the communicator under a group whose operations NCCL has queued but not yet launched.
   void begin_point_to_point() override {
-    if (group_depth_++ == 0) {
-      order_after_caller();
-      group_done_ = std::make_shared<cuda::Event>();
+    const std::string what = describe("starting a point-to-point group");
+    if (group_depth_ > 0) {
+      call(ncclGroupStart(), what, "ncclGroupStart");
+      ++group_depth_;
+      return;
     }
-    KILN_NCCL_CHECK(ncclGroupStart(), describe("starting a point-to-point group"));
+    std::unique_lock<std::mutex> lock(comm_mutex_);
+    health_->check();
+    cuda::DeviceGuard guard(device_);
+    order_after_caller();
+    call(ncclGroupStart(), what, "ncclGroupStart");
+    group_done_ = std::make_shared<cuda::Event>();
+    group_lock_ = std::move(lock);
+    group_depth_ = 1;
   }
+
   void end_point_to_point() override {
-    KILN_NCCL_CHECK(ncclGroupEnd(), describe("ending a point-to-point group"));
-    if (--group_depth_ == 0) {
-      group_done_->record(stream_);
-      watch(group_done_);
-      group_done_.reset();
+    const std::string what = describe("ending a point-to-point group");
+    KILN_CHECK(group_depth_ > 0, ValueError, "{}: no group was started", what);
+    cuda::DeviceGuard guard(device_);
+    const ncclResult_t ended = ncclGroupEnd();
+    if (--group_depth_ > 0) {
+      call(ended, what, "ncclGroupEnd");
+      return;
     }
+    std::unique_lock<std::mutex> lock = std::move(group_lock_);
+    const std::shared_ptr<cuda::Event> done = std::move(group_done_);
+    call(ended, what, "ncclGroupEnd");
+    done->record(stream_);
+    lock.unlock();
+    watch(done);
   }
 
  private:
+  // Joins the communicator, non-blocking, within the timeout: a rank that died between the store
+  // exchange and this point would otherwise hang every other rank here for ever.
+  void join(const ncclUniqueId& id) {
+    cuda::DeviceGuard guard(device_);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t started = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
+    const ncclResult_t joined = comm_ != nullptr ? settle(started) : started;
+    if (joined == ncclSuccess) return;
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+    comm_ = nullptr;
+    if (joined == ncclInProgress)
+      throw DistError(describe("joining the communicator did not finish within " +
+                               std::to_string(timeout().count()) +
+                               " ms: a rank has not joined (it died, or never started)"));
+    throw DistError(
+        nccl_error(describe("joining the communicator"), joined, "ncclCommInitRankConfig"));
+  }
+
+  // A non-blocking communicator answers ncclInProgress while a call still runs in NCCL's own
+  // threads, and no other call may be made on it until ncclCommGetAsyncError says it is over.
+  // Polls until then, or until the timeout: ncclInProgress is then the answer.
+  ncclResult_t settle(ncclResult_t result) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    while (result == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+      const ncclResult_t query = ncclCommGetAsyncError(comm_, &result);
+      if (query != ncclSuccess) result = query;
+    }
+    return result;
+  }
+
+  // Settles a call on the communicator (comm_mutex_ held) and throws if it failed. After any
+  // error nothing can be assumed of the communicator's work (NCCL's documentation): the failure
+  // is recorded, and the watchdog aborts the communicator as soon as this thread lets go of it.
+  void call(ncclResult_t result, const std::string& what, const char* name) {
+    result = settle(result);
+    if (result == ncclSuccess) return;
+    const std::string failure =
+        result == ncclInProgress
+            ? what + ": " + name + " did not finish within " + std::to_string(timeout().count()) +
+                  " ms: a rank has hung or died; the communicator is aborted"
+            : nccl_error(what, result, name);
+    health_->fail(failure);
+    watch_cv_.notify_all();
+    throw DistError(failure);
+  }
+
   // Later work on the NCCL stream waits for what the caller has queued so far.
   void order_after_caller() {
     cuda::Event ready;
@@ -279,19 +394,32 @@ class NcclProcessGroup : public ProcessGroup {
   // Queues `enqueue` on the NCCL stream, after the caller's current stream's work, and returns a
   // Work whose event follows it (the group's, inside a point-to-point group).
   template <class F>
-  std::shared_ptr<Work> run(std::vector<Tensor> keep, F&& enqueue) {
-    health_->check();
+  std::shared_ptr<Work> run(std::vector<Tensor> keep, const std::string& what, F&& enqueue) {
     cuda::DeviceGuard guard(device_);
+    std::unique_lock<std::mutex> lock(comm_mutex_, std::defer_lock);
+    if (group_depth_ == 0) lock.lock();  // inside a group, the group holds it
+    health_->check();
+    KILN_CHECK(comm_ != nullptr, DistError, "{}: the communicator was aborted", what);
     if (group_depth_ > 0) {
       enqueue(stream_.handle());
+      used_on_nccl_stream(keep);
       return std::make_shared<NcclWork>(group_done_, std::move(keep), health_, device_);
     }
     order_after_caller();
     enqueue(stream_.handle());
+    used_on_nccl_stream(keep);
     auto done = std::make_shared<cuda::Event>();
     done->record(stream_);
+    lock.unlock();
     watch(done);
     return std::make_shared<NcclWork>(std::move(done), std::move(keep), health_, device_);
+  }
+
+  // Freed before the NCCL stream is done with them (a Work dropped unwaited, or waited on another
+  // stream), the tensors' blocks must not go back to their own stream's pool at once.
+  void used_on_nccl_stream(const std::vector<Tensor>& tensors) const {
+    for (const Tensor& t : tensors)
+      if (t.numel() > 0) cuda::record_stream(t, stream_);
   }
 
   void watch(const std::shared_ptr<cuda::Event>& done) {
@@ -299,33 +427,80 @@ class NcclProcessGroup : public ProcessGroup {
     watched_.push_back({done, std::chrono::steady_clock::now()});
   }
 
-  // Every 100 ms: an asynchronous NCCL error (a peer died, a network failure), or an operation
-  // still unfinished after the group's timeout (a peer hangs), aborts the communicator, which
-  // frees the kernels waiting in it, and makes every later call on this rank throw, naming why.
+  // Every 100 ms, until the group is destroyed or something fails; then aborts the communicator.
   void run_watchdog() {
+    std::string failure;
+    try {
+      // This thread queries and destroys events of device_: without a device of its own the
+      // CUDA runtime would bind device 0's context, creating one on GPU 0 in every rank.
+      cuda::set_device(device_);
+      failure = watch_until_failure();
+    } catch (const std::exception& e) {
+      // A CUDA error (sticky: every later call on the device fails the same way), met by an event
+      // query. Escaping this thread it would end the process in std::terminate, saying nothing.
+      failure = describe(std::string("the watchdog met an error: ") + e.what());
+    }
+    if (!failure.empty()) abort_communicator(failure);
+  }
+
+  std::string watch_until_failure() {
     std::unique_lock<std::mutex> lock(watch_mutex_);
     while (!stopping_) {
       watch_cv_.wait_for(lock, std::chrono::milliseconds(100));
-      if (stopping_ || comm_ == nullptr) continue;
-      std::string failure;
-      ncclResult_t async = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess)
-        failure = describe(std::string("NCCL reported an asynchronous error: ") +
-                           ncclGetErrorString(async));
-      const auto now = std::chrono::steady_clock::now();
-      std::erase_if(watched_, [](const Watched& w) { return w.done->query(); });
-      for (const Watched& w : watched_)
-        if (failure.empty() && now - w.start > timeout())
-          failure =
-              describe("an operation did not finish within " + std::to_string(timeout().count()) +
-                       " ms: a rank has hung or died; the communicator was aborted");
-      if (failure.empty()) continue;
+      if (stopping_) break;
+      std::string failure = find_failure();
+      if (!failure.empty()) return failure;
+    }
+    return "";
+  }
+
+  // A call that failed on the user's thread, an asynchronous NCCL error (a peer died, a network
+  // failure), or an operation still unfinished after the group's timeout (a peer hangs).
+  // watch_mutex_ held. comm_ is read without comm_mutex_: only this thread changes it.
+  std::string find_failure() {
+    if (std::string failure = health_->failure(); !failure.empty()) return failure;
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t query = ncclCommGetAsyncError(comm_, &async);
+    if (query != ncclSuccess) async = query;
+    if (async != ncclSuccess && async != ncclInProgress)
+      return describe(std::string("NCCL reported an asynchronous error: ") +
+                      ncclGetErrorString(async));
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(watched_, [](const Watched& w) { return w.done->query(); });
+    for (const Watched& w : watched_)
+      if (now - w.start > timeout())
+        return describe("an operation did not finish within " + std::to_string(timeout().count()) +
+                        " ms: a rank has hung or died; the communicator was aborted");
+    return "";
+  }
+
+  // The failure first, so that a caller racing the abort reads the reason rather than an NCCL
+  // error from a dead communicator. Then, by default, the end of the process, before the abort:
+  // the abort frees the hung kernels, and the caller's stream would run on with what they left
+  // (an optimizer step, a checkpoint's copy) for as long as this thread took to exit. Else the
+  // abort, under the communicator's mutex, so no call is inside NCCL with it (a non-blocking
+  // communicator returns from every call within the timeout).
+  void abort_communicator(const std::string& failure) {
+    health_->fail(failure);
+    if (end_process_on_failure_) {
+      // The one place kiln ends a process itself: this thread cannot throw into the caller's.
+      // _Exit skips the destructors, which could block on the dead communicator's peers; the
+      // driver ends the process's kernels with its context.
+      std::fprintf(stderr,
+                   "kiln: %s\nkiln: ending the process (ProcessGroupOptions::"
+                   "end_process_on_failure = false keeps it running, with every later collective "
+                   "throwing)\n",
+                   health_->failure().c_str());
+      std::fflush(stderr);
+      std::_Exit(EXIT_FAILURE);
+    }
+    {
+      std::lock_guard<std::mutex> lock(comm_mutex_);
       ncclCommAbort(comm_);
       comm_ = nullptr;
-      watched_.clear();
-      std::lock_guard<std::mutex> health_lock(health_->mutex);
-      health_->failure = failure;
     }
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    watched_.clear();
   }
 
   std::string describe(const std::string& what) const {
@@ -354,10 +529,15 @@ class NcclProcessGroup : public ProcessGroup {
 
   std::string name_;
   std::shared_ptr<Store> store_;
+  bool end_process_on_failure_;
   int device_;
   cuda::Stream stream_;
+
+  // Used by the caller's thread under comm_mutex_; the watchdog aborts and nulls it under the same.
+  std::mutex comm_mutex_;
   ncclComm_t comm_ = nullptr;
   int group_depth_ = 0;
+  std::unique_lock<std::mutex> group_lock_;  // comm_mutex_, while a point-to-point group is open
   std::shared_ptr<cuda::Event> group_done_;
 
   struct Watched {

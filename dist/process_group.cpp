@@ -23,11 +23,15 @@ struct DefaultGroup {
   std::mutex mutex;
   std::shared_ptr<ProcessGroup> group;
   LaunchEnv env;
+  int generation = 0;  // default groups made so far
 };
 
+// Never destroyed: a program that does not call destroy_process_group would otherwise destroy
+// the group during exit, maybe after the CUDA runtime has shut down, and NCCL's destroy would
+// wait there for peers that may be gone. The process's end frees it instead.
 DefaultGroup& default_state() {
-  static DefaultGroup state;
-  return state;
+  static auto* state = new DefaultGroup;
+  return *state;
 }
 
 }  // namespace
@@ -61,23 +65,30 @@ void init_process_group(const std::string& backend, ProcessGroupOptions options)
              "destroy_process_group first",
              state.group ? state.group->backend() : "");
   state.env = launch_env();
-  // One GPU per rank of a machine, as torchrun's users set it: cuda:LOCAL_RANK.
-  if (backend == "nccl" && cuda::is_available()) {
-    KILN_CHECK(state.env.local_rank < cuda::device_count(), DistError,
-               "dist: local rank {} has no GPU of its own: this machine has {} (start at most one "
-               "process per GPU)",
-               state.env.local_rank, cuda::device_count());
-    cuda::set_device(state.env.local_rank);
-  }
+  if (backend == "nccl" && cuda::is_available())
+    cuda::set_device(local_device(state.env, cuda::device_count()));
   options.single_machine = state.env.local_world_size == state.env.world_size;
+  // Every rank makes its default groups in the same order, so the n-th is named alike on all:
+  // a group made after destroy_process_group must not read the keys its predecessor left in a
+  // store that outlives it (a file store keeps them, the NCCL id among them).
+  state.generation += 1;
+  const std::string name =
+      state.generation == 1 ? "default" : "default-" + std::to_string(state.generation);
   if (state.env.world_size == 1) {
     // A process of its own: a group of one needs no one to meet, and still runs every call.
     state.group =
-        new_process_group(backend, make_memory_store(options.timeout), 0, 1, "default", options);
+        new_process_group(backend, make_memory_store(options.timeout), 0, 1, name, options);
     return;
   }
   state.group = new_process_group(backend, store_from_env(state.env, options.timeout),
-                                  state.env.rank, state.env.world_size, "default", options);
+                                  state.env.rank, state.env.world_size, name, options);
+}
+
+int local_device(const LaunchEnv& env, int device_count) {
+  KILN_CHECK(device_count > 0, DistError, "dist: local rank {} needs a GPU, and none is visible",
+             env.local_rank);
+  if (device_count == 1) return 0;
+  return env.local_rank % device_count;
 }
 
 bool is_initialized() {

@@ -44,6 +44,14 @@ struct ProcessGroupOptions {
   // environment; GLOO_SOCKET_IFNAME names a network interface instead, as in PyTorch).
   std::string gloo_hostname;
   bool single_machine = true;
+  // nccl: what a rank does when its watchdog finds the communicator failed (an NCCL error, or an
+  // operation unfinished after the timeout). true, as PyTorch's default: it says why on stderr
+  // and ends the process. The host does not block on NCCL, so once the communicator is aborted,
+  // work waited on before may hand partial sums to the caller's stream; an optimizer step or a
+  // checkpoint taken from them would be garbage. false: the communicator is aborted, the process
+  // goes on, and every later collective, wait and is_completed of the group throws DistError
+  // with the reason (results of work waited on before the abort are the caller's to distrust).
+  bool end_process_on_failure = true;
 };
 
 class ProcessGroup {
@@ -125,8 +133,14 @@ std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
 // ---- the default group, as torch.distributed's ----
 
 // Reads the environment (dist/env.h), meets the other ranks and makes the default group. A single
-// process without a launcher is a group of one.
+// process without a launcher is a group of one. For "nccl" it first makes the rank's GPU current
+// (local_device).
 void init_process_group(const std::string& backend, ProcessGroupOptions options = {});
+// The GPU of a rank among `device_count` visible ones: device 0 when the process sees one GPU
+// (launchers that bind a GPU per process: SLURM's --gpus-per-task=1, MPI wrappers or Kubernetes
+// setting CUDA_VISIBLE_DEVICES), else cuda:LOCAL_RANK as torchrun's users set it, wrapped around
+// the visible devices when there are fewer (each process then sees its own set).
+int local_device(const LaunchEnv& env, int device_count);
 bool is_initialized();
 void destroy_process_group();
 ProcessGroup& default_group();                      // DistError when init_process_group has not run

@@ -1,6 +1,7 @@
 #include "kiln/dist/ring.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -29,6 +30,43 @@ int wrap(int r, int n) {
   return ((r % n) + n) % n;
 }
 
+// The messages of one chunk: one per `segment` elements, none for an empty chunk. The sender and
+// the receiver of a chunk count them from that chunk alone, so both post the same messages.
+// Counting from both chunks a rank touches in a step (the one it sends and the one it receives,
+// which differ by one element when the buffer does not split evenly) made a rank post one more send
+// than its neighbour posted receives; Gloo drops a 0-byte message, but NCCL pairs each send with
+// the peer's receive in posting order, whatever the tag, and a 0-byte message is a real
+// synchronisation there.
+int64_t segments_of(int64_t length, int64_t segment) {
+  return (length + segment - 1) / segment;
+}
+
+// Ends the point-to-point batch of a ring step on every way out: an exception thrown while
+// posting (a failed check, a dead peer) must not leave the group open, or the backend would queue
+// every later operation of this thread into it.
+class PointToPointBatch {
+ public:
+  explicit PointToPointBatch(ProcessGroup& group) : group_(group) { group_.begin_point_to_point(); }
+  ~PointToPointBatch() {
+    if (open_) {
+      try {
+        group_.end_point_to_point();
+      } catch (...) {  // unwinding already: the first error is the one to report
+      }
+    }
+  }
+  void end() {
+    open_ = false;
+    group_.end_point_to_point();
+  }
+  PointToPointBatch(const PointToPointBatch&) = delete;
+  PointToPointBatch& operator=(const PointToPointBatch&) = delete;
+
+ private:
+  ProcessGroup& group_;
+  bool open_ = true;
+};
+
 // One ring step: send chunk `send_chunk` to the right, receive chunk `recv_chunk` from the left,
 // segment by segment. With `reduce`, each received segment is combined into the local chunk as it
 // arrives; without, it lands on the local chunk directly.
@@ -37,31 +75,29 @@ void ring_step(ProcessGroup& group, Tensor flat, const Tensor& scratch, int send
   const int n = group.size(), right = wrap(group.rank() + 1, n), left = wrap(group.rank() - 1, n);
   const Span out = chunk_span(flat.numel(), n, send_chunk);
   const Span in = chunk_span(flat.numel(), n, recv_chunk);
-  const int64_t segments =
-      std::max<int64_t>(1, (std::max(out.length, in.length) + segment - 1) / segment);
 
   // Receives first, so a neighbour's sends find them posted; all of the step in one batch.
   std::vector<std::shared_ptr<Work>> receives, sends;
-  group.begin_point_to_point();
   std::vector<Span> pieces;
-  for (int64_t s = 0; s < segments; ++s) {
-    const int64_t begin = std::min(in.length, s * segment);
+  PointToPointBatch batch(group);
+  for (int64_t s = 0; s < segments_of(in.length, segment); ++s) {
+    const int64_t begin = s * segment;
     const Span piece{in.begin + begin, std::min(in.length, begin + segment) - begin};
     pieces.push_back(piece);
     const Tensor target =
         reduce ? scratch.narrow(0, begin, piece.length) : flat.narrow(0, piece.begin, piece.length);
     receives.push_back(group.recv_async(target, left, tag + static_cast<uint32_t>(s)));
   }
-  for (int64_t s = 0; s < segments; ++s) {
-    const int64_t begin = std::min(out.length, s * segment);
+  for (int64_t s = 0; s < segments_of(out.length, segment); ++s) {
+    const int64_t begin = s * segment;
     const int64_t length = std::min(out.length, begin + segment) - begin;
     sends.push_back(group.send_async(flat.narrow(0, out.begin + begin, length), right,
                                      tag + static_cast<uint32_t>(s)));
   }
-  group.end_point_to_point();
-  for (int64_t s = 0; s < segments; ++s) {
+  batch.end();
+  for (size_t s = 0; s < receives.size(); ++s) {
     receives[s]->wait();
-    if (!reduce || pieces[s].length == 0) continue;
+    if (!reduce) continue;
     Tensor mine = flat.narrow(0, pieces[s].begin, pieces[s].length);
     const Tensor theirs = scratch.narrow(0, pieces[s].begin - in.begin, pieces[s].length);
     if (op == ReduceOp::max)
@@ -91,9 +127,8 @@ void ring_all_reduce(ProcessGroup& group, const Tensor& tensor, ReduceOp op, Rin
   const Tensor scratch =
       empty({chunk_span(flat.numel(), n, n - 1).length + 1}, tensor.dtype(), tensor.device());
   // Tags for every message of this call, the same on every rank (they reserve in the same order).
-  const int64_t max_segments =
-      std::max<int64_t>(1, (chunk_span(flat.numel(), n, n - 1).length + segment) / segment + 1);
-  const uint32_t tags = static_cast<uint32_t>(max_segments);
+  const uint32_t tags = static_cast<uint32_t>(
+      std::max<int64_t>(1, segments_of(chunk_span(flat.numel(), n, n - 1).length, segment)));
   const uint32_t base = group.reserve_tags(tags * 2 * static_cast<uint32_t>(std::max(n - 1, 1)));
 
   for (int s = 0; s < n - 1; ++s)

@@ -59,8 +59,21 @@ class FakeSegments final : public cuda::SegmentBackend {
     *total_bytes = 80 * GiB;
   }
 
+  std::map<EventId, bool> events;             // recorded and not released: happened yet?
+  std::vector<std::uintptr_t> event_streams;  // the stream of every event recorded
+  EventId record_event(std::uintptr_t stream) override {
+    event_streams.push_back(stream);
+    events[next_event_] = false;
+    return next_event_++;
+  }
+  bool event_done(EventId event) override { return events.at(event); }
+  void release_event(EventId event) noexcept override { events.erase(event); }
+  void finish_work_on(size_t k) { events.at(first_event_ + k) = true; }  // the k-th event recorded
+
  private:
   std::uintptr_t next_ = std::uintptr_t{1} << 40;
+  static constexpr EventId first_event_ = 0xE000;
+  EventId next_event_ = first_event_;
 };
 
 char* as_bytes(void* ptr) {
@@ -181,6 +194,80 @@ TEST_CASE("caching allocator: a block freed on one stream is not reused on anoth
   CHECK(pool.allocate(4 * MiB, kStream1) == large1);
   CHECK(pool.stats().device_allocs == 4);
   for (void* p : {small1, large1, small2, large2}) pool.free(p);
+}
+
+TEST_CASE("caching allocator: a block used on another stream waits for that stream's work") {
+  // The prefetcher: a side stream writes a buffer, the main stream reads it, the buffer is freed.
+  // Without record_stream the next allocation on the side stream takes the block back and
+  // overwrites it while the main stream may still be reading.
+  constexpr CachingAllocator::StreamId kStream3 = 0x3000;
+  FakeSegments fake;
+  CachingAllocator pool(fake);
+  void* buffer = pool.allocate(1000, kStream1);
+  pool.record_stream(buffer, kStream2);
+  pool.record_stream(buffer, kStream2);  // once is enough
+  pool.record_stream(buffer, kStream1);  // its own stream needs no event
+  pool.record_stream(buffer, kStream3);
+  pool.free(buffer);
+  CHECK(fake.event_streams == std::vector<std::uintptr_t>{kStream2, kStream3});
+  CHECK(pool.stats().current_bytes == 0);  // freed for the statistics, as PyTorch counts it
+
+  void* next = pool.allocate(1000, kStream1);
+  CHECK(next != buffer);
+  pool.free(next);
+  fake.finish_work_on(0);  // stream 2's work is done, stream 3's not yet
+  next = pool.allocate(1000, kStream1);
+  CHECK(next != buffer);
+  pool.free(next);
+  fake.finish_work_on(1);
+  next = pool.allocate(1000, kStream1);
+  CHECK(next == buffer);
+  CHECK(fake.events.empty());  // every event released
+  pool.free(next);
+  CHECK(fake.event_streams.size() == 2);  // a block freed without marks records no event
+}
+
+TEST_CASE("caching allocator: a waiting block is not merged, nor its segment given back") {
+  FakeSegments fake;
+  CachingAllocator pool(fake);
+  void* a = pool.allocate(4 * MiB, kStream1);
+  void* b = pool.allocate(4 * MiB, kStream1);
+  pool.record_stream(a, kStream2);
+  pool.free(a);
+  pool.free(b);
+  // a still waits: b merged with the rest of the segment only, and nothing can be given back.
+  void* c = pool.allocate(16 * MiB, kStream1);
+  CHECK(as_bytes(c) == as_bytes(a) + 4 * MiB);
+  pool.free(c);
+  pool.empty_cache();
+  CHECK(fake.freed.empty());
+  fake.finish_work_on(0);
+  pool.empty_cache();
+  CHECK(fake.freed == std::vector<size_t>{20 * MiB});
+  CHECK(fake.live.empty());
+  CHECK_FALSE(fake.bad_free);
+}
+
+TEST_CASE("caching allocator: record_stream of memory it does not hand out is a ValueError") {
+  FakeSegments fake;
+  CachingAllocator pool(fake);
+  void* a = pool.allocate(1000, kStream1);
+  CHECK_THROWS_WITH(
+      pool.record_stream(as_bytes(a) + 512, kStream2),
+      Catch::Contains("record_stream") && Catch::Contains("not the start of a block"));
+  pool.free(a);
+  CHECK_THROWS_AS(pool.record_stream(a, kStream2), ValueError);
+}
+
+TEST_CASE("caching allocator: caching off frees a block used on other streams at once") {
+  // cudaFree waits for the whole device, so no event is needed.
+  FakeSegments fake;
+  CachingAllocator pool(fake, false);
+  void* a = pool.allocate(1000, kStream1);
+  pool.record_stream(a, kStream2);
+  pool.free(a);
+  CHECK(fake.freed == std::vector<size_t>{1000});
+  CHECK(fake.event_streams.empty());
 }
 
 TEST_CASE("caching allocator: empty_cache frees only wholly free segments") {

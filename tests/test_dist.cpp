@@ -299,6 +299,37 @@ TEST_CASE("dist: the launch environment of kiln-run, mpirun and srun, and its er
   }
 }
 
+TEST_CASE("dist: the srun steps of one job meet in file stores of their own") {
+  // A second step named after the job alone would read the first step's keys, its NCCL id
+  // among them.
+  auto store_of_step = [](const char* step) {
+    ScopedEnv env({{"SLURM_PROCID", "0"},
+                   {"SLURM_NTASKS", "2"},
+                   {"SLURM_JOB_ID", "4242"},
+                   {"SLURM_STEP_ID", step}});
+    return dist::launch_env().file_store;
+  };
+  const std::string first = store_of_step("0"), second = store_of_step("1");
+  CHECK_THAT(first, Catch::Contains("kiln-store-4242"));
+  CHECK(first != second);
+}
+
+TEST_CASE("dist: each rank's GPU, with all of a machine's GPUs visible or one per process") {
+  auto rank = [](int local_rank, int local_world_size) {
+    dist::LaunchEnv env;
+    env.local_rank = local_rank;
+    env.local_world_size = local_world_size;
+    return env;
+  };
+  // torchrun's convention: every process sees the machine's GPUs and takes cuda:LOCAL_RANK.
+  CHECK(dist::local_device(rank(3, 8), 8) == 3);
+  // SLURM --gpus-per-task=1, or CUDA_VISIBLE_DEVICES=$LOCAL_RANK: the one GPU a process sees.
+  CHECK(dist::local_device(rank(3, 8), 1) == 0);
+  // Two GPUs bound to each of 4 processes: one of the process's own.
+  CHECK(dist::local_device(rank(3, 4), 2) == 1);
+  CHECK_THROWS_WITH(dist::local_device(rank(0, 1), 0), Catch::Contains("none is visible"));
+}
+
 TEST_CASE("dist: the file and TCP stores: set, get, wait, add, and a key that never comes") {
   kiln::testing::TempDir dir("kiln_store");
   const auto ms = std::chrono::milliseconds(300);

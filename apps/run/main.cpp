@@ -103,6 +103,11 @@ int exit_code(int status) {
   return 1;
 }
 
+// An address that names this machine on every machine: the other nodes would meet themselves.
+bool is_loopback(const std::string& address) {
+  return address == "localhost" || address.starts_with("127.") || address == "::1";
+}
+
 void signal_all(std::vector<Child>& children, int sig) {
   for (Child& c : children)
     if (c.running) ::kill(c.pid, sig);
@@ -119,7 +124,8 @@ int run(int argc, char** argv) {
   app.add_option("--nnodes", nnodes, "machines in the job")->check(CLI::Range(1, 65536));
   app.add_option("--node-rank", node_rank, "this machine's index, 0 for the one serving the store")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--master-addr", master_addr, "rank 0's host (default 127.0.0.1)");
+  app.add_option("--master-addr", master_addr,
+                 "rank 0's host (default 127.0.0.1: a job of one machine)");
   app.add_option("--master-port", master_port, "rank 0's store port (default: a free one)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--grace-seconds", grace_seconds,
@@ -138,6 +144,10 @@ int run(int argc, char** argv) {
              "a job of {} machines needs --master-port (and --master-addr): every machine must "
              "name the same one",
              nnodes);
+  KILN_CHECK(nnodes == 1 || !is_loopback(master_addr), kiln::ValueError,
+             "a job of {} machines needs --master-addr: rank 0's host as the other machines reach "
+             "it, not {}",
+             nnodes, master_addr);
   if (master_port == 0) master_port = free_port();
 
   struct sigaction action {};

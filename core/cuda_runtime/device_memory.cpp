@@ -13,6 +13,8 @@
 #include "kiln/core/cuda_caching_allocator.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/cuda_runtime/internal.h"
+#include "kiln/core/error.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln::cuda {
 
@@ -42,7 +44,7 @@ class CudaSegments final : public SegmentBackend {
     cudaGetDevice(&previous);
     if (previous != device_) cudaSetDevice(device_);
     cudaFree(ptr);
-    if (previous != device_) cudaSetDevice(previous);
+    detail::restore_device(previous);
   }
 
   std::string device_name() const override {
@@ -62,7 +64,24 @@ class CudaSegments final : public SegmentBackend {
     cudaGetDevice(&previous);
     if (previous != device_) cudaSetDevice(device_);
     if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
-    if (previous != device_) cudaSetDevice(previous);
+    detail::restore_device(previous);
+  }
+
+  EventId record_event(std::uintptr_t stream) override {
+    DeviceGuard guard(device_);
+    cudaEvent_t event = nullptr;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    const cudaError_t status = cudaEventRecord(event, reinterpret_cast<cudaStream_t>(stream));
+    if (status != cudaSuccess) cudaEventDestroy(event);
+    KILN_CUDA_CHECK(status);
+    return reinterpret_cast<EventId>(event);
+  }
+  bool event_done(EventId event) override {
+    DeviceGuard guard(device_);
+    return detail::done(cudaEventQuery(reinterpret_cast<cudaEvent_t>(event)), "cudaEventQuery");
+  }
+  void release_event(EventId event) noexcept override {
+    cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event));
   }
 
  private:
@@ -80,6 +99,9 @@ class CudaCachingAllocator final : public Allocator {
     return pool_.allocate(nbytes, reinterpret_cast<CachingAllocator::StreamId>(stream));
   }
   void deallocate(void* ptr, size_t) override { pool_.free(ptr); }
+  void record_stream(void* ptr, cudaStream_t stream) {
+    pool_.record_stream(ptr, reinterpret_cast<CachingAllocator::StreamId>(stream));
+  }
   Device device() const override { return Device::cuda(device_); }
   MemoryStats stats() const override { return pool_.stats(); }
   void reset_peak() override { pool_.reset_peak(); }
@@ -116,6 +138,19 @@ Allocator& allocator(int index) {
   KILN_CHECK(index >= 0 && index < static_cast<int>(allocators.size()), DeviceError,
              "cuda::allocator: no device cuda:{} ({} visible)", index, allocators.size());
   return *allocators[static_cast<size_t>(index)];
+}
+
+void record_stream(const Tensor& tensor, const Stream& stream) {
+  KILN_CHECK(tensor.defined() && tensor.device().is_cuda(), DeviceError,
+             "cuda::record_stream: expected a CUDA tensor, got {}", describe(tensor));
+  KILN_CHECK(stream.device() == tensor.device().index, DeviceError,
+             "cuda::record_stream: the stream is on cuda:{}, the tensor {}", stream.device(),
+             describe(tensor));
+  auto* owner = dynamic_cast<CudaCachingAllocator*>(&tensor.storage()->allocator());
+  KILN_CHECK(owner != nullptr, ValueError,
+             "cuda::record_stream: the memory of {} does not come from kiln's caching allocator",
+             describe(tensor));
+  owner->record_stream(tensor.storage()->data(), stream.handle());
 }
 
 void empty_cache() {

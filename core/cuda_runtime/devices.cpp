@@ -4,10 +4,14 @@
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#if KILN_WITH_NCCL
 #include <nccl.h>
+#endif
 
+#include <atomic>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
@@ -82,7 +86,9 @@ LibraryVersions library_versions() {
   // cuDNN 9 encodes major * 10000 + minor * 100 + patch, NCCL 2 the same.
   const size_t cudnn = cudnnGetVersion();
   v.cudnn = static_cast<int>(cudnn / 10000 * 1000 + cudnn / 100 % 100 * 10);
+#if KILN_WITH_NCCL
   v.nccl_headers = NCCL_MAJOR * 1000 + NCCL_MINOR * 10;
+#endif
   return v;
 }
 
@@ -93,6 +99,53 @@ MemoryInfo mem_get_info(int device) {
   return info;
 }
 
+// ---- the devices this process uses ----
+//
+// Since CUDA 12, cudaSetDevice makes the device's primary context (about 0.5 GiB of its memory),
+// and any runtime call on a thread that never chose a device binds device 0's. So a rank of a
+// job on GPU 3 must never switch to device 0 just because a thread "was" on it: a DataLoader
+// worker, a watchdog, or a DeviceGuard's restore would each leave a context on GPU 0 in every
+// rank (and fail on GPUs in exclusive-process mode). kiln remembers which devices it has made
+// current (they have a context), and which one set_device chose for the process.
+
+namespace {
+
+std::vector<std::atomic<bool>>& devices_in_use() {
+  static auto* in_use = new std::vector<std::atomic<bool>>(static_cast<size_t>(device_count()));
+  return *in_use;
+}
+
+std::atomic<int> process_device{-1};  // the last device set_device chose
+
+}  // namespace
+
+void detail::note_device_in_use(int device) {
+  devices_in_use()[static_cast<size_t>(device)].store(true, std::memory_order_relaxed);
+}
+
+bool detail::device_in_use(int device) {
+  return device >= 0 && device < device_count() &&
+         devices_in_use()[static_cast<size_t>(device)].load(std::memory_order_relaxed);
+}
+
+int detail::device_with_context() {
+  if (const int chosen = process_device.load(); chosen >= 0) return chosen;
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && device_in_use(current)) return current;
+  for (int d = 0; d < device_count(); ++d)
+    if (device_in_use(d)) return d;
+  return -1;
+}
+
+void detail::restore_device(int previous) noexcept {
+  int now = previous;
+  cudaGetDevice(&now);
+  // A device kiln never used was current only because the thread never chose one: switching
+  // back to it would make its context for nothing (PyTorch's MaybeSetDevice skips it the same
+  // way), so the scope's device stays current instead.
+  if (now != previous && device_in_use(previous)) cudaSetDevice(previous);
+}
+
 int current_device() {
   return detail::resolve("cuda::current_device", -1);
 }
@@ -100,20 +153,21 @@ int current_device() {
 void set_device(int device) {
   device = detail::resolve("cuda::set_device", device);
   KILN_CUDA_CHECK(cudaSetDevice(device));
+  detail::note_device_in_use(device);
+  process_device.store(device);
 }
 
 DeviceGuard::DeviceGuard(int device) {
   current_ = detail::resolve("cuda::DeviceGuard", device);
   KILN_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != current_) KILN_CUDA_CHECK(cudaSetDevice(current_));
+  detail::note_device_in_use(current_);
 }
 
 DeviceGuard::~DeviceGuard() {
   // Restores even when the scope switched devices itself. Unchecked: a destructor cannot throw,
   // and a sticky error shows at the next checked call anyway.
-  int now = previous_;
-  cudaGetDevice(&now);
-  if (now != previous_) cudaSetDevice(previous_);
+  detail::restore_device(previous_);
 }
 
 void synchronize(int device) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "kiln/core/cuda.h"
@@ -26,6 +27,12 @@ class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
     size_t size = size_class(nbytes);
+    // cudaHostAlloc and the event queries need a context. On a thread that never chose a device
+    // (a DataLoader worker) the runtime would bind device 0's, making one on GPU 0 in every rank
+    // of a job: they run on a device this process already uses, as PyTorch's host allocator
+    // does. The memory is portable, pinned for every device whichever is current.
+    std::optional<DeviceGuard> device;
+    if (const int d = detail::device_with_context(); d >= 0) device.emplace(d);
     std::lock_guard<std::mutex> lock(mutex_);
     void* ptr = take_free_block(size);
     if (ptr == nullptr) ptr = host_alloc(nbytes, size);

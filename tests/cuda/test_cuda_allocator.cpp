@@ -3,11 +3,16 @@
 // rules themselves are checked exactly on the CPU (tests/test_cuda_caching_allocator.cpp).
 // Tests that depend on caching say so and pass trivially when KILN_CUDA_CACHING_ALLOCATOR=0 (the
 // compute-sanitizer runs), where reuse is switched off on purpose.
+#include <cuda_runtime.h>
+
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/core/cuda_caching_allocator.h"
@@ -149,6 +154,35 @@ TEST_CASE("cuda allocator: a block freed on one stream is not reused on another"
 
 // [oom]: the failed cudaMalloc is deliberate, so scripts/gpu-check.sh runs this case under memcheck
 // with API errors unreported.
+TEST_CASE("cuda allocator: a block recorded on another stream waits for that stream's work") {
+  if (!caching_on()) return;
+  cuda::empty_cache();
+  // The side stream is held by a host function until the test lets it go, so its work is pending
+  // for exactly as long as the test needs.
+  const cuda::Stream side = cuda::Stream::create();
+  std::atomic<bool> go{false};
+  REQUIRE(cudaLaunchHostFunc(
+              side.handle(),
+              [](void* flag) {
+                while (!static_cast<std::atomic<bool>*>(flag)->load())
+                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              },
+              &go) == cudaSuccess);
+  void* first = nullptr;
+  {
+    Tensor t = empty({MiB}, DType::f32, Device::cuda(0));
+    first = t.data_ptr();
+    cuda::record_stream(t, side);
+  }
+  Tensor again = empty({MiB}, DType::f32, Device::cuda(0));
+  CHECK(again.data_ptr() != first);
+  go = true;
+  side.synchronize();
+  Tensor after = empty({MiB}, DType::f32, Device::cuda(0));
+  CHECK(after.data_ptr() == first);
+  CHECK_THROWS_AS(cuda::record_stream(full({2}, 1.0), side), DeviceError);
+}
+
 TEST_CASE("cuda allocator: more than the device holds is an OutOfMemoryError, then it recovers",
           "[oom]") {
   Device gpu = Device::cuda(0);

@@ -66,6 +66,11 @@ def main():
     check(p.returncode != 0 and "all_reduce" in p.stderr and "rank 0 of 2" in p.stderr and seconds < 60,
           f"a hung rank times the others out ({seconds:.1f} s, exit {p.returncode})", p)
 
+    # The other machines would each meet themselves at 127.0.0.1 and time out minutes later.
+    p, _ = run([args.run, "--nnodes", "2", "--master-port", "29500", args.job, "collectives"], 30)
+    check(p.returncode != 0 and "--master-addr" in p.stderr and "127.0.0.1" in p.stderr,
+          "a job of 2 machines is refused without --master-addr", p)
+
     if args.train:
         with tempfile.TemporaryDirectory() as d:
             common = [args.train, "--distributed", "--dataset", "synthetic", "--synthetic-size", "256",
