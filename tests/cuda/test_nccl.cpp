@@ -30,6 +30,9 @@ std::shared_ptr<dist::ProcessGroup> one_rank_group(const std::string& name,
                                                    std::chrono::milliseconds timeout) {
   dist::ProcessGroupOptions options;
   options.timeout = timeout;
+  // The timeout case below needs the process to go on after the watchdog aborts the communicator
+  // (by default a failure ends the process, as PyTorch's does).
+  options.end_process_on_failure = false;
   return dist::new_process_group("nccl", dist::make_memory_store(timeout), 0, 1, name, options);
 }
 
