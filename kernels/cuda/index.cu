@@ -294,6 +294,8 @@ int64_t first_out_of_range(const Tensor& index, int64_t size) {
   first_out_of_range_kernel<<<grid_for(total), kThreads, 0, stream()>>>(
       index.data<int64_t>(), total, size, static_cast<unsigned long long*>(first.data_ptr()));
   KILN_CUDA_CHECK_LAUNCH();
+  // On the index's device's current stream, which the kernel went on (the device switch made that
+  // device current, ops/dispatch.h), and waited for: the read follows the kernel.
   int64_t position = -1;
   copy_bytes(&position, Device::cpu(), first.data_ptr(), index.device(), sizeof position);
   return position;
