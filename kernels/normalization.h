@@ -24,11 +24,14 @@ struct NormalizationKernels {
   // statistics depend on every x) or dx = g * w * invstd in inference. weight may be undefined
   // (1). With relu (only where fuses_relu), the backward of relu(batch_norm(x)): g counts only
   // where the forward's output was positive, worked out again from x, the statistics, weight and
-  // bias with the very expression batch_norm_apply used, so the mask is bit for bit the forward's.
+  // bias with the very expression batch_norm_apply used, so the mask is bit for bit the forward's,
+  // and taken after rounding to out_dtype, the dtype the op's output is stored in (x's, or the
+  // 16-bit float x was widened from): a y that rounds to 0 there passes no gradient, as PyTorch's
+  // relu backward reads the stored output.
   void (*batch_norm_backward)(const Tensor& x, const Tensor& grad, const Tensor& mean,
                               const Tensor& invstd, const Tensor& weight, bool training,
                               const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
-                              bool relu, const Tensor& bias);
+                              bool relu, const Tensor& bias, DType out_dtype);
   // x [M, K]: each row normalised by its own mean and biased variance, then scaled by weight [K]
   // and shifted by bias [K] (either may be undefined); writes each row's mean and
   // 1/sqrt(var + eps).

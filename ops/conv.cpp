@@ -60,6 +60,12 @@ Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shape& we
              "(input {}, padding [{}, {}])",
              op, weight[2], weight[3], p.dilation[0], p.dilation[1], span_h, span_w, padded_h,
              padded_w, shape_str(input), p.padding[0], p.padding[1]);
+  // As PyTorch: an empty batch or no channel gives an empty output or the bias alone, but an
+  // image with no pixel is refused even where padding would give it an output.
+  KILN_CHECK(input[0] == 0 || input[1] == 0 || (input[2] > 0 && input[3] > 0), ShapeError,
+             "{}: only an empty batch or zero channels may make the input empty, got an input of "
+             "height {} and width {}: {}",
+             op, input[2], input[3], shape_str(input));
   Conv2dGeometry g;
   g.batch = input[0], g.in_channels = input[1], g.in_h = input[2], g.in_w = input[3];
   g.out_channels = weight[0], g.kernel_h = weight[2], g.kernel_w = weight[3];

@@ -34,7 +34,7 @@ DType compute_dtype(DType dtype) {
 // of `dtype`; `addend` (broadcastable to the result) is added when defined.
 Tensor product(const Tensor& a, const Tensor& b, Shape out_shape, DType dtype,
                const Tensor& addend = Tensor()) {
-  const MatmulKernels& k = kernels_for<MatmulKernels>("matmul", a.device());
+  const auto k = kernels_for<MatmulKernels>("matmul", a.device());
   // cuBLAS reads f16/bf16 as they are and accumulates in f32; Eigen gets f32 copies of them.
   const DType compute = k.takes_half ? dtype : compute_dtype(dtype);
   Tensor ca = k.as_gemm_operand(a.detach().to(compute));

@@ -229,7 +229,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& w
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError,
              "{}: label_smoothing must be in [0, 1], got {}", op, label_smoothing);
   NllArgs a = check_nll_args(op, logits, target, weight, ignore_index);
-  const CrossEntropyKernels& fused = kernels_for<CrossEntropyKernels>(op, logits.device());
+  const auto fused = kernels_for<CrossEntropyKernels>(op, logits.device());
   if (fused.forward != nullptr)
     return cross_entropy_fused(fused, logits, a, ignore_index, reduction, label_smoothing);
   // Elsewhere (the CPU), composed from log_softmax and nll_loss, whose gradients it then takes.

@@ -85,7 +85,8 @@ struct BatchNormBackward : NormBackward {
     kernels_for<NormalizationKernels>("batch_norm_backward", x.device())
         .batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g,
                              sum_g_x_hat, relu,
-                             relu ? kernel_operand(bias.unpack(*this), compute) : Tensor());
+                             relu ? kernel_operand(bias.unpack(*this), compute) : Tensor(),
+                             x.dtype());
     return {wants(0) ? grad_x.view(x.shape()).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
             wants(2) ? sum_g.to(bias_dtype) : Tensor()};

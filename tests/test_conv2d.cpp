@@ -216,6 +216,26 @@ TEST_CASE("conv2d: zero-size batch and channels, in every dtype") {
   }
 }
 
+TEST_CASE("conv2d: an image of zero height or width is a ShapeError, even with padding") {
+  // PyTorch refuses these ("Only zero batch or zero channel inputs are supported"); padding would
+  // otherwise give the empty image an output made of padding alone.
+  Tensor w = ones({8, 3, 1, 1});
+  CHECK_THROWS_WITH(conv2d(zeros({1, 3, 0, 4}), w, Tensor(), {1, 1}, {1, 0}),
+                    Catch::Contains("conv2d: only an empty batch or zero channels") &&
+                        Catch::Contains("[1, 3, 0, 4]"));
+  CHECK_THROWS_AS(conv2d(zeros({1, 3, 4, 0}), w, Tensor(), {1, 1}, {0, 1}), ShapeError);
+  CHECK_THROWS_AS(conv2d_backward_input(zeros({1, 8, 2, 4}), w, {1, 3, 0, 4}, {1, 1}, {1, 0}),
+                  ShapeError);
+  CHECK_THROWS_AS(
+      conv2d_backward_weight(zeros({1, 8, 2, 4}), zeros({1, 3, 0, 4}), w.shape(), {1, 1}, {1, 0}),
+      ShapeError);
+  // An empty batch or no channel may come with an empty image, as in PyTorch.
+  CHECK(conv2d(zeros({0, 3, 0, 4}), w, Tensor(), {1, 1}, {1, 0}).shape() == Shape{0, 8, 2, 4});
+  Tensor bias_only = conv2d(zeros({1, 0, 0, 4}), ones({2, 0, 1, 1}), tensor({1.0f, 2.0f}),
+                            {1, 1}, {1, 0});
+  CHECK(bias_only.tolist() == std::vector<double>{1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2});
+}
+
 TEST_CASE("conv2d: a kernel of size zero is a ShapeError") {
   CHECK_THROWS_WITH(conv2d(zeros({1, 2, 4, 4}), zeros({3, 2, 0, 3})),
                     Catch::Contains("conv2d: expected a kernel of at least 1x1") &&

@@ -169,6 +169,18 @@ TEST_CASE("elementwise: neg") {
 TEST_CASE("elementwise: abs") {
   check_unary([](const Tensor& x) { return abs(x); }, [](double v) { return std::abs(v); });
 }
+TEST_CASE("elementwise: abs clears the sign of -0.0, as torch.abs") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const std::vector<double> got = abs(tensor({-0.0, 0.0, -2.5, -inf}).to(dtype)).tolist();
+    CHECK(got == std::vector<double>{0.0, 0.0, 2.5, inf});
+    // == does not tell -0.0 from +0.0: 1 / abs(-0.0) must be +inf.
+    CHECK_FALSE(std::signbit(got[0]));
+    CHECK_FALSE(std::signbit(got[1]));
+  }
+}
+
 TEST_CASE("elementwise: sign") {
   check_unary([](const Tensor& x) { return sign(x); },
               [](double v) { return double((0 < v) - (v < 0)); });

@@ -268,6 +268,42 @@ TEST_CASE("normalization: batch_norm_relu equals relu(batch_norm) forward and ba
       }
 }
 
+TEST_CASE("normalization: batch_norm_relu in 16 bits masks the gradient by the stored output") {
+  // A weight of the dtype's smallest positive value makes y = x_hat * weight, computed in f32, so
+  // small that wherever 0 < x_hat <= 0.5 it rounds to a stored 0: relu's gradient must be 0 there,
+  // as in relu(batch_norm(x)) and PyTorch, which read the stored output.
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const Shape shape{4, 3, 5, 6};
+    Tensor x = random_f64(shape, 97).to(dtype);
+    const float smallest = dtype == DType::f16 ? static_cast<float>(Half::from_bits(1))
+                                               : static_cast<float>(BFloat16::from_bits(1));
+    Tensor w = full({3}, smallest, dtype), b = zeros({3}, dtype);
+    auto leaves = [&] {
+      return std::vector<Tensor>{x.detach().requires_grad_(), w.detach().requires_grad_(),
+                                 b.detach().requires_grad_()};
+    };
+    std::vector<Tensor> fused_in = leaves(), plain_in = leaves();
+    Tensor fused = batch_norm_relu(fused_in[0], Tensor(), Tensor(), fused_in[1], fused_in[2], true);
+    Tensor plain =
+        relu(batch_norm(plain_in[0], Tensor(), Tensor(), plain_in[1], plain_in[2], true));
+    CHECK(fused.tolist() == plain.tolist());
+    // The case under test occurs: y is positive in f32 and stored as 0.
+    const std::vector<double> y32 =
+        batch_norm(x.to(DType::f32), Tensor(), Tensor(), w.to(DType::f32), Tensor(), true).tolist();
+    const std::vector<double> stored = fused.tolist();
+    int64_t rounded_to_zero = 0;
+    for (size_t i = 0; i < y32.size(); ++i) rounded_to_zero += y32[i] > 0 && stored[i] == 0;
+    REQUIRE(rounded_to_zero > 0);
+    sum(fused).backward();
+    sum(plain).backward();
+    for (size_t i = 0; i < fused_in.size(); ++i) {
+      INFO("input " << i);
+      check_close(fused_in[i].grad(), plain_in[i].grad().tolist(), tolerance(dtype));
+    }
+  }
+}
+
 TEST_CASE("normalization: batch_norm_relu gradcheck w.r.t. x, weight and bias") {
   CHECK_GRADCHECK(
       [](const std::vector<Tensor>& in) {

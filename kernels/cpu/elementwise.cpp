@@ -62,6 +62,9 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p) 
     case UnaryOp::abs:
       if constexpr (std::is_unsigned_v<A>)
         return unary_loop<T, T>(x, out, [](A v) { return v; });
+      else if constexpr (floating)
+        // Clears the sign bit, as torch.abs: -0.0 gives +0.0, which v < 0 ? -v : v would keep.
+        return unary_loop<T, T>(x, out, [](A v) { return std::fabs(v); });
       else
         return unary_loop<T, T>(x, out, [](A v) { return v < A(0) ? static_cast<A>(-v) : v; });
     case UnaryOp::sign:

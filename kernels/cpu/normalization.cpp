@@ -25,6 +25,22 @@ struct ChannelAffine {
   T operator()(T x) const { return x * scale + shift; }
 };
 
+// The largest y that the fused ReLU's output, stored in out_dtype, holds as 0: half the smallest
+// positive 16-bit float, a tie that rounds to even, to 0 (as does everything below it); 0 where
+// the output keeps T. The backward passes the gradient only above it, where the stored output is
+// positive.
+template <class T>
+T relu_cutoff(DType out_dtype) {
+  switch (out_dtype) {
+    case DType::f16:
+      return static_cast<T>(static_cast<double>(static_cast<float>(Half::from_bits(1))) / 2);
+    case DType::bf16:
+      return static_cast<T>(static_cast<double>(static_cast<float>(BFloat16::from_bits(1))) / 2);
+    default:
+      return T(0);
+  }
+}
+
 }  // namespace
 
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
@@ -94,9 +110,10 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training,
                          const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
-                         bool relu, const Tensor& bias) {
+                         bool relu, const Tensor& bias, DType out_dtype) {
   visit_f32_f64("batch_norm_backward", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const T cutoff = relu_cutoff<T>(out_dtype);
     const T* in = x.data<T>();
     const T* g = grad.data<T>();
     const T* m = mean.data<T>();
@@ -119,7 +136,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
           if (relu) {
 #pragma omp simd reduction(+ : row_total, row_dot)
             for (int64_t j = 0; j < s; ++j) {
-              const T gj = affine(xr[j]) <= T(0) ? T(0) : gr[j];
+              const T gj = affine(xr[j]) <= cutoff ? T(0) : gr[j];  // NaN passes, as relu
               row_total += gj;
               row_dot += gj * (xr[j] - mu);
             }
@@ -154,7 +171,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         if (relu) {
           const ChannelAffine<T> affine(m, r, w, bs, c);
           for (int64_t j = 0; j < s; ++j)
-            out[j] = a * (affine(xr[j]) <= T(0) ? T(0) : gr[j]) - b * xr[j] + shift;
+            out[j] = a * (affine(xr[j]) <= cutoff ? T(0) : gr[j]) - b * xr[j] + shift;
         } else {
           for (int64_t j = 0; j < s; ++j) out[j] = a * gr[j] - b * xr[j] + shift;
         }

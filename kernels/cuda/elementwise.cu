@@ -68,6 +68,8 @@ struct UnaryMath {
     } else if constexpr (kOp == UnaryOp::abs) {
       if constexpr (std::is_unsigned_v<A>)
         return v;
+      else if constexpr (std::is_floating_point_v<A>)
+        return fabs(v);  // clears the sign bit, as the CPU: -0.0 gives +0.0
       else
         return v < A(0) ? static_cast<A>(-v) : v;
     } else if constexpr (kOp == UnaryOp::sign) {

@@ -9,8 +9,8 @@
 namespace kiln::cuda {
 
 // The calling thread's handle for `device`, which must be current (cuda::DeviceGuard), with its
-// stream set to stream(): fetch it right before each library call, so that a change of the
-// current stream is always followed.
+// stream set to stream() (and a cuBLAS handle with that stream's own workspace): fetch it right
+// before each library call, so that a change of the current stream is always followed.
 cublasHandle_t cublas_handle(int device);
 cudnnHandle_t cudnn_handle(int device);
 

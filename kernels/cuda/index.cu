@@ -7,13 +7,15 @@
 //     Pure data movement, so elements move as unsigned words of their size.
 //   scatter_add_, index_add_: a thread per source element, adding into the destination with an
 //     atomic add, as sources may collide. Where they do, the order of their additions, and so the
-//     rounding of a floating sum, can change from run to run.
+//     rounding of a floating sum, can change from run to run. A u8 destination, which has no
+//     atomic add, is added into as an i32 copy.
 //   one_hot: a thread per label. first_out_of_range: a thread per index, an atomicMin keeping the
 //     smallest bad position, so the answer is the CPU's whatever the order.
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/core/cuda_check.h"
@@ -83,7 +85,7 @@ __device__ inline Offsets3 walk_offsets(const Walk3& w, int64_t i) {
 }
 
 // dst += value, rounded as the CPU's add_into: the 16-bit floats add in float and round once;
-// bool adds as logical or; u8 wraps.
+// bool adds as logical or. u8 has none: its adds go through i32 (add_through_i32).
 __device__ inline void atomic_add(float* p, float v) {
   atomicAdd(p, v);
 }
@@ -100,18 +102,6 @@ __device__ inline void atomic_add(int64_t* p, int64_t v) {
 __device__ inline void atomic_add(bool* p, bool v) {
   // Every writer stores the same true, so a plain byte store is race-free.
   if (v) *p = true;
-}
-__device__ inline void atomic_add(uint8_t* p, uint8_t v) {
-  // No 8-bit CAS: swap the aligned 32-bit word that holds the byte (little-endian lanes).
-  const size_t address = reinterpret_cast<size_t>(p);
-  const unsigned shift = static_cast<unsigned>(address & 3u) * 8u;
-  unsigned* word = reinterpret_cast<unsigned*>(address & ~static_cast<size_t>(3));
-  unsigned old = *word, assumed;
-  do {
-    assumed = old;
-    const unsigned byte = ((assumed >> shift) + v) & 0xffu;
-    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | (byte << shift));
-  } while (old != assumed);
 }
 template <class H>
 __device__ inline void atomic_add_16(H* p, H v) {
@@ -198,6 +188,28 @@ __global__ void first_out_of_range_kernel(const int64_t* __restrict__ index, int
   }
 }
 
+// u8 has no atomic add, and a CAS on the aligned 32-bit word that holds a byte would read and
+// write up to three bytes past the tensor's end, which compute-sanitizer reports as out of bounds
+// when each tensor is its own cudaMalloc (KILN_CUDA_CACHING_ALLOCATOR=0). So the adds go into i32
+// copies of out and src: the low byte of the i32 sum is the u8 sum wrapped, as on the CPU, and
+// the copy back to u8 keeps just that byte.
+// visit_dtype over the dtypes that have an atomic_add: all but u8, which add_through_i32 takes.
+template <class F>
+void visit_atomic_dtype(const char* op, DType dtype, F&& f) {
+  if (dtype == DType::u8)
+    throw Error(std::string(op) + ": internal error: u8 adds must go through add_through_i32");
+  visit_dtype(dtype, [&](auto tag) {
+    if constexpr (!std::is_same_v<typename decltype(tag)::type, uint8_t>) f(tag);
+  });
+}
+
+template <class Add>
+void add_through_i32(const Tensor& out, const Tensor& src, Add add) {
+  Tensor wide_out = contiguous_with(*CopyKernels::cuda, out, DType::i32);
+  add(wide_out, contiguous_with(*CopyKernels::cuda, src, DType::i32));
+  CopyKernels::cuda->copy(wide_out, out);
+}
+
 }  // namespace
 
 void cat(const std::vector<Tensor>& inputs, int64_t dim, const Tensor& out) {
@@ -252,11 +264,15 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
 void scatter_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t total = index.numel();
   if (total == 0) return;
+  if (out.dtype() == DType::u8)
+    return add_through_i32(out, src, [&](const Tensor& wide_out, const Tensor& wide_src) {
+      scatter_add_(wide_out, dim, index, wide_src);
+    });
   Shape out_strides = out.strides();
   out_strides[dim] = 0;
   const Walk3 w =
       make_walk("scatter_add", index.shape(), {out_strides, index.strides(), src.strides()});
-  visit_dtype(out.dtype(), [&](auto tag) {
+  visit_atomic_dtype("scatter_add_", out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     scatter_add_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
         out.data<T>(), index.data<int64_t>(), static_cast<const T*>(src.data_ptr()), total, w,
@@ -268,8 +284,12 @@ void scatter_add_(const Tensor& out, int64_t dim, const Tensor& index, const Ten
 void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t total = src.numel();
   if (total == 0) return;
+  if (out.dtype() == DType::u8)
+    return add_through_i32(out, src, [&](const Tensor& wide_out, const Tensor& wide_src) {
+      index_add_(wide_out, dim, index, wide_src);
+    });
   const Folded f = fold_at(out.shape(), dim);
-  visit_dtype(out.dtype(), [&](auto tag) {
+  visit_atomic_dtype("index_add_", out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     index_add_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
         out.data<T>(), index.data<int64_t>(), src.data<T>(), total, index.numel(), f.inner, f.size);
@@ -294,6 +314,8 @@ int64_t first_out_of_range(const Tensor& index, int64_t size) {
   first_out_of_range_kernel<<<grid_for(total), kThreads, 0, stream()>>>(
       index.data<int64_t>(), total, size, static_cast<unsigned long long*>(first.data_ptr()));
   KILN_CUDA_CHECK_LAUNCH();
+  // On the index's device's current stream, which the kernel went on (the device switch made that
+  // device current, ops/dispatch.h), and waited for: the read follows the kernel.
   int64_t position = -1;
   copy_bytes(&position, Device::cpu(), first.data_ptr(), index.device(), sizeof position);
   return position;

@@ -124,6 +124,8 @@ NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, int64
       KILN_CUDA_CHECK_LAUNCH();
     });
   }
+  // On partial's device's current stream, which the kernel went on (the device switch made that
+  // device current, ops/dispatch.h), and waited for: the read follows the kernel.
   std::vector<ScanAcc> h(grid);
   copy_bytes(h.data(), Device::cpu(), partial.data_ptr(), partial.device(), grid * sizeof(ScanAcc));
   int64_t bad = INT64_MAX;
@@ -158,7 +160,7 @@ double nll_loss_forward(const Tensor& log_probs, const Tensor& target, const Ten
         static_cast<double*>(partial.data_ptr()));
     KILN_CUDA_CHECK_LAUNCH();
   });
-  std::vector<double> h(grid);
+  std::vector<double> h(grid);  // read after the kernel, as in scan_nll_targets
   copy_bytes(h.data(), Device::cpu(), partial.data_ptr(), partial.device(), grid * sizeof(double));
   double total = 0.0;
   for (unsigned b = 0; b < grid; ++b) total += h[b];

@@ -14,6 +14,7 @@
 //     features of one position) is short next to a channel (all of N and S), so a warp covers it
 //     and its sums need shuffles only, no barrier.
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "kiln/core/cuda_check.h"
@@ -149,10 +150,14 @@ __global__ void batch_norm_backward_kernel(const T* __restrict__ x, const T* __r
   const double mu = static_cast<double>(mean[c]), rstd = static_cast<double>(invstd[c]);
   const double count = static_cast<double>(n * s);
   const bool need_sums = training || sum_g || sum_g_xhat;
-  // With relu, the gradient reaches batch norm's output only where the forward's y was positive.
+  // With relu, the gradient reaches batch norm's output only where the forward's output, y
+  // rounded to T as it was stored, is positive: a 16-bit y too small for T stored 0.
   const ChannelAffine<P> affine(mean, invstd, weight, bias, c);
+  auto stored = [&](int64_t k) {
+    return device_convert<P>(device_convert<T>(affine(device_convert<P>(x[k]))));
+  };
   auto gradient = [&](int64_t k) {
-    if (relu && affine(device_convert<P>(x[k])) <= P(0)) return 0.0;  // as the CPU: NaN passes
+    if (relu && stored(k) <= P(0)) return 0.0;  // as the CPU: NaN passes
     return device_convert<double>(grad[k]);
   };
   double sg = 0.0, sgx = 0.0;
@@ -260,7 +265,12 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training,
                          const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
-                         bool relu, const Tensor& bias) {
+                         bool relu, const Tensor& bias, DType out_dtype) {
+  // The kernels take the activations in the output's own dtype (takes_half), so the mask rounds
+  // y to x's dtype.
+  if (out_dtype != x.dtype())
+    throw Error(std::string("batch_norm_backward: internal error: the GPU kernel got ") +
+                dtype_name(x.dtype()) + " activations for a " + dtype_name(out_dtype) + " output");
   const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
   if (channels == 0) return;
   visit_floating_device("batch_norm_backward", x.dtype(), [&](auto t) {

@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -100,20 +101,21 @@ inline Plan make_plan(const Tensor& x, const std::vector<bool>& reduced, const c
   return p;
 }
 
-// Multiprocessors of the current device, cached per device.
-inline int sm_count() {
+// Multiprocessors of `device` (the tensor's, not whichever is current), asked of the driver once
+// per device.
+inline int sm_count(int device) {
   constexpr int kMaxDevices = 64;
-  static int cached[kMaxDevices] = {};
-  int device = 0;
-  KILN_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= kMaxDevices) device = 0;
-  // A race here only repeats the query: every thread stores the same value.
-  if (cached[device] == 0) {
-    int count = 0;
-    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    cached[device] = count;
+  static std::atomic<int> cached[kMaxDevices] = {};
+  const bool cacheable = device >= 0 && device < kMaxDevices;
+  if (cacheable) {
+    const int known = cached[device].load(std::memory_order_relaxed);
+    if (known > 0) return known;
   }
-  return cached[device];
+  int count = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  // Threads that race here store the same value.
+  if (cacheable) cached[device].store(count, std::memory_order_relaxed);
+  return count;
 }
 
 // ---- sources: where the row kernel's elements come from ----
@@ -215,8 +217,8 @@ constexpr int64_t kMaxSplits = 1024;
 
 // Splits of the reduced elements: enough blocks to fill the device when there are few outputs,
 // at least min_chunk elements per split.
-inline int64_t choose_splits(int64_t blocks_x, int64_t count, int64_t min_chunk) {
-  const int64_t target = kBlocksPerSm * sm_count();
+inline int64_t choose_splits(int64_t blocks_x, int64_t count, int64_t min_chunk, int device) {
+  const int64_t target = kBlocksPerSm * sm_count(device);
   if (blocks_x >= target / 2 || count < 2 * min_chunk) return 1;
   int64_t splits = std::min(ceil_div(target, blocks_x), count / min_chunk);
   return std::max<int64_t>(1, std::min(splits, kMaxSplits));
@@ -239,7 +241,7 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
   Tensor workspace;
   Acc* partial = nullptr;
   auto make_partials = [&](int64_t blocks_x, int64_t min_chunk) {
-    splits = choose_splits(blocks_x, count, min_chunk);
+    splits = choose_splits(blocks_x, count, min_chunk, device.index);
     chunk = ceil_div(std::max<int64_t>(count, 1), splits);
     splits = ceil_div(std::max<int64_t>(count, 1), chunk);  // no empty trailing split
     if (splits > 1) {

@@ -249,6 +249,12 @@ TEST_CASE("cuda conv2d: zero-size batch, channels and outputs") {
   }
 }
 
+TEST_CASE("cuda conv2d: an image of zero height with padding is a ShapeError, not a cuDNN call") {
+  Tensor x = zeros({1, 3, 0, 4}, DType::f32, kGpu), w = ones({8, 3, 1, 1}, DType::f32, kGpu);
+  CHECK_THROWS_WITH(conv2d(x, w, Tensor(), {1, 1}, {1, 0}),
+                    Catch::Contains("conv2d: only an empty batch or zero channels"));
+}
+
 TEST_CASE("cuda conv2d: gradcheck on the GPU in f64", "[heavy]") {
   // gradcheck perturbs its leaves on the CPU; the function moves them to the GPU and back, so the
   // analytic gradients come from the GPU backward (through differentiable copies).

@@ -165,6 +165,18 @@ TEST_CASE("cuda index: index_add every dtype with repeated indices") {
   }
 }
 
+TEST_CASE("cuda index: u8 adds wrap as on the cpu, into the last byte too") {
+  // Five bytes: the last one's aligned 32-bit word reaches three bytes past the tensor, which the
+  // adds must not touch (compute-sanitizer with KILN_CUDA_CACHING_ALLOCATOR=0 would report it).
+  Tensor self = full({5}, 100.0, DType::u8);
+  Tensor idx = tensor<int64_t>({4, 4, 4, 0});
+  Tensor src = full({4}, 200.0, DType::u8);  // 100 + 3 * 200 wraps past 255 twice
+  check_gpu_parity(index_add(self.to(kGpu), 0, idx.to(kGpu), src.to(kGpu)),
+                   index_add(self, 0, idx, src), kExact);
+  check_gpu_parity(scatter_add(self.to(kGpu), 0, idx.to(kGpu), src.to(kGpu)),
+                   scatter_add(self, 0, idx, src), kExact);
+}
+
 TEST_CASE("cuda index: scatter_add and index_add backward") {
   Tensor self = random_f64({4, 3}, 33), src = random_f64({5, 3}, 34);
   Tensor idx = indices({5, 3}, 4, 35);

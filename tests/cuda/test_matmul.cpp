@@ -176,6 +176,26 @@ TEST_CASE("cuda matmul: 16-bit products with K = 256 stay within one rounding st
   }
 }
 
+TEST_CASE("cuda matmul: products queued on two streams from one thread each get their own") {
+  // Long k, few outputs: cuBLAS may split k and keep partial sums in its workspace, which each
+  // stream of a handle has to itself (kernels/cuda/handles.cpp).
+  const int64_t k = 1 << 16;
+  const Tensor a = random({8, k}, 37, DType::f32), b = random({k, 8}, 38, DType::f32);
+  const Tensor c = random({8, k}, 39, DType::f32), d = random({k, 8}, 40, DType::f32);
+  const Tensor ag = a.to(kGpu), bg = b.to(kGpu), cg = c.to(kGpu), dg = d.to(kGpu);
+  cuda::Stream side = cuda::Stream::create();
+  side.wait_stream(cuda::current_stream());  // the copies above are done before side reads them
+  Tensor first = mm(ag, bg), second;
+  {
+    cuda::StreamGuard on_side(side);
+    second = mm(cg, dg);
+  }
+  cuda::current_stream().wait_stream(side);
+  const Tolerance tol = testing::sum_tolerance(DType::f32, static_cast<double>(k));
+  check_gpu_parity(first, mm(a, b), tol);
+  check_gpu_parity(second, mm(c, d), tol);
+}
+
 TEST_CASE("cuda matmul: backward of mm, bmm and broadcast matmul matches the CPU") {
   for (DType dtype : {DType::f32, DType::f64}) {
     INFO(dtype_name(dtype));

@@ -235,3 +235,27 @@ TEST_CASE("gpu batch_norm_relu: the fused ReLU equals relu(batch_norm) forward a
                      relative_to_largest(1e-4, plain_b.grad().cpu()));
   }
 }
+
+TEST_CASE("gpu batch_norm_relu: in 16 bits the gradient follows the stored output") {
+  // A weight of the dtype's smallest positive value: y = x_hat * weight in f32 rounds to a stored
+  // 0 wherever 0 < x_hat <= 0.5, and there relu(batch_norm(x)) passes no gradient.
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const float smallest = dtype == DType::f16 ? static_cast<float>(Half::from_bits(1))
+                                               : static_cast<float>(BFloat16::from_bits(1));
+    const Tensor x = randn({4, 3, 5, 6}).to(dtype).to(kGpu);
+    const Tensor w = full({3}, smallest, dtype, kGpu), b = zeros({3}, dtype, kGpu);
+    Tensor fused_x = leaf(x, kGpu), plain_x = leaf(x, kGpu);
+    Tensor fused_w = leaf(w, kGpu), plain_w = leaf(w, kGpu);
+    Tensor fused_b = leaf(b, kGpu), plain_b = leaf(b, kGpu);
+    const Tensor fused = batch_norm_relu(fused_x, Tensor(), Tensor(), fused_w, fused_b, true);
+    const Tensor plain = relu(batch_norm(plain_x, Tensor(), Tensor(), plain_w, plain_b, true));
+    check_gpu_parity(fused, plain.cpu(), kExact);
+    sum(fused).backward();
+    sum(plain).backward();
+    check_gpu_parity(fused_w.grad(), plain_w.grad().cpu(),
+                     relative_to_largest(1e-3, plain_w.grad().cpu()));
+    check_gpu_parity(fused_b.grad(), plain_b.grad().cpu(),
+                     relative_to_largest(1e-3, plain_b.grad().cpu()));
+  }
+}
