@@ -11,6 +11,7 @@
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/error.h"
 #include "kiln/dist/ring.h"
+#include "kiln/dist/same_model.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/factories.h"
 
@@ -190,6 +191,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
              options.bucket_cap_mb);
   register_module("module", module_);
   NoGradGuard no_grad;
+  check_same_model(*module_, *group_);
   std::vector<std::pair<std::string, Tensor>> trained;
   for (auto& [name, p] : module_->named_parameters()) {
     group_->broadcast(p, 0);
