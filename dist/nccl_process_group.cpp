@@ -33,6 +33,7 @@
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
 #include "kiln/ops/factories.h"
@@ -48,6 +49,11 @@ namespace {
       throw DistError(std::string(what) + ": NCCL error " + std::to_string(kiln_nccl_) + " (" + \
                       ncclGetErrorString(kiln_nccl_) + ") in " #call);                          \
   } while (0)
+
+// What a collective's profiler event carries.
+int64_t bytes_of(const Tensor& t) {
+  return t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+}
 
 ncclDataType_t nccl_type(DType dtype, const std::string& what) {
   switch (dtype) {
@@ -160,6 +166,7 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op) override {
     const std::string what = describe("all_reduce of " + kiln::describe(tensor));
     check_tensor(tensor, what);
+    profiler::OpScope event("dist::all_reduce", {&tensor}, bytes_of(tensor));
     return run({tensor}, [&](cudaStream_t s) {
       KILN_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
                                     nccl_type(tensor.dtype(), what), nccl_op(op), comm_, s),
@@ -170,6 +177,7 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> broadcast_async(const Tensor& tensor, int root) override {
     const std::string what = describe("broadcast of " + kiln::describe(tensor));
     check_tensor(tensor, what);
+    profiler::OpScope event("dist::broadcast", {&tensor}, bytes_of(tensor));
     KILN_CHECK(root >= 0 && root < size(), ValueError, "{}: the root must be a rank below {}", what,
                size());
     return run({tensor}, [&](cudaStream_t s) {
@@ -184,6 +192,7 @@ class NcclProcessGroup : public ProcessGroup {
     const std::string what = describe("all_gather of " + kiln::describe(input));
     check_tensor(input, what);
     check_parts(outputs, input, what);
+    profiler::OpScope event("dist::all_gather", {&input}, bytes_of(input));
     const Tensor flat = empty({size() * input.numel()}, input.dtype(), input.device());
     std::vector<Tensor> keep = outputs;
     keep.push_back(input);
@@ -206,6 +215,7 @@ class NcclProcessGroup : public ProcessGroup {
     const std::string what = describe("reduce_scatter into " + kiln::describe(output));
     check_tensor(output, what);
     check_parts(inputs, output, what);
+    profiler::OpScope event("dist::reduce_scatter", {&output}, bytes_of(output) * size());
     const Tensor flat = empty({size() * output.numel()}, output.dtype(), output.device());
     std::vector<Tensor> keep = inputs;
     keep.push_back(output);
@@ -223,6 +233,7 @@ class NcclProcessGroup : public ProcessGroup {
 
   // An all-reduce of one element, then the host waits for it: every rank has reached this point.
   std::shared_ptr<Work> barrier_async() override {
+    profiler::OpScope event("dist::barrier", Device::cuda(device_), 0);
     const Tensor one = zeros({1}, DType::f32, Device::cuda(device_));
     auto work = all_reduce_async(one, ReduceOp::sum);
     stream_.synchronize();

@@ -2,11 +2,13 @@
 // process that trains the same model on the whole batch: with the batch split evenly and a mean
 // loss, averaging the ranks' gradients gives exactly the whole batch's gradient, so after each
 // step the parameters must agree (in f64, to rounding).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -391,4 +393,50 @@ TEST_CASE("ddp: ranks holding different models are refused at construction, nami
   // Alike models pass (their values may differ: rank 0's are broadcast).
   got = wrap_per_rank(3, [](int) { return linears(2); });
   CHECK(got == std::vector<std::string>(3, "no error"));
+}
+
+TEST_CASE("ddp: the profiler shows each bucket's all-reduce, the broadcasts and the barrier, with "
+          "their bytes") {
+  DDPOptions options;
+  options.bucket_cap_mb = 400.0 / (1024 * 1024);  // 400 bytes: the f64 net's 6 tensors in 3
+  std::vector<std::shared_ptr<nn::Sequential>> nets = {make_net(1), make_net(2)};
+  std::map<std::string, int64_t> bytes_of;
+  for (const auto& [name, p] : nets[0]->named_parameters()) bytes_of[name] = p.numel() * 8;
+
+  profiler::Profile prof;
+  const auto buckets = run_ranks<std::vector<std::vector<std::string>>>(
+      2, "profiled", [&](ProcessGroup& g) {
+        std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+        auto ddp = std::make_shared<DistributedDataParallel>(nets[g.rank()], group, options);
+        const Batch b = shard(make_batch(0), g.rank(), 2);
+        cross_entropy(ddp->forward(b.x), b.y).backward();
+        g.barrier();
+        return ddp->bucket_names();
+      });
+  prof.stop();
+
+  std::map<std::string, std::vector<int64_t>> events;  // name -> bytes of each event, sorted
+  for (const profiler::Event& e : prof.events()) events[e.name].push_back(e.bytes);
+  for (auto& [name, bytes] : events) std::sort(bytes.begin(), bytes.end());
+
+  std::vector<int64_t> bucket_bytes, param_bytes;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (const auto& bucket : buckets[rank]) {
+      int64_t total = 0;
+      for (const std::string& name : bucket) total += bytes_of.at(name);
+      bucket_bytes.push_back(total);
+    }
+    for (const auto& [name, bytes] : bytes_of) param_bytes.push_back(bytes);
+  }
+  std::sort(bucket_bytes.begin(), bucket_bytes.end());
+  std::sort(param_bytes.begin(), param_bytes.end());
+  REQUIRE(buckets[0].size() > 1);
+  CHECK(events["ddp::bucket_all_reduce"] == bucket_bytes);
+  CHECK(events["dist::all_reduce"] == bucket_bytes);  // on the group's thread, as it runs
+  CHECK(events["dist::broadcast"] == param_bytes);    // rank 0's values at construction
+  CHECK(events["dist::barrier"] == std::vector<int64_t>{0, 0});
+  CHECK(events["dist::all_gather"].size() == 4);  // the model check: sizes, then descriptions
+  const profiler::KeyAverages averages = prof.key_averages();
+  CHECK(averages.has_bytes);
+  CHECK_THAT(averages.table(), Catch::Contains("data MB"));
 }
