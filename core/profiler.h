@@ -4,7 +4,9 @@
 // its host interval, its thread, its nesting, the input shapes and dtypes, the device, the bytes
 // the allocators handed out and took back while it was the innermost event, and on CUDA its GPU
 // interval from two events on the current stream. Ops that ran inside a backward node carry the
-// node's name.
+// node's name. Communication and fused work are events too, carrying the bytes they work on
+// (Event::bytes): each collective (dist::all_reduce, ...), each DDP bucket's all-reduce, the
+// GradScaler's unscale and the fused optimizer steps.
 //
 //   profiler::Profile prof;                   // records from here, on every thread
 //   {

@@ -348,8 +348,7 @@ std::shared_ptr<nn::Sequential> linears(int count) {
 
 }  // namespace
 
-TEST_CASE("ddp: ranks holding different models are refused at construction, naming the first "
-          "difference") {
+TEST_CASE("ddp: ranks holding different models are refused, naming the first difference") {
   // Before the check, Linear(8, 3 + rank) died inside Gloo: a broadcast of 96 bytes into 128.
   std::vector<std::string> got =
       wrap_per_rank(2, [](int rank) { return std::make_shared<nn::Linear>(8, 3 + rank); });
@@ -395,8 +394,7 @@ TEST_CASE("ddp: ranks holding different models are refused at construction, nami
   CHECK(got == std::vector<std::string>(3, "no error"));
 }
 
-TEST_CASE("ddp: the profiler shows each bucket's all-reduce, the broadcasts and the barrier, with "
-          "their bytes") {
+TEST_CASE("ddp: the profiler shows bucket all-reduces, broadcasts and the barrier, with bytes") {
   DDPOptions options;
   options.bucket_cap_mb = 400.0 / (1024 * 1024);  // 400 bytes: the f64 net's 6 tensors in 3
   std::vector<std::shared_ptr<nn::Sequential>> nets = {make_net(1), make_net(2)};
@@ -404,8 +402,8 @@ TEST_CASE("ddp: the profiler shows each bucket's all-reduce, the broadcasts and 
   for (const auto& [name, p] : nets[0]->named_parameters()) bytes_of[name] = p.numel() * 8;
 
   profiler::Profile prof;
-  const auto buckets = run_ranks<std::vector<std::vector<std::string>>>(
-      2, "profiled", [&](ProcessGroup& g) {
+  const auto buckets =
+      run_ranks<std::vector<std::vector<std::string>>>(2, "profiled", [&](ProcessGroup& g) {
         std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
         auto ddp = std::make_shared<DistributedDataParallel>(nets[g.rank()], group, options);
         const Batch b = shard(make_batch(0), g.rank(), 2);

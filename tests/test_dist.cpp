@@ -306,8 +306,7 @@ TEST_CASE("dist: the launch environment of kiln-run, mpirun and srun, and its er
   }
 }
 
-TEST_CASE("dist: an inconsistent launch environment is refused, naming the variable and what "
-          "was expected") {
+TEST_CASE("dist: an inconsistent launch environment is refused, naming the variable") {
   struct Case {
     std::vector<std::pair<std::string, std::string>> set;
     const char* says;
@@ -320,7 +319,8 @@ TEST_CASE("dist: an inconsistent launch environment is refused, naming the varia
       {{{"RANK", "3"}, {"WORLD_SIZE", "2"}, master[0], master[1]},
        "RANK=3 is not below WORLD_SIZE=2: ranks count from 0"},
       {{{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "RANK='-1' is not a whole number of at least 0"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "two"}}, "WORLD_SIZE='two' is not a whole number of at least 1"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "two"}},
+       "WORLD_SIZE='two' is not a whole number of at least 1"},
       {{{"LOCAL_RANK", "0"}}, "LOCAL_RANK=0 is set but RANK and WORLD_SIZE are not"},
       {{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
        "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"},
@@ -335,9 +335,9 @@ TEST_CASE("dist: an inconsistent launch environment is refused, naming the varia
   };
   // An empty value reads as unset: each case starts from none of the variables.
   std::vector<std::pair<std::string, std::string>> none;
-  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                           "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                           "SLURM_PROCID", "SLURM_NTASKS"})
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
     none.emplace_back(name, "");
   ScopedEnv clean(none);
   for (const Case& c : cases) {

@@ -251,8 +251,7 @@ TEST_CASE("profiler: nothing is recorded without a profile") {
   CHECK(prof.events().empty());
 }
 
-TEST_CASE("profiler: the GradScaler's unscale and the fused optimizer steps are events with the "
-          "bytes they work on") {
+TEST_CASE("profiler: the GradScaler's unscale and fused optimizer steps are events with bytes") {
   // Two parameters of 15 and 5 f32 elements: 80 bytes of parameters, and of gradients.
   Tensor w = randn({5, 3}).requires_grad_(), b = randn({5}).requires_grad_();
   const Tensor x = randn({4, 3});

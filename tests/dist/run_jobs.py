@@ -5,6 +5,7 @@ Each case starts a real job, waits for it with a deadline, and checks its exit s
   collectives over 2, 3 and 4 processes (and over mpirun's variables with a file store)
   a rank killed by SIGKILL mid-job: kiln-run stops the rest and exits non-zero, naming the rank
   a rank that hangs: the others time out with a DistError naming the collective
+  ranks that wrap different models in DDP: every rank stops, naming the first difference
   kiln-train --distributed over 2 processes, and its resume from rank 0's checkpoint
 With --fashion-mnist, only: kiln-train on 2 processes reaches 91% on Fashion-MNIST in 2 epochs.
 """
@@ -64,6 +65,11 @@ def main():
     p, seconds = run([args.run, "--nproc-per-node", "2", "--grace-seconds", "5", args.job, "hang"], 120)
     check(p.returncode != 0 and "all_reduce" in p.stderr and "rank 0 of 2" in p.stderr and seconds < 60,
           f"a hung rank times the others out ({seconds:.1f} s, exit {p.returncode})", p)
+
+    p, seconds = run([args.run, "--nproc-per-node", "2", args.job, "different-models"], 120)
+    check(p.returncode != 0 and "parameter 0 'weight' is [3, 8] f32 on this rank and [4, 8] f32 on rank 1"
+          in p.stderr and seconds < 60,
+          f"ranks wrapping different models in DDP stop with the difference named ({seconds:.1f} s)", p)
 
     if args.train:
         with tempfile.TemporaryDirectory() as d:
