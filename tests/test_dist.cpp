@@ -417,6 +417,16 @@ TEST_CASE("dist: a rank waiting at the rendezvous says how many it waits for, an
                              "at 127.0.0.1:29733, group 'late'): 1 of 2 arrived"));
 }
 
+TEST_CASE("dist: a rank alone at the rendezvous gives up after the timeout, with the count") {
+  dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::milliseconds(500);
+  CHECK_THROWS_WITH(
+      dist::new_process_group("gloo", dist::make_memory_store(options.timeout), 0, 3, "alone",
+                              options),
+      Catch::Contains("rank 0 of 3: 1 of the 3 ranks arrived at the rendezvous (in-process store) "
+                      "within 500 ms"));
+}
+
 TEST_CASE("dist: a rank waiting for rank 0's store says so, and where") {
   const auto late_by = dist::kRendezvousReportAfter + std::chrono::milliseconds(1500);
   const auto timeout = std::chrono::seconds(60);
