@@ -118,13 +118,16 @@ const char* kind_name(EventKind kind) {
   return "?";
 }
 
-void Scope::open(const char* name, EventKind kind, std::initializer_list<const Tensor*> inputs) {
+void Scope::open(const char* name, EventKind kind, std::initializer_list<const Tensor*> inputs,
+                 Device device, int64_t bytes) {
   auto [buffer, s] = current();
   if (!buffer) return;
   Event e;
   e.name = name;
   e.kind = kind;
   e.thread = buffer->thread;
+  e.device = device;
+  e.bytes = bytes;
   for (const Tensor* t : inputs) {
     if (t->defined()) {
       e.device = t->device();

@@ -4,7 +4,9 @@
 // its host interval, its thread, its nesting, the input shapes and dtypes, the device, the bytes
 // the allocators handed out and took back while it was the innermost event, and on CUDA its GPU
 // interval from two events on the current stream. Ops that ran inside a backward node carry the
-// node's name.
+// node's name. Communication and fused work are events too, carrying the bytes they work on
+// (Event::bytes): each collective (dist::all_reduce, ...), each DDP bucket's all-reduce, the
+// GradScaler's unscale and the fused optimizer steps.
 //
 //   profiler::Profile prof;                   // records from here, on every thread
 //   {
@@ -77,6 +79,9 @@ struct Event {
   double gpu_start_ms = -1.0;
   double gpu_ms = -1.0;
   uint64_t stream = 0;  // the CUDA stream it was timed on (its handle as a number; 0: default)
+  // The data it carries, where its scope says (0 for the rest): a collective's tensor, a DDP
+  // bucket, the gradients the GradScaler unscales, the parameters a fused optimizer step updates.
+  int64_t bytes = 0;
 
   double host_ms() const { return static_cast<double>(end_ns - start_ns) * 1e-6; }
 };
@@ -96,6 +101,7 @@ struct OpStats {
   double gpu_ms = 0, self_gpu_ms = 0;    // 0 when nothing ran on a GPU
   int64_t allocated_bytes = 0;           // self: while it was the innermost event
   int64_t freed_bytes = 0;
+  int64_t bytes = 0;  // the events' Event::bytes, summed
 };
 
 struct TableOptions {
@@ -110,6 +116,7 @@ struct KeyAverages {
   double wall_ms = 0;    // the profile's host duration: the base of the "%" column
   bool has_gpu = false;  // whether any event has a GPU interval
   bool by_shape = false;
+  bool has_bytes = false;  // whether any event carries Event::bytes (the table's "data MB")
   // A fixed-width text table; throws ValueError for an unknown sort column.
   std::string table(const TableOptions& options = {}) const;
 };
@@ -162,10 +169,15 @@ class Profile {
 class Scope {
  public:
   Scope(const char* name, EventKind kind) {
-    if (is_recording()) open(name, kind, {});
+    if (is_recording()) open(name, kind, {}, Device::cpu(), 0);
   }
-  Scope(const char* name, std::initializer_list<const Tensor*> inputs) {
-    if (is_recording()) open(name, EventKind::op, inputs);
+  Scope(const char* name, std::initializer_list<const Tensor*> inputs, int64_t bytes = 0) {
+    if (is_recording()) open(name, EventKind::op, inputs, Device::cpu(), bytes);
+  }
+  // An op over many tensors (a fused optimizer step, the GradScaler's unscale): its device and the
+  // bytes it works on, without input shapes.
+  Scope(const char* name, Device device, int64_t bytes) {
+    if (is_recording()) open(name, EventKind::op, {}, device, bytes);
   }
   ~Scope() {
     if (open_) close();
@@ -174,16 +186,20 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
  private:
-  void open(const char* name, EventKind kind, std::initializer_list<const Tensor*> inputs);
+  // The device is the first defined input's, or `device` when there is none.
+  void open(const char* name, EventKind kind, std::initializer_list<const Tensor*> inputs,
+            Device device, int64_t bytes);
   void close();
   bool open_ = false;
   uint64_t session_ = 0;  // the profile it opened in: a later one's events are not its to close
 };
 
-// An op entry point's event: its name and inputs.
+// An op entry point's event: its name and inputs, and for a collective the bytes it carries.
 class OpScope : public Scope {
  public:
-  OpScope(const char* op, std::initializer_list<const Tensor*> inputs) : Scope(op, inputs) {}
+  OpScope(const char* op, std::initializer_list<const Tensor*> inputs, int64_t bytes = 0)
+      : Scope(op, inputs, bytes) {}
+  OpScope(const char* op, Device device, int64_t bytes) : Scope(op, device, bytes) {}
 };
 
 // A named range of the user's (record_function("data") in PyTorch).

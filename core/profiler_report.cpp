@@ -102,6 +102,8 @@ KeyAverages Profile::key_averages(bool group_by_shape) const {
     }
     row.allocated_bytes += e.allocated_bytes;
     row.freed_bytes += e.freed_bytes;
+    row.bytes += e.bytes;
+    out.has_bytes = out.has_bytes || e.bytes > 0;
   }
   return out;
 }
@@ -137,6 +139,7 @@ std::string KeyAverages::table(const TableOptions& options) const {
                                 "host ms", "self ms", "self %");
   if (has_gpu) out += fmt::format(" {:>11} {:>11}", "GPU ms", "self GPU ms");
   out += fmt::format(" {:>10} {:>10}", "alloc MB", "freed MB");
+  if (has_bytes) out += fmt::format(" {:>10}", "data MB");
   if (by_shape) out += "  input shapes";
   out += "\n";
   double self_total = 0;
@@ -147,6 +150,7 @@ std::string KeyAverages::table(const TableOptions& options) const {
                        wall_ms > 0 ? 100.0 * r.self_host_ms / wall_ms : 0.0);
     if (has_gpu) out += fmt::format(" {:>11.3f} {:>11.3f}", r.gpu_ms, r.self_gpu_ms);
     out += fmt::format(" {:>10} {:>10}", megabytes(r.allocated_bytes), megabytes(r.freed_bytes));
+    if (has_bytes) out += fmt::format(" {:>10}", r.bytes > 0 ? megabytes(r.bytes) : "-");
     if (by_shape) out += "  " + r.shapes;
     out += "\n";
   }
@@ -177,6 +181,7 @@ std::string Profile::chrome_trace_json() const {
     if (!e.shapes.empty())
       args += fmt::format(R"(, "input_shapes": "{}", "input_dtypes": "{}")", json_escape(e.shapes),
                           json_escape(e.dtypes));
+    if (e.bytes > 0) args += fmt::format(R"(, "bytes": {})", e.bytes);
     if (!e.node.empty()) args += fmt::format(R"(, "backward_node": "{}")", json_escape(e.node));
     out += fmt::format(
         ",\n{{\"name\": \"{}\", \"cat\": \"{}\", \"ph\": \"X\", \"ts\": {:.3f}, \"dur\": {:.3f}, "

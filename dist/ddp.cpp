@@ -10,7 +10,9 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/dist/ring.h"
+#include "kiln/dist/same_model.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/factories.h"
 
@@ -115,6 +117,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     while (next_launch_ < buckets_.size() &&
            buckets_[next_launch_].ready == buckets_[next_launch_].slots.size()) {
       Bucket& b = buckets_[next_launch_++];
+      // With gloo, the reduction itself is the group's "dist::all_reduce" event, on its thread.
+      profiler::OpScope event("ddp::bucket_all_reduce", {&b.buffer}, b.bytes);
       if (options_.use_kiln_ring) {
         ring_all_reduce(*group_, b.buffer, ReduceOp::average);
       } else {
@@ -190,6 +194,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
              options.bucket_cap_mb);
   register_module("module", module_);
   NoGradGuard no_grad;
+  check_same_model(*module_, *group_);
   std::vector<std::pair<std::string, Tensor>> trained;
   for (auto& [name, p] : module_->named_parameters()) {
     group_->broadcast(p, 0);

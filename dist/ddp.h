@@ -7,13 +7,15 @@
 //   loss.backward();                                   // gradients averaged over the ranks
 //   optimizer.step();
 //
-// At construction, rank 0's parameters and buffers are broadcast to every rank, so all start
-// alike. The parameters are packed, in reverse order (the order backward finishes them), into
-// buckets of about bucket_cap_mb; a gradient hook copies each finished gradient into its bucket,
-// and a full bucket starts its all-reduce at once, on the group's own thread (Gloo) or stream
-// (NCCL), while backward goes on computing the earlier layers' gradients. Buckets start in the
-// same order on every rank. When backward ends, a callback waits for the reductions, divides by
-// the world size and copies the averages back into .grad.
+// At construction, the ranks check that they hold the same model (parameters and buffers of the
+// same count, order, shapes, dtypes and frozenness; a DistError names the first difference), then
+// rank 0's parameters and buffers are broadcast to every rank, so all start alike. The parameters
+// are packed, in reverse order (the order backward finishes them), into buckets of about
+// bucket_cap_mb; a gradient hook copies each finished gradient into its bucket, and a full bucket
+// starts its all-reduce at once, on the group's own thread (Gloo) or stream (NCCL), while backward
+// goes on computing the earlier layers' gradients. Buckets start in the same order on every rank.
+// When backward ends, a callback waits for the reductions, divides by the world size and copies the
+// averages back into .grad.
 //
 // Gradient accumulation: inside `auto guard = ddp->no_sync();` backward only accumulates .grad
 // locally; the first backward after the guard ends reduces the accumulated sum.

@@ -69,26 +69,58 @@ std::string job_file_store(const char* launcher) {
       .string();
 }
 
+// The launcher whose rank and size are both set; a launcher that sets one without the other (or a
+// local rank without either) left the environment half-made, and guessing would start a group of
+// one, or wait for ranks that never come. Slurm's allocation (salloc, sbatch) sets SLURM_NTASKS
+// for a program it runs outside srun, which is then one process: only srun's SLURM_PROCID counts.
+const Names* launcher_of_env() {
+  for (const Names& n : kLaunchers) {
+    const bool rank = variable(n.rank) != nullptr, size = variable(n.size) != nullptr;
+    if (rank && size) return &n;
+    if (std::string(n.launcher) == "srun") continue;
+    KILN_CHECK(!rank && !size, ValueError,
+               "dist: {}={} is set but {} is not: a launcher ({}) sets both, a single process "
+               "neither",
+               rank ? n.rank : n.size, variable(rank ? n.rank : n.size), rank ? n.size : n.rank,
+               n.launcher);
+    for (const char* local : {n.local_rank, n.local_size})
+      KILN_CHECK(variable(local) == nullptr, ValueError,
+                 "dist: {}={} is set but {} and {} are not: a launcher ({}) sets them together, a "
+                 "single process none of them",
+                 local, variable(local), n.rank, n.size, n.launcher);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 LaunchEnv launch_env() {
   LaunchEnv env;
   env.launcher = "none";
-  for (const Names& n : kLaunchers) {
-    if (!variable(n.rank) || !variable(n.size)) continue;
-    env.launcher = n.launcher;
-    env.world_size = integer(n.size, variable(n.size), 1);
-    env.rank = integer(n.rank, variable(n.rank), 0);
-    env.local_rank = integer_or(n.local_rank, env.rank, 0);
-    env.local_world_size = integer_or(n.local_size, env.world_size, 1);
-    break;
+  if (const Names* n = launcher_of_env()) {
+    env.launcher = n->launcher;
+    env.world_size = integer(n->size, variable(n->size), 1);
+    env.rank = integer(n->rank, variable(n->rank), 0);
+    KILN_CHECK(variable(n->local_size) == nullptr || variable(n->local_rank) != nullptr, ValueError,
+               "dist: {}={} is set but {} is not: a launcher sets both", n->local_size,
+               variable(n->local_size), n->local_rank);
+    // Without a local size, every rank is taken to be on this machine.
+    env.local_world_size = integer_or(n->local_size, env.world_size, 1);
+    env.local_rank = integer_or(n->local_rank, env.rank, 0);
+    KILN_CHECK(env.rank < env.world_size, ValueError,
+               "dist: {}={} is not below {}={}: ranks count from 0 to {} - 1", n->rank, env.rank,
+               n->size, env.world_size, n->size);
+    KILN_CHECK(env.local_world_size <= env.world_size, ValueError,
+               "dist: {}={} is more than {}={}: a machine cannot hold more ranks than the job",
+               n->local_size, env.local_world_size, n->size, env.world_size);
+    KILN_CHECK(env.local_rank < env.local_world_size, ValueError,
+               "dist: {}={} is not below {}={}: local ranks count from 0 to {} - 1", n->local_rank,
+               env.local_rank, n->local_size, env.local_world_size, n->local_size);
   }
-  KILN_CHECK(env.rank < env.world_size, ValueError,
-             "dist: rank {} is not below the world size {} (launcher {})", env.rank, env.world_size,
-             env.launcher);
-  KILN_CHECK(env.local_rank < env.local_world_size, ValueError,
-             "dist: local rank {} is not below the local world size {} (launcher {})",
-             env.local_rank, env.local_world_size, env.launcher);
+  KILN_CHECK(variable("MASTER_PORT") == nullptr || variable("MASTER_ADDR") != nullptr, ValueError,
+             "dist: MASTER_PORT={} is set but MASTER_ADDR is not: the rendezvous needs both "
+             "(rank 0's host and a free port)",
+             variable("MASTER_PORT"));
   if (const char* addr = variable("MASTER_ADDR")) {
     env.master_addr = addr;
     KILN_CHECK(variable("MASTER_PORT") != nullptr, ValueError,
@@ -97,6 +129,10 @@ LaunchEnv launch_env() {
     KILN_CHECK(env.master_port <= 65535, ValueError, "dist: MASTER_PORT={} is not a TCP port",
                env.master_port);
   } else if (env.world_size > 1) {
+    KILN_CHECK(env.launcher != "kiln-run", ValueError,
+               "dist: RANK and WORLD_SIZE={} are set but MASTER_ADDR and MASTER_PORT are not: "
+               "the ranks meet at rank 0's host and port (kiln-run and torchrun set all four)",
+               env.world_size);
     env.file_store = job_file_store(env.launcher.c_str());
   }
   return env;

@@ -22,8 +22,12 @@ struct LaunchEnv {
   std::string launcher;    // "kiln-run", "mpirun", "srun" or "none" (a single process)
 };
 
-// Reads the variables above; the first launcher whose variables are set wins. Throws ValueError
-// naming the variable when one is set but malformed or out of range (rank >= world size, ...).
+// Reads the variables above; the first launcher whose rank and size are both set wins. Throws
+// ValueError naming the variable and what was expected when one is malformed or out of range
+// (RANK >= WORLD_SIZE, a negative or non-numeric value), or when the set is inconsistent: a rank
+// without a size or the reverse, a local rank or size without them, MASTER_PORT without
+// MASTER_ADDR, or RANK and WORLD_SIZE > 1 without a MASTER_ADDR to meet at. (Slurm's allocation
+// sets SLURM_NTASKS outside srun too: without SLURM_PROCID it is a single process.)
 LaunchEnv launch_env();
 
 }  // namespace kiln::dist

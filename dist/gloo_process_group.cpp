@@ -43,6 +43,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
 #include "kiln/core/half.h"
+#include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
 #include "kiln/dist/work.h"
@@ -187,7 +188,7 @@ class GlooProcessGroup : public ProcessGroup {
     const std::string what = "all_reduce(" + std::string(op_name(op)) + ") of " + describe(tensor);
     check_tensor(tensor, what);
     check_op(op, tensor, what);
-    return enqueue(what, [this, tensor, op](uint32_t tag) {
+    return enqueue(what, "dist::all_reduce", bytes_of(tensor), [this, tensor, op](uint32_t tag) {
       if (tensor.numel() > 0) {
         gloo::AllreduceOptions opts(context_);
         all_reduce_elements(opts, tensor);
@@ -206,7 +207,7 @@ class GlooProcessGroup : public ProcessGroup {
     check_tensor(tensor, what);
     KILN_CHECK(root >= 0 && root < size(), ValueError, "{}: the root must be a rank below {}",
                describe(what), size());
-    return enqueue(what, [this, tensor, root](uint32_t tag) {
+    return enqueue(what, "dist::broadcast", bytes_of(tensor), [this, tensor, root](uint32_t tag) {
       if (tensor.numel() == 0) return;
       gloo::BroadcastOptions opts(context_);
       opts.setOutput(static_cast<uint8_t*>(tensor.data_ptr()), bytes_of(tensor));
@@ -222,7 +223,7 @@ class GlooProcessGroup : public ProcessGroup {
     const std::string what = "all_gather of " + describe(input);
     check_tensor(input, what);
     check_parts(outputs, input, what, "outputs");
-    return enqueue(what, [this, outputs, input](uint32_t tag) {
+    return enqueue(what, "dist::all_gather", bytes_of(input), [this, outputs, input](uint32_t tag) {
       const size_t bytes = bytes_of(input);
       if (bytes == 0) return;
       std::vector<uint8_t> gathered(bytes * size());
@@ -247,7 +248,8 @@ class GlooProcessGroup : public ProcessGroup {
     check_tensor(output, what);
     check_parts(inputs, output, what, "inputs");
     check_op(op, output, what);
-    return enqueue(what, [this, output, inputs, op](uint32_t tag) {
+    const size_t sent = bytes_of(output) * static_cast<size_t>(size());
+    return enqueue(what, "dist::reduce_scatter", sent, [this, output, inputs, op](uint32_t tag) {
       const size_t bytes = bytes_of(output);
       if (bytes == 0) return;
       Tensor all = empty({static_cast<int64_t>(size()) * output.numel()}, output.dtype());
@@ -265,7 +267,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   std::shared_ptr<Work> barrier_async() override {
-    return enqueue("barrier", [this](uint32_t tag) {
+    return enqueue("barrier", "dist::barrier", 0, [this](uint32_t tag) {
       gloo::BarrierOptions opts(context_);
       opts.setTag(tag);
       opts.setTimeout(timeout());
@@ -381,11 +383,14 @@ class GlooProcessGroup : public ProcessGroup {
     }
   }
 
-  std::shared_ptr<Work> enqueue(const std::string& what, std::function<void(uint32_t)> run) {
+  // `event` names the profiler event of the collective's run on the worker thread, carrying
+  // `bytes` (this rank's input).
+  std::shared_ptr<Work> enqueue(const std::string& what, const char* event, size_t bytes,
+                                std::function<void(uint32_t)> run) {
     auto work = std::make_shared<FutureWork>();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({describe(what), std::move(run), work});
+      queue_.push_back({describe(what), event, static_cast<int64_t>(bytes), std::move(run), work});
     }
     queue_cv_.notify_one();
     return work;
@@ -403,6 +408,7 @@ class GlooProcessGroup : public ProcessGroup {
         queue_.pop_front();
       }
       try {
+        profiler::OpScope event(job.event, Device::cpu(), job.bytes);
         job.run(tag++);
         job.work->finish();
       } catch (const std::exception& e) {
@@ -413,6 +419,8 @@ class GlooProcessGroup : public ProcessGroup {
 
   struct Job {
     std::string what;
+    const char* event = nullptr;
+    int64_t bytes = 0;
     std::function<void(uint32_t)> run;
     std::shared_ptr<FutureWork> work;
   };

@@ -44,6 +44,7 @@
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
 #include "kiln/ops/factories.h"
@@ -55,6 +56,11 @@ namespace {
 std::string nccl_error(const std::string& what, ncclResult_t result, const char* call) {
   return what + ": NCCL error " + std::to_string(result) + " (" + ncclGetErrorString(result) +
          ") in " + call;
+}
+
+// What a collective's profiler event carries.
+int64_t bytes_of(const Tensor& t) {
+  return t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
 ncclDataType_t nccl_type(DType dtype, const std::string& what) {
@@ -205,6 +211,7 @@ class NcclProcessGroup : public ProcessGroup {
     const std::string what = describe("all_reduce of " + kiln::describe(tensor));
     check_tensor(tensor, what);
     const ncclRedOp_t nccl = nccl_op(op, tensor.dtype(), what);
+    profiler::OpScope event("dist::all_reduce", {&tensor}, bytes_of(tensor));
     return run({tensor}, what, [&](cudaStream_t s) {
       call(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(),
                          nccl_type(tensor.dtype(), what), nccl, comm_, s),
@@ -215,6 +222,7 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> broadcast_async(const Tensor& tensor, int root) override {
     const std::string what = describe("broadcast of " + kiln::describe(tensor));
     check_tensor(tensor, what);
+    profiler::OpScope event("dist::broadcast", {&tensor}, bytes_of(tensor));
     KILN_CHECK(root >= 0 && root < size(), ValueError, "{}: the root must be a rank below {}", what,
                size());
     return run({tensor}, what, [&](cudaStream_t s) {
@@ -229,6 +237,7 @@ class NcclProcessGroup : public ProcessGroup {
     const std::string what = describe("all_gather of " + kiln::describe(input));
     check_tensor(input, what);
     check_parts(outputs, input, what);
+    profiler::OpScope event("dist::all_gather", {&input}, bytes_of(input));
     const Tensor flat = empty({size() * input.numel()}, input.dtype(), input.device());
     std::vector<Tensor> keep = outputs;
     keep.push_back(input);
@@ -252,6 +261,7 @@ class NcclProcessGroup : public ProcessGroup {
     check_tensor(output, what);
     check_parts(inputs, output, what);
     const ncclRedOp_t nccl = nccl_op(op, output.dtype(), what);
+    profiler::OpScope event("dist::reduce_scatter", {&output}, bytes_of(output) * size());
     const Tensor flat = empty({size() * output.numel()}, output.dtype(), output.device());
     std::vector<Tensor> keep = inputs;
     keep.push_back(output);
@@ -269,6 +279,7 @@ class NcclProcessGroup : public ProcessGroup {
 
   // An all-reduce of one element, then the host waits for it: every rank has reached this point.
   std::shared_ptr<Work> barrier_async() override {
+    profiler::OpScope event("dist::barrier", Device::cuda(device_), 0);
     const Tensor one = zeros({1}, DType::f32, Device::cuda(device_));
     auto work = all_reduce_async(one, ReduceOp::sum);
     stream_.synchronize();

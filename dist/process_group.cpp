@@ -3,9 +3,12 @@
 #include "kiln/dist/process_group.h"
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -34,6 +37,35 @@ DefaultGroup& default_state() {
   return *state;
 }
 
+// Every rank counts itself in at the store and waits until all have: the one place that knows how
+// many ranks are missing, so a rank that waits long says how many and where.
+void wait_for_ranks(Store& store, int rank, int size, const std::string& name,
+                    std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const std::string key = "kiln/" + name + "/arrived";
+  const auto start = Clock::now();
+  auto next_report = start + kRendezvousReportAfter;
+  for (int64_t arrived = store.add(key, 1); arrived < size; arrived = store.add(key, 0)) {
+    const auto waited = Clock::now() - start;
+    KILN_CHECK(waited < timeout, DistError,
+               "dist: group '{}', rank {} of {}: {} of the {} ranks arrived at the rendezvous ({}) "
+               "within {} ms; start every rank, each with its own RANK and the same MASTER_ADDR "
+               "and MASTER_PORT",
+               name, rank, size, arrived, size, store.where(), timeout.count());
+    if (Clock::now() >= next_report) {
+      std::fprintf(
+          stderr,
+          "kiln: dist: rank %d of %d waiting for %lld more rank(s) at the rendezvous (%s, "
+          "group '%s'): %lld of %d arrived, %lld s so far\n",
+          rank, size, static_cast<long long>(size - arrived), store.where().c_str(), name.c_str(),
+          static_cast<long long>(arrived), size,
+          static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(waited).count()));
+      next_report += kRendezvousReportEvery;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Store> store_from_env(const LaunchEnv& env, std::chrono::milliseconds timeout) {
@@ -52,6 +84,7 @@ std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
   KILN_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError,
              "dist: new_process_group: rank {} of {} is not a rank of the group", rank, size);
   KILN_CHECK(store != nullptr, ValueError, "dist: new_process_group: expected a store, got null");
+  if (size > 1) wait_for_ranks(*store, rank, size, name, options.timeout);
   if (backend == "gloo") return make_gloo_group(std::move(store), rank, size, name, options);
   if (backend == "nccl") return make_nccl_group(std::move(store), rank, size, name, options);
   throw ValueError("dist: unknown backend '" + backend + "': expected \"gloo\" or \"nccl\"");

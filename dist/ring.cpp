@@ -8,6 +8,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 
@@ -119,6 +120,8 @@ void ring_all_reduce(ProcessGroup& group, const Tensor& tensor, ReduceOp op, Rin
   KILN_CHECK(options.segment_bytes > 0, ValueError,
              "ring_all_reduce: segment_bytes must be positive, got {}", options.segment_bytes);
   NoGradGuard no_grad;
+  profiler::OpScope event("dist::ring_all_reduce", {&tensor},
+                          tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype())));
   const int n = group.size(), r = group.rank();
   Tensor flat = tensor.view({tensor.numel()});
   const int64_t segment = std::max<int64_t>(

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -261,7 +262,9 @@ class TcpStoreServer {
 // ---- the client, on every rank ----
 
 int connect_with_retries(const std::string& host, int port, milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  auto next_report = start + kRendezvousReportAfter;
   std::string last_error = "no attempt";
   for (;;) {
     addrinfo hints{};
@@ -291,6 +294,14 @@ int connect_with_retries(const std::string& host, int port, milliseconds timeout
       throw DistError("dist: cannot reach the store at " + host + ":" + std::to_string(port) +
                       " within " + std::to_string(timeout.count()) + " ms (" + last_error +
                       "); is rank 0 running, and are MASTER_ADDR and MASTER_PORT its?");
+    if (Clock::now() >= next_report) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
+      std::fprintf(stderr,
+                   "kiln: dist: waiting for rank 0's store at %s:%d (%lld s so far, %s): rank 0 "
+                   "serves it when it starts\n",
+                   host.c_str(), port, static_cast<long long>(waited.count()), last_error.c_str());
+      next_report += kRendezvousReportEvery;
+    }
     std::this_thread::sleep_for(milliseconds(50));
   }
 }
@@ -342,6 +353,8 @@ class TcpStore final : public Store {
                "dist: store {}: keys were not all set within {} ms: a rank did not arrive", where_,
                timeout_.count());
   }
+
+  std::string where() const override { return "TCP store at " + where_; }
 
   int64_t add(const std::string& key, int64_t delta) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -403,6 +416,7 @@ class MemoryStore final : public Store {
     counters_[key] = sum;
     return sum;
   }
+  std::string where() const override { return "in-process store"; }
 
  private:
   std::mutex mutex_;
@@ -474,6 +488,8 @@ class FileStore final : public Store {
     ::close(lock_fd);  // releases the lock
     return sum;
   }
+
+  std::string where() const override { return "file store " + folder_.string(); }
 
  private:
   // Keys are kiln's own ("rank_3", "barrier/2"): '/' becomes '%' so each is one file name.

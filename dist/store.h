@@ -13,6 +13,12 @@
 
 namespace kiln::dist {
 
+// A rank still waiting for the others at the rendezvous says so on stderr after this long, then
+// again at each interval: a job whose ranks did not all start is otherwise silent until the
+// timeout.
+inline constexpr std::chrono::seconds kRendezvousReportAfter{5};
+inline constexpr std::chrono::seconds kRendezvousReportEvery{10};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -23,6 +29,8 @@ class Store {
   virtual void wait(const std::vector<std::string>& keys) = 0;
   // Adds `delta` to the integer under `key` (0 when unset) and returns the sum, atomically.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Where the ranks meet, for messages: "TCP store at 10.0.0.1:29500", "file store /tmp/...".
+  virtual std::string where() const = 0;
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  protected:
@@ -32,7 +40,7 @@ class Store {
 
 // A client of the store served by rank 0; rank 0 (`serve`) also runs the server, on a thread of
 // its own, until the store is destroyed. Clients retry connecting until the timeout, so ranks may
-// start in any order.
+// start in any order; one still trying after 5 s says so on stderr, and again every 10 s.
 std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool serve,
                                       std::chrono::milliseconds timeout);
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/optim.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
@@ -121,6 +122,8 @@ void Adam::step() {
                           amsgrad,
                           1.0 - std::pow(beta1, b.step),
                           1.0 - std::pow(beta2, b.step)};
+      profiler::OpScope event(decoupled_ ? "AdamW::fused_step" : "Adam::fused_step", b.device,
+                              b.param_bytes());
       kernels_for<OptimizerKernels>("Adam.step", b.device)
           .adam(b.params, b.grads, b.state[0], b.state[1], b.state[2], step);
       b.bump_versions();

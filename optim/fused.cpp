@@ -1,5 +1,6 @@
 #include "kiln/optim/fused.h"
 
+#include <cstdint>
 #include <initializer_list>
 
 #include "kiln/core/storage.h"
@@ -20,6 +21,12 @@ void FusedBatch::bump_versions() const {
   for (const Tensor& p : params) p.storage()->bump_version();
   for (const auto& list : state)
     for (const Tensor& t : list) t.storage()->bump_version();
+}
+
+int64_t FusedBatch::param_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor& p : params) bytes += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+  return bytes;
 }
 
 FusedBatch& FusedBatches::of(const Tensor& p, double step) {

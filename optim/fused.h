@@ -25,6 +25,8 @@ struct FusedBatch {
   // The kernels write parameters and state in place: their version counters move as an in-place
   // op's would.
   void bump_versions() const;
+  // The parameters' bytes: what the step's profiler event carries.
+  int64_t param_bytes() const;
 };
 
 struct FusedBatches {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/amp.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
@@ -90,6 +91,10 @@ void GradScaler::unscale_(Optimizer& optimizer) {
     std::vector<Tensor> contiguous;
     for (const Tensor& g : grads) contiguous.push_back(g.contiguous());
     Tensor found_inf = zeros({1}, DType::f32, device);
+    int64_t bytes = 0;
+    for (const Tensor& g : contiguous)
+      bytes += g.numel() * static_cast<int64_t>(dtype_size(g.dtype()));
+    profiler::OpScope event("GradScaler::unscale_", device, bytes);
     kernels_for<AmpKernels>("GradScaler.unscale_", device)
         .unscale_and_check(contiguous, 1.0 / scale_, found_inf);
     for (size_t i = 0; i < grads.size(); ++i) {

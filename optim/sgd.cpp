@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/profiler.h"
 #include "kiln/kernels/optim.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
@@ -79,6 +80,7 @@ void SGD::step() {
       p.add_(g, -step.lr);
     }
     for (FusedBatch& b : batches.all) {
+      profiler::OpScope event("SGD::fused_step", b.device, b.param_bytes());
       kernels_for<OptimizerKernels>("SGD.step", b.params[0].device())
           .sgd(b.params, b.grads, b.state[0], b.first, step);
       b.bump_versions();

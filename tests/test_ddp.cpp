@@ -2,9 +2,13 @@
 // process that trains the same model on the whole batch: with the batch split evenly and a mean
 // loss, averaging the ranks' gradients gives exactly the whole batch's gradient, so after each
 // step the parameters must agree (in f64, to rounding).
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -315,4 +319,122 @@ TEST_CASE("ddp: a state dict loads with or without DDP's module. prefix") {
     return 1;
   });
   CHECK(got[0] == 1);
+}
+
+namespace {
+
+// Each rank wraps make(rank) in DDP; what each rank's constructor threw, or "no error".
+std::vector<std::string> wrap_per_rank(
+    int n, const std::function<std::shared_ptr<nn::Module>(int)>& make) {
+  return run_ranks<std::string>(
+      n, "mismatch",
+      [&](ProcessGroup& g) -> std::string {
+        std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+        try {
+          auto ddp = std::make_shared<DistributedDataParallel>(make(g.rank()), group);
+        } catch (const DistError& e) {
+          return e.what();
+        }
+        return "no error";
+      },
+      std::chrono::seconds(10));
+}
+
+std::shared_ptr<nn::Sequential> linears(int count) {
+  std::vector<std::shared_ptr<nn::Module>> layers;
+  for (int k = 0; k < count; ++k) layers.push_back(std::make_shared<nn::Linear>(4, 4));
+  return std::make_shared<nn::Sequential>(layers);
+}
+
+}  // namespace
+
+TEST_CASE("ddp: ranks holding different models are refused, naming the first difference") {
+  // Before the check, Linear(8, 3 + rank) died inside Gloo: a broadcast of 96 bytes into 128.
+  std::vector<std::string> got =
+      wrap_per_rank(2, [](int rank) { return std::make_shared<nn::Linear>(8, 3 + rank); });
+  INFO(got[0] << "\n" << got[1]);
+  CHECK_THAT(got[0], Catch::Contains("rank 0 of 2") &&
+                         Catch::Contains("parameter 0 'weight' is [3, 8] f32 on this rank and "
+                                         "[4, 8] f32 on rank 1"));
+  CHECK_THAT(got[1], Catch::Contains("rank 1 of 2") &&
+                         Catch::Contains("parameter 0 'weight' is [4, 8] f32 on this rank and "
+                                         "[3, 8] f32 on rank 0"));
+
+  got = wrap_per_rank(2, [](int rank) { return linears(1 + rank); });
+  INFO(got[0] << "\n" << got[1]);
+  CHECK_THAT(got[0], Catch::Contains("this rank has 2 parameters and 0 buffers, rank 1 has 4 and "
+                                     "0; rank 1's parameter 2 ([4, 4] f32) has no counterpart on "
+                                     "this rank"));
+  CHECK_THAT(got[1], Catch::Contains("this rank has 4 parameters and 0 buffers, rank 0 has 2 and "
+                                     "0; parameter 2 '1.weight' ([4, 4] f32) has no counterpart "
+                                     "on rank 0"));
+
+  // Three ranks, the last in f64: the two that agree both name it.
+  got = wrap_per_rank(3, [](int rank) {
+    auto net = linears(1);
+    if (rank == 2) net->to(DType::f64);
+    return net;
+  });
+  INFO(got[0] << "\n" << got[1] << "\n" << got[2]);
+  for (int r : {0, 1})
+    CHECK_THAT(got[r], Catch::Contains("parameter 0 '0.weight' is [4, 4] f32 on this rank and "
+                                       "[4, 4] f64 on rank 2"));
+  CHECK_THAT(got[2], Catch::Contains("[4, 4] f64 on this rank and [4, 4] f32 on rank 0"));
+
+  // A frozen parameter on one rank changes the buckets: refused too.
+  got = wrap_per_rank(2, [](int rank) {
+    auto net = linears(1);
+    if (rank == 1) net->parameters()[1].requires_grad_(false);
+    return net;
+  });
+  CHECK_THAT(got[1], Catch::Contains("parameter 1 '0.bias' is [4] f32 (frozen) on this rank"));
+
+  // Alike models pass (their values may differ: rank 0's are broadcast).
+  got = wrap_per_rank(3, [](int) { return linears(2); });
+  CHECK(got == std::vector<std::string>(3, "no error"));
+}
+
+TEST_CASE("ddp: the profiler shows bucket all-reduces, broadcasts and the barrier, with bytes") {
+  DDPOptions options;
+  options.bucket_cap_mb = 400.0 / (1024 * 1024);  // 400 bytes: the f64 net's 6 tensors in 3
+  std::vector<std::shared_ptr<nn::Sequential>> nets = {make_net(1), make_net(2)};
+  std::map<std::string, int64_t> bytes_of;
+  for (const auto& [name, p] : nets[0]->named_parameters()) bytes_of[name] = p.numel() * 8;
+
+  profiler::Profile prof;
+  const auto buckets =
+      run_ranks<std::vector<std::vector<std::string>>>(2, "profiled", [&](ProcessGroup& g) {
+        std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+        auto ddp = std::make_shared<DistributedDataParallel>(nets[g.rank()], group, options);
+        const Batch b = shard(make_batch(0), g.rank(), 2);
+        cross_entropy(ddp->forward(b.x), b.y).backward();
+        g.barrier();
+        return ddp->bucket_names();
+      });
+  prof.stop();
+
+  std::map<std::string, std::vector<int64_t>> events;  // name -> bytes of each event, sorted
+  for (const profiler::Event& e : prof.events()) events[e.name].push_back(e.bytes);
+  for (auto& [name, bytes] : events) std::sort(bytes.begin(), bytes.end());
+
+  std::vector<int64_t> bucket_bytes, param_bytes;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (const auto& bucket : buckets[rank]) {
+      int64_t total = 0;
+      for (const std::string& name : bucket) total += bytes_of.at(name);
+      bucket_bytes.push_back(total);
+    }
+    for (const auto& [name, bytes] : bytes_of) param_bytes.push_back(bytes);
+  }
+  std::sort(bucket_bytes.begin(), bucket_bytes.end());
+  std::sort(param_bytes.begin(), param_bytes.end());
+  REQUIRE(buckets[0].size() > 1);
+  CHECK(events["ddp::bucket_all_reduce"] == bucket_bytes);
+  CHECK(events["dist::all_reduce"] == bucket_bytes);  // on the group's thread, as it runs
+  CHECK(events["dist::broadcast"] == param_bytes);    // rank 0's values at construction
+  CHECK(events["dist::barrier"] == std::vector<int64_t>{0, 0});
+  CHECK(events["dist::all_gather"].size() == 4);  // the model check: sizes, then descriptions
+  const profiler::KeyAverages averages = prof.key_averages();
+  CHECK(averages.has_bytes);
+  CHECK_THAT(averages.table(), Catch::Contains("data MB"));
 }

@@ -2,10 +2,17 @@
 // (tests/support/dist_ranks.h). Inputs are small integers, so every sum is exact in every dtype
 // and results are compared bit for bit: rank r's input element i is ((r + 1) * (i % 7) - 3 * r)
 // rounded to the dtype.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -286,7 +293,7 @@ TEST_CASE("dist: the launch environment of kiln-run, mpirun and srun, and its er
   }
   {
     ScopedEnv env({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
-    CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains("rank 4 is not below the world size 4"));
+    CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains("RANK=4 is not below WORLD_SIZE=4"));
   }
   {
     ScopedEnv env({{"RANK", "x"}, {"WORLD_SIZE", "4"}});
@@ -328,6 +335,148 @@ TEST_CASE("dist: each rank's GPU, with all of a machine's GPUs visible or one pe
   // Two GPUs bound to each of 4 processes: one of the process's own.
   CHECK(dist::local_device(rank(3, 4), 2) == 1);
   CHECK_THROWS_WITH(dist::local_device(rank(0, 1), 0), Catch::Contains("none is visible"));
+}
+
+TEST_CASE("dist: an inconsistent launch environment is refused, naming the variable") {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> set;
+    const char* says;
+  };
+  const std::pair<std::string, std::string> master[] = {{"MASTER_ADDR", "127.0.0.1"},
+                                                        {"MASTER_PORT", "29500"}};
+  const Case cases[] = {
+      {{{"WORLD_SIZE", "2"}}, "WORLD_SIZE=2 is set but RANK is not"},
+      {{{"RANK", "1"}}, "RANK=1 is set but WORLD_SIZE is not"},
+      {{{"RANK", "3"}, {"WORLD_SIZE", "2"}, master[0], master[1]},
+       "RANK=3 is not below WORLD_SIZE=2: ranks count from 0"},
+      {{{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "RANK='-1' is not a whole number of at least 0"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "two"}},
+       "WORLD_SIZE='two' is not a whole number of at least 1"},
+      {{{"LOCAL_RANK", "0"}}, "LOCAL_RANK=0 is set but RANK and WORLD_SIZE are not"},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
+       "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
+       "LOCAL_WORLD_SIZE=2 is set but LOCAL_RANK is not"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "3"}},
+       "LOCAL_WORLD_SIZE=3 is more than WORLD_SIZE=2"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}},
+       "RANK and WORLD_SIZE=2 are set but MASTER_ADDR and MASTER_PORT are not"},
+      {{{"MASTER_PORT", "29500"}}, "MASTER_PORT=29500 is set but MASTER_ADDR is not"},
+      {{{"OMPI_COMM_WORLD_SIZE", "2"}}, "OMPI_COMM_WORLD_SIZE=2 is set but OMPI_COMM_WORLD_RANK"},
+  };
+  // An empty value reads as unset: each case starts from none of the variables.
+  std::vector<std::pair<std::string, std::string>> none;
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
+    none.emplace_back(name, "");
+  ScopedEnv clean(none);
+  for (const Case& c : cases) {
+    ScopedEnv env(c.set);
+    INFO(c.says);
+    CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains(c.says));
+  }
+  // Slurm's allocation sets SLURM_NTASKS outside srun too: without SLURM_PROCID, one process.
+  ScopedEnv allocation(std::vector<std::pair<std::string, std::string>>{{"SLURM_NTASKS", "4"}});
+  const dist::LaunchEnv e = dist::launch_env();
+  CHECK((e.launcher == "none" && e.world_size == 1));
+}
+
+namespace {
+
+// What this process writes to stderr (fd 2) while it lives.
+class CapturedStderr {
+ public:
+  CapturedStderr() : saved_(::dup(2)) {
+    std::fflush(stderr);
+    const int fd = ::open(dir_.file("stderr").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~CapturedStderr() {
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+  }
+  CapturedStderr(const CapturedStderr&) = delete;
+  CapturedStderr& operator=(const CapturedStderr&) = delete;
+  std::string text() const {
+    std::fflush(stderr);
+    std::ifstream in(dir_.file("stderr"));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  kiln::testing::TempDir dir_{"kiln_stderr"};
+  int saved_;
+};
+
+}  // namespace
+
+TEST_CASE("dist: a rank waiting at the rendezvous says how many it waits for, and where") {
+  const auto late_by = dist::kRendezvousReportAfter + std::chrono::milliseconds(1500);
+  dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::seconds(60);
+  CapturedStderr captured;
+  std::string late_error;
+  std::thread late([&] {
+    std::this_thread::sleep_for(late_by);
+    try {
+      auto group = dist::new_process_group(
+          "gloo", dist::make_tcp_store("127.0.0.1", 29733, false, options.timeout), 1, 2, "late",
+          options);
+    } catch (const std::exception& e) {
+      late_error = e.what();
+    }
+  });
+  std::string error;
+  try {
+    auto group = dist::new_process_group(
+        "gloo", dist::make_tcp_store("127.0.0.1", 29733, true, options.timeout), 0, 2, "late",
+        options);
+    late.join();
+  } catch (const std::exception& e) {
+    late.join();
+    error = e.what();
+  }
+  CHECK(error.empty());
+  CHECK(late_error.empty());
+  INFO(captured.text());
+  CHECK_THAT(captured.text(),
+             Catch::Contains("rank 0 of 2 waiting for 1 more rank(s) at the rendezvous (TCP store "
+                             "at 127.0.0.1:29733, group 'late'): 1 of 2 arrived"));
+}
+
+TEST_CASE("dist: a rank alone at the rendezvous gives up after the timeout, with the count") {
+  dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::milliseconds(500);
+  CHECK_THROWS_WITH(
+      dist::new_process_group("gloo", dist::make_memory_store(options.timeout), 0, 3, "alone",
+                              options),
+      Catch::Contains("rank 0 of 3: 1 of the 3 ranks arrived at the rendezvous (in-process store) "
+                      "within 500 ms"));
+}
+
+TEST_CASE("dist: a rank waiting for rank 0's store says so, and where") {
+  const auto late_by = dist::kRendezvousReportAfter + std::chrono::milliseconds(1500);
+  const auto timeout = std::chrono::seconds(60);
+  CapturedStderr captured;
+  std::unique_ptr<dist::Store> server;
+  std::thread rank0([&] {
+    std::this_thread::sleep_for(late_by);
+    server = dist::make_tcp_store("127.0.0.1", 29734, true, timeout);
+  });
+  std::string error;
+  try {
+    auto client = dist::make_tcp_store("127.0.0.1", 29734, false, timeout);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  rank0.join();
+  CHECK(error.empty());
+  INFO(captured.text());
+  CHECK_THAT(captured.text(), Catch::Contains("waiting for rank 0's store at 127.0.0.1:29734"));
 }
 
 TEST_CASE("dist: the file and TCP stores: set, get, wait, add, and a key that never comes") {

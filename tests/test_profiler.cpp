@@ -250,3 +250,47 @@ TEST_CASE("profiler: nothing is recorded without a profile") {
   relu(randn({4}));
   CHECK(prof.events().empty());
 }
+
+TEST_CASE("profiler: the GradScaler's unscale and fused optimizer steps are events with bytes") {
+  // Two parameters of 15 and 5 f32 elements: 80 bytes of parameters, and of gradients.
+  Tensor w = randn({5, 3}).requires_grad_(), b = randn({5}).requires_grad_();
+  const Tensor x = randn({4, 3});
+  optim::SGD sgd({w, b}, {.lr = 0.1, .momentum = 0.9});
+  optim::Adam adam({w, b});
+  optim::AdamW adamw({w, b});
+  optim::GradScaler scaler;
+  profiler::Profile prof;
+  scaler.scale(sum(linear(x, w, b))).backward();
+  scaler.step(sgd);
+  scaler.update();
+  adam.step();
+  adamw.step();
+  prof.stop();
+  std::map<std::string, std::vector<int64_t>> bytes;
+  for (const profiler::Event& e : prof.events()) bytes[e.name].push_back(e.bytes);
+  CHECK(bytes["GradScaler::unscale_"] == std::vector<int64_t>{80});
+  CHECK(bytes["SGD::fused_step"] == std::vector<int64_t>{80});
+  CHECK(bytes["Adam::fused_step"] == std::vector<int64_t>{80});
+  CHECK(bytes["AdamW::fused_step"] == std::vector<int64_t>{80});
+  // The table's "data MB" column and the trace's "bytes" carry them.
+  const profiler::KeyAverages averages = prof.key_averages();
+  CHECK(averages.has_bytes);
+  for (const profiler::OpStats& row : averages.rows)
+    if (row.name == "SGD::fused_step") CHECK(row.bytes == 80);
+  CHECK_THAT(averages.table(), Catch::Contains("data MB"));
+  const auto trace = nlohmann::json::parse(prof.chrome_trace_json());
+  int with_bytes = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e.contains("args") && e["args"].contains("bytes")) ++with_bytes;
+  CHECK(with_bytes == 4);
+}
+
+TEST_CASE("profiler: a model without collectives or fused work has no data column") {
+  TinyModel m;
+  profiler::Profile prof;
+  m.loss().backward();
+  prof.stop();
+  const profiler::KeyAverages averages = prof.key_averages();
+  CHECK_FALSE(averages.has_bytes);
+  CHECK_THAT(averages.table(), !Catch::Contains("data MB"));
+}

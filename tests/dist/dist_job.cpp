@@ -4,6 +4,7 @@
 //                whose parameters every rank must end with identically
 //   die          rank 1 kills itself (SIGKILL) before the second all-reduce; the others are in it
 //   hang         rank 1 sleeps instead of joining an all-reduce; the others must time out
+//   different-models  rank r wraps Linear(8, 3 + r) in DDP, which must refuse it on every rank
 // It prints "rank R of N: ok" on success; any failure is one line on stderr and exit status 1.
 #include <signal.h>
 #include <unistd.h>
@@ -95,8 +96,11 @@ int run(int argc, char** argv) {
     collectives();
   else if (scenario == "die" || scenario == "hang")
     die_or_hang(scenario == "die");
+  else if (scenario == "different-models")
+    dist::DistributedDataParallel(std::make_shared<nn::Linear>(8, 3 + dist::get_rank()));
   else
-    throw ValueError("unknown scenario '" + scenario + "': expected collectives, die or hang");
+    throw ValueError("unknown scenario '" + scenario +
+                     "': expected collectives, die, hang or different-models");
   std::printf("rank %d of %d: ok\n", dist::get_rank(), dist::get_world_size());
   dist::destroy_process_group();
   return 0;

@@ -5,6 +5,8 @@ Each case starts a real job, waits for it with a deadline, and checks its exit s
   collectives over 2, 3 and 4 processes (and over mpirun's variables with a file store)
   a rank killed by SIGKILL mid-job: kiln-run stops the rest and exits non-zero, naming the rank
   a rank that hangs: the others time out with a DistError naming the collective
+  ranks that wrap different models in DDP: every rank stops, naming the first difference
+  a job of 2 machines without --master-addr: refused
   kiln-train --distributed over 2 processes, its resume from rank 0's checkpoint, an interrupt,
   and a resume with another number of processes (refused)
 With --fashion-mnist, only: kiln-train on 2 processes reaches 91% on Fashion-MNIST in 2 epochs.
@@ -70,6 +72,11 @@ def main():
     p, _ = run([args.run, "--nnodes", "2", "--master-port", "29500", args.job, "collectives"], 30)
     check(p.returncode != 0 and "--master-addr" in p.stderr and "127.0.0.1" in p.stderr,
           "a job of 2 machines is refused without --master-addr", p)
+
+    p, seconds = run([args.run, "--nproc-per-node", "2", args.job, "different-models"], 120)
+    check(p.returncode != 0 and "parameter 0 'weight' is [3, 8] f32 on this rank and [4, 8] f32 on rank 1"
+          in p.stderr and seconds < 60,
+          f"ranks wrapping different models in DDP stop with the difference named ({seconds:.1f} s)", p)
 
     if args.train:
         with tempfile.TemporaryDirectory() as d:
