@@ -58,7 +58,8 @@ int run(int argc, char** argv) {
 
   const bool gpu = device_name.rfind("cuda", 0) == 0;
   dist::init_process_group(gpu ? "nccl" : "gloo");
-  const Device device = gpu ? Device::cuda(dist::get_local_rank()) : Device::cpu();
+  // init_process_group("nccl") made the rank's GPU current (dist::local_device).
+  const Device device = gpu ? Device::cuda(cuda::current_device()) : Device::cpu();
   const int rank = dist::get_rank(), n = dist::get_world_size();
   dist::ProcessGroup& group = dist::default_group();
   if (rank == 0) {

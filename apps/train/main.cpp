@@ -153,7 +153,8 @@ int run_training(const apps::Recipe& r) {
   Device device = pick_device(r.device);
   if (r.distributed) {
     dist::init_process_group(device.is_cuda() ? "nccl" : "gloo");
-    if (device.is_cuda()) device = Device::cuda(dist::get_local_rank());
+    // init_process_group made the rank's GPU current (dist::local_device).
+    if (device.is_cuda()) device = Device::cuda(cuda::current_device());
   }
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const bool lead = rank == 0;  // prints, and owns the checkpoint directory
