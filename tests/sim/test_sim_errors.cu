@@ -108,7 +108,7 @@ __global__ void big_argument_kernel(Big big, char* out) {
 
 }  // namespace
 
-TEST_CASE("a host pointer argument is an error; pinned host memory is not") {
+TEST_CASE("a host pointer argument is an error, pinned host memory is not") {
   ScheduleScope scope({0, 1, false});
   std::vector<float> host(64);
   CHECK_THROWS_WITH(KILN_LAUNCH(1, 64, 0, nullptr, write_kernel)(host.data(), 64),

@@ -227,7 +227,7 @@ __global__ void parameter_kernel(int* out, int base) {
 
 }  // namespace
 
-TEST_CASE("blocks that never wait run without fibers; a barrier promotes its block") {
+TEST_CASE("blocks that never wait run without fibers, a barrier promotes its block") {
   ScheduleScope scope({0, 1, false});
   const int n = 1000;
   std::vector<float> host(n);

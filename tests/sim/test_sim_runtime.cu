@@ -76,7 +76,7 @@ TEST_CASE("copies between devices and 2-D sets") {
   CHECK_THAT(cudaGetErrorString(cudaGetLastError()), Contains("expected device 0's"));
 }
 
-TEST_CASE("streams run in order at once; events time them on the host") {
+TEST_CASE("streams run in order at once, events time them on the host") {
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   cudaEvent_t start = nullptr, end = nullptr, untimed = nullptr;
