@@ -82,6 +82,12 @@ StackBounds BlockRunner::bounds_of(unsigned t) const {
   return {stacks_[t]->bottom(), stacks_[t]->size()};
 }
 
+// The same call site: source_location's file names are string literals, usually one per file.
+static bool same_site(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() &&
+         (a.file_name() == b.file_name() || std::strcmp(a.file_name(), b.file_name()) == 0);
+}
+
 void BlockRunner::exit_thread(unsigned t) {
   threads_[t].state = State::exited;
   ++exited_;
@@ -107,6 +113,9 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block, const Schedule& sch
   threads_per_block_ = launch.block.x * launch.block.y * launch.block.z;
   threads_.clear();
   threads_.resize(threads_per_block_);
+  for (unsigned t = 0; t < threads_per_block_; ++t)
+    threads_[t].index = {t % launch.block.x, t / launch.block.x % launch.block.y,
+                         t / (launch.block.x * launch.block.y)};
   order_.resize(threads_per_block_);
   fiberless_ = !schedule.fibers;
   promoted_ = -1;
@@ -146,8 +155,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block, const Schedule& sch
 
 void BlockRunner::run_thread(unsigned t) {
   self_ = t;
-  const unsigned x = launch_->block.x, y = launch_->block.y;
-  current::thread_idx = {t % x, t / x % y, t / (x * y)};
+  current::thread_idx = threads_[t].index;
   threads_[t].started = true;
   try {
     launch_->run(launch_->context);
@@ -182,13 +190,13 @@ boost::context::fiber BlockRunner::thread_main(unsigned t, boost::context::fiber
 
 void BlockRunner::resume(unsigned t) {
   Thread& thread = threads_[t];
-  const unsigned x = launch_->block.x, y = launch_->block.y;
-  current::thread_idx = {t % x, t / x % y, t / (x * y)};
+  current::thread_idx = thread.index;
   self_ = t;
   if (!thread.started) {
     thread.started = true;
     fibers.fetch_add(1, std::memory_order_relaxed);
-    while (stacks_.size() <= t) stacks_.push_back(std::make_unique<FiberStack>());
+    while (stacks_.size() <= t)
+      stacks_.push_back(std::make_unique<FiberStack>(static_cast<unsigned>(stacks_.size())));
     thread.context = stacks_[t]->make_fiber([this, t](boost::context::fiber&& scheduler) {
       return thread_main(t, std::move(scheduler));
     });
@@ -241,8 +249,7 @@ bool BlockRunner::release() {
   if (at_barrier > 0 && at_barrier == threads_per_block_ && exited_ == 0) {
     const std::source_location& first = threads_[0].where;
     const bool same = std::all_of(threads_.begin(), threads_.end(), [&](const Thread& thread) {
-      return thread.where.line() == first.line() &&
-             std::strcmp(thread.where.file_name(), first.file_name()) == 0;
+      return same_site(thread.where, first);
     });
     if (same) {
       for (Thread& thread : threads_) thread.state = State::ready;
@@ -263,8 +270,7 @@ bool BlockRunner::release_warp_group(unsigned t) {
     if (!(request.mask >> lane & 1u) || base + lane >= threads_per_block_) continue;
     const Thread& other = threads_[base + lane];
     if (other.state != State::warp || other.request.op != request.op ||
-        other.request.mask != request.mask || other.where.line() != threads_[t].where.line() ||
-        std::strcmp(other.where.file_name(), threads_[t].where.file_name()) != 0)
+        other.request.mask != request.mask || !same_site(other.where, threads_[t].where))
       return false;
     group |= 1u << lane;
   }
@@ -342,7 +348,7 @@ void BlockRunner::report_stuck() {
         return fail(lane_text + ", which waits at __syncthreads (" + where_text(other.where) +
                     "): a deadlock");
       if (other.request.op != thread.request.op || other.request.mask != thread.request.mask ||
-          other.where.line() != thread.where.line())
+          !same_site(other.where, thread.where))
         return fail(lane_text + ", which waits at " + warp_op_name(other.request.op) + " (" +
                     where_text(other.where) + ", mask " + hex(other.request.mask) + ")");
     }
@@ -356,8 +362,7 @@ void BlockRunner::report_stuck() {
     if (threads_[t].state == State::exited)
       return fail(text + ", but " + thread_text(t) + " exited without reaching it");
   for (unsigned t = 0; t < threads_per_block_; ++t)
-    if (threads_[t].where.line() != threads_[waiting].where.line() ||
-        std::strcmp(threads_[t].where.file_name(), threads_[waiting].where.file_name()) != 0)
+    if (!same_site(threads_[t].where, threads_[waiting].where))
       return fail(text + " and " + thread_text(t) + " at another one (" +
                   where_text(threads_[t].where) + ")");
   fail(text + ": no thread can make progress");
@@ -378,15 +383,16 @@ std::uint64_t BlockRunner::warp_collective(const WarpRequest& request,
                            " called outside a kernel");
   const unsigned t = self_;
   const unsigned lane = t % kWarp;
-  const std::string text = thread_text(t) + " at " + warp_op_name(request.op) + " (" +
-                           where_text(where) + "): ";
+  const auto misuse = [&](const std::string& what) {
+    return KernelError(prefix() + thread_text(t) + " at " + warp_op_name(request.op) + " (" +
+                       where_text(where) + "): " + what);
+  };
   if (!(request.mask >> lane & 1u))
-    throw KernelError(prefix() + text + "the mask " + hex(request.mask) +
-                      " leaves out the calling lane " + std::to_string(lane));
+    throw misuse("the mask " + hex(request.mask) + " leaves out the calling lane " +
+                 std::to_string(lane));
   if (request.width < 1 || request.width > static_cast<int>(kWarp) ||
       (request.width & (request.width - 1)) != 0)
-    throw KernelError(prefix() + text + "width " + std::to_string(request.width) +
-                      ", expected a power of two up to 32");
+    throw misuse("width " + std::to_string(request.width) + ", expected a power of two up to 32");
   Thread& thread = threads_[t];
   thread.state = State::warp;
   thread.request = request;

@@ -45,6 +45,7 @@ class BlockRunner {
  private:
   enum class State : std::uint8_t { ready, block_barrier, warp, exited };
   struct Thread {
+    uint3 index{};  // threadIdx
     State state = State::ready;
     bool started = false;  // has run: its context is a fiber, or the OS stack when promoted
     boost::context::fiber context;

@@ -23,7 +23,7 @@ constexpr std::size_t kStackBytes = 64 * 1024;
 #endif
 }  // namespace
 
-FiberStack::FiberStack() {
+FiberStack::FiberStack(unsigned index) : offset_(index % 16 * 256) {
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   mapping_ = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

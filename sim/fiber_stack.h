@@ -14,7 +14,9 @@ namespace kiln::sim {
 // fiber's stack. 64 KiB, 256 KiB under AddressSanitizer (its frames are larger).
 class FiberStack {
  public:
-  FiberStack();
+  // `index`: the fiber's place in its pool. Stacks are page-aligned, so their tops would all fall
+  // into the same cache sets; each starts a different multiple of 256 bytes below its top.
+  explicit FiberStack(unsigned index = 0);
   ~FiberStack();
   FiberStack(const FiberStack&) = delete;
   FiberStack& operator=(const FiberStack&) = delete;
@@ -28,8 +30,9 @@ class FiberStack {
     boost::context::stack_context context;
     context.size = size_;
     context.sp = static_cast<char*>(bottom_) + size_;
+    void* top = static_cast<char*>(context.sp) - offset_;
     return boost::context::fiber(std::allocator_arg,
-                                 boost::context::preallocated(context.sp, context.size, context),
+                                 boost::context::preallocated(top, context.size - offset_, context),
                                  KeepStack{}, std::forward<Fn>(fn));
   }
 
@@ -40,6 +43,7 @@ class FiberStack {
   void* mapping_ = nullptr;
   void* bottom_ = nullptr;
   std::size_t size_ = 0;
+  std::size_t offset_ = 0;
 };
 
 // Where a context's stack lies, for AddressSanitizer; {nullptr, 0} when it is not known.
