@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <ratio>
 #include <vector>
 
 #include "kiln/kernels/cuda/block_reduce.cuh"
