@@ -32,8 +32,16 @@ inline constexpr int warpSize = 32;
 
 // One copy per worker thread, and a worker runs one block at a time: one copy per block in flight.
 // It starts zeroed and then holds the previous block's values, as nothing clears it on a GPU either.
+// Compiled with KILN_SIM_SERIAL, a plain static instead, and this file's grids run on one worker:
+// AddressSanitizer checks the bounds of static variables but not of thread-local ones.
 #undef __shared__
+#if defined(KILN_SIM_SERIAL)
+#define __shared__ static
+#define KILN_SIM_SERIAL_GRIDS true
+#else
 #define __shared__ static thread_local
+#define KILN_SIM_SERIAL_GRIDS false
+#endif
 
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)

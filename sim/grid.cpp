@@ -159,7 +159,9 @@ void set_schedule(const Schedule& schedule) {
 }
 
 void run_grid(const GridLaunch& launch) {
-  pool().run(launch, schedule());
+  Schedule s = schedule();
+  if (launch.serial) s.workers = 1;
+  pool().run(launch, s);
 }
 
 }  // namespace kiln::sim

@@ -40,6 +40,7 @@ struct GridLaunch {
   std::size_t shared_bytes;
   cudaStream_t stream;
   std::size_t argument_bytes;
+  bool serial;  // on one worker, whatever the schedule says (KILN_SIM_SERIAL)
   void (*run)(const void* context);
   const void* context;
 };

@@ -25,6 +25,7 @@
 #define KILN_DEVICE_CODE 1
 #define KILN_LAUNCH(grid, block, shared_bytes, stream, ...)                                  \
   ::kiln::sim::Launch(#__VA_ARGS__, (grid), (block), (shared_bytes), (stream),               \
-                      [](auto... kiln_sim_arguments) { __VA_ARGS__(kiln_sim_arguments...); })
+                      [](auto... kiln_sim_arguments) { __VA_ARGS__(kiln_sim_arguments...); }, \
+                      KILN_SIM_SERIAL_GRIDS)
 #define KILN_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::kiln::sim::dynamic_shared_memory())
 #endif

@@ -20,14 +20,17 @@ namespace kiln::sim {
 template <class Kernel>
 class Launch {
  public:
+  // serial: the kernel's file was compiled with KILN_SIM_SERIAL (sim/cuda_sim.h), so its static
+  // shared memory is one copy for the process and its grid must run on one worker.
   Launch(const char* name, dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-         Kernel kernel)
+         Kernel kernel, bool serial)
       : name_(name),
         grid_(grid),
         block_(block),
         shared_bytes_(shared_bytes),
         stream_(stream),
-        kernel_(kernel) {}
+        kernel_(kernel),
+        serial_(serial) {}
 
   // Arguments by value: each CUDA thread then gets its own copy through the kernel's parameters.
   template <class... Args>
@@ -44,6 +47,7 @@ class Launch {
                             shared_bytes_,
                             stream_,
                             (std::size_t{0} + ... + sizeof(Args)),
+                            serial_,
                             [](const void* c) {
                               const Context& self = *static_cast<const Context*>(c);
                               std::apply(*self.kernel, *self.args);
@@ -69,6 +73,7 @@ class Launch {
   std::size_t shared_bytes_;
   cudaStream_t stream_;
   Kernel kernel_;
+  bool serial_;
 };
 
 }  // namespace kiln::sim

@@ -1,6 +1,7 @@
 // The simulated cudart: devices, memory and its checks, copies, streams and events.
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -107,4 +108,23 @@ TEST_CASE("streams run in order at once, events time them on the host") {
   CHECK(cudaEventDestroy(untimed) == cudaSuccess);
   CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
   CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("each host thread has its own current device and last error") {
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  REQUIRE(cudaSetDevice(7) == cudaErrorInvalidDevice);
+  int seen_device = -1;
+  cudaError_t seen_error = cudaErrorUnknown;
+  std::thread other([&] {
+    cudaGetDevice(&seen_device);
+    seen_error = cudaPeekAtLastError();
+  });
+  other.join();
+  CHECK(seen_device == 0);
+  CHECK(seen_error == cudaSuccess);
+  int device = -1;
+  CHECK(cudaGetDevice(&device) == cudaSuccess);
+  CHECK(device == 1);
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
 }
