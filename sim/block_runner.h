@@ -37,6 +37,8 @@ class BlockRunner {
 
   // Throws KernelError when the block fails.
   void run(const GridLaunch& launch, uint3 block, const Schedule& schedule);
+  // Whether a block is running on this OS thread (a launch now would come from a kernel).
+  bool running() const { return launch_ != nullptr; }
 
   void block_barrier(const std::source_location& where);
   std::uint64_t warp_collective(const WarpRequest& request, const std::source_location& where);

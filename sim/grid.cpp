@@ -159,6 +159,9 @@ void set_schedule(const Schedule& schedule) {
 }
 
 void run_grid(const GridLaunch& launch) {
+  if (BlockRunner::here().running())
+    throw KernelError(std::string("kiln-sim: kernel ") + launch.kernel +
+                      " launched from inside a kernel: dynamic parallelism is not simulated");
   Schedule s = schedule();
   if (launch.serial) s.workers = 1;
   pool().run(launch, s);

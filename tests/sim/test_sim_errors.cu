@@ -99,6 +99,13 @@ __global__ void write_kernel(float* out, int n) {
   if (i < n) out[i] = 1.0f;
 }
 
+__global__ void child_kernel(float* out) {
+  out[threadIdx.x] = 2.0f;
+}
+__global__ void parent_kernel(float* out) {
+  if (threadIdx.x == 0) KILN_LAUNCH(1, 32, 0, nullptr, child_kernel)(out);
+}
+
 struct Big {
   char bytes[5000];
 };
@@ -179,4 +186,10 @@ TEST_CASE("a launch over CUDA's limits sets cudaGetLastError and runs nothing") 
   CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&write_kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, 300 * 1024) ==
         cudaErrorInvalidValue);
+}
+
+TEST_CASE("a launch from inside a kernel is an error, not a hang") {
+  DeviceBuffer<float> out(32);
+  CHECK_THROWS_WITH(KILN_LAUNCH(2, 32, 0, nullptr, parent_kernel)(out.get()),
+                    Contains("kernel child_kernel launched from inside a kernel"));
 }
