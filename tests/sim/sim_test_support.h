@@ -52,6 +52,16 @@ class ScheduleScope {
   kiln::sim::Schedule saved_;
 };
 
+// Whether KILN_SIM_DEVICES leaves the two devices a test needs; when not, the test says so as
+// ctest's skip (tests/sim/CMakeLists.txt) and returns.
+inline bool have_two_devices() {
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  if (count >= 2) return true;
+  WARN("SKIPPED: needs 2 simulated devices, KILN_SIM_DEVICES gives " << count);
+  return false;
+}
+
 // The schedules a kernel's result must not depend on: lane order, reversed, two shuffles; one
 // worker and two; fiberless fast path and fibers throughout.
 inline std::vector<kiln::sim::Schedule> all_schedules() {

@@ -131,6 +131,7 @@ TEST_CASE("a host pointer argument is an error, pinned host memory is not") {
 }
 
 TEST_CASE("a kernel given another device's memory is an error") {
+  if (!have_two_devices()) return;
   REQUIRE(cudaSetDevice(1) == cudaSuccess);
   float* on_device_1 = nullptr;
   REQUIRE(cudaMalloc(reinterpret_cast<void**>(&on_device_1), 64 * sizeof(float)) == cudaSuccess);
