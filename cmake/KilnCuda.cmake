@@ -1,5 +1,9 @@
-# Decides KILN_WITH_CUDA from KILN_CUDA (AUTO|ON|OFF), sets up the CUDA language, and finds cuDNN
-# and NCCL.
+# Decides KILN_WITH_CUDA from KILN_CUDA (AUTO|ON|OFF|SIM), sets up the CUDA language, and finds
+# cuDNN and NCCL.
+#
+# SIM: kiln's CUDA simulator (sim/, docs/simulator.md): no nvcc, no GPU. KILN_WITH_CUDA stays OFF
+# (kiln is built for the CPU) and KILN_CUDA_SIM is ON: the simulator library kiln_cudasim and its
+# self-tests are built, from CUDA's headers (the toolkit's include folder) and boost.context.
 #
 # CMAKE_CUDA_ARCHITECTURES: "native" when a GPU is visible at configure time; otherwise "80;90"
 # (Ampere and Hopper: the A100, H100 and H200 kiln is measured on). Override with
@@ -9,12 +13,21 @@
 # installs (python3's nvidia.cudnn and nvidia.nccl packages), which is where a machine with only
 # PyTorch has them. Set KILN_CUDNN_INCLUDE_DIR / KILN_CUDNN_LIBRARY (and KILN_NCCL_*) to choose.
 set(KILN_WITH_CUDA OFF)
+set(KILN_CUDA_SIM OFF)
 string(TOUPPER "${KILN_CUDA}" KILN_CUDA)
-if(NOT KILN_CUDA MATCHES "^(AUTO|ON|OFF)$")
-  message(FATAL_ERROR "KILN_CUDA must be AUTO, ON or OFF, got '${KILN_CUDA}'")
+if(NOT KILN_CUDA MATCHES "^(AUTO|ON|OFF|SIM)$")
+  message(FATAL_ERROR "KILN_CUDA must be AUTO, ON, OFF or SIM, got '${KILN_CUDA}'")
 endif()
 
-if(NOT KILN_CUDA STREQUAL "OFF")
+if(KILN_CUDA STREQUAL "SIM")
+  set(KILN_CUDA_SIM ON)
+  find_package(CUDAToolkit REQUIRED)
+  find_package(Boost 1.74 REQUIRED COMPONENTS context)
+  find_package(Threads REQUIRED)
+  include(KilnCudaSim)
+  message(STATUS "kiln: CUDA simulator ON (CUDA headers ${CUDAToolkit_INCLUDE_DIRS}; kiln itself "
+                 "is built for the CPU, its kernels are not yet switched onto the simulator)")
+elseif(NOT KILN_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()

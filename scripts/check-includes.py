@@ -97,7 +97,7 @@ for header, names in HEADERS.items():
 for name, extra in ALSO.items():
     SYMBOL_HEADERS.setdefault(name, set()).update(extra)
 
-SOURCE_DIRS = ["core", "kernels", "ops", "nn", "optim", "data", "train", "dist", "apps",
+SOURCE_DIRS = ["sim", "core", "kernels", "ops", "nn", "optim", "data", "train", "dist", "apps",
                "benchmarks", "tests"]
 SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
 

@@ -2,6 +2,8 @@
 """The floors of kiln's library and programs, and the check that no file includes a floor above
 its own. Floors, from the bottom:
 
+ -1 sim       the CUDA simulator (KILN_CUDA=SIM): the device shim, the scheduler and the simulated
+              CUDA runtime; it includes nothing of kiln's, so core and kernels may include it
   0 core      the data model and the runtime: devices, dtypes, shapes, errors, storage and
               allocators, Tensor's fields and accessors, generators, the CUDA runtime, autograd's
               nodes and grad mode
@@ -23,6 +25,7 @@ import re
 import sys
 
 FLOORS = [
+    ("sim", -1),
     ("core", 0),
     ("kernels", 1),
     ("ops", 2),
@@ -36,7 +39,7 @@ FLOORS = [
     ("tests", 5),
 ]
 FLOOR_OF = dict(FLOORS)
-NAMES = {0: "core", 1: "kernels", 2: "ops", 3: "nn/optim", 4: "data/train/dist", 5: "programs"}
+NAMES = {-1: "sim", 0: "core", 1: "kernels", 2: "ops", 3: "nn/optim", 4: "data/train/dist", 5: "programs"}
 SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*"kiln/([^"]+)"', re.M)
 

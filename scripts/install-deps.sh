@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
-          libcli11-dev libopenmpi-dev openmpi-bin libgloo-dev dataset-fashion-mnist python3)
+          libcli11-dev libopenmpi-dev openmpi-bin libgloo-dev dataset-fashion-mnist python3
+          libboost-context-dev)
 # The test job also builds the library with clang and LLVM's libc++ (scripts/test.sh), and draws
 # kiln-train's curves with gnuplot (its tests check that no directory name reaches a shell).
 if [ "${KILN_DEPS:-run}" = test ]; then

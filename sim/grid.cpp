@@ -1,0 +1,170 @@
+#include "kiln/sim/grid.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/sim/block_runner.h"
+
+namespace kiln::sim {
+
+namespace {
+
+std::uint64_t environment_number(const char* name, std::uint64_t fallback, std::uint64_t least) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (*end != '\0' || value < least)
+    throw std::invalid_argument(std::string(name) + ": expected a whole number of at least " +
+                                std::to_string(least) + ", got '" + text + "'");
+  return value;
+}
+
+struct ScheduleState {
+  std::mutex mutex;
+  Schedule schedule;
+  ScheduleState() {
+    schedule.seed = environment_number("KILN_SIM_SEED", 0, 0);
+    const unsigned cores = std::thread::hardware_concurrency();
+    schedule.workers = static_cast<int>(environment_number("KILN_SIM_WORKERS", cores ? cores : 1, 1));
+    schedule.fibers = environment_number("KILN_SIM_FIBERS", 0, 0) != 0;
+  }
+};
+ScheduleState& schedule_state() {
+  static ScheduleState state;
+  return state;
+}
+
+// Helper threads that run blocks beside the launching thread, one grid at a time. Each takes the
+// next block from a shared counter until none is left or one has failed.
+class WorkerPool {
+ public:
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& helper : helpers_) helper.join();
+  }
+
+  void run(const GridLaunch& launch, const Schedule& schedule) {
+    std::lock_guard<std::mutex> one_grid(grid_mutex_);
+    const std::uint64_t blocks = static_cast<std::uint64_t>(launch.grid.x) * launch.grid.y *
+                                 launch.grid.z;
+    const std::size_t helpers = static_cast<std::size_t>(
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(schedule.workers) - 1, blocks - 1));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (helpers_.size() < helpers)
+        helpers_.emplace_back([this, index = helpers_.size()] { help(index); });
+      launch_ = &launch;
+      schedule_ = schedule;
+      blocks_ = blocks;
+      next_ = 0;
+      failed_ = false;
+      error_ = nullptr;
+      participants_ = helpers;
+      working_ = helpers;
+      ++generation_;
+    }
+    start_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return working_ == 0; });
+    launch_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void work() {
+    BlockRunner& runner = BlockRunner::here();
+    const dim3 grid = launch_->grid;
+    while (!failed_.load(std::memory_order_relaxed)) {
+      const std::uint64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+      if (i >= blocks_) break;
+      const uint3 block{static_cast<unsigned>(i % grid.x),
+                        static_cast<unsigned>(i / grid.x % grid.y),
+                        static_cast<unsigned>(i / (static_cast<std::uint64_t>(grid.x) * grid.y))};
+      try {
+        runner.run(*launch_, block, schedule_);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_ = true;
+      }
+    }
+  }
+
+  void help(std::size_t index) {
+    std::uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      if (index >= participants_) continue;  // fewer blocks than workers, or fewer workers asked
+      lock.unlock();
+      work();
+      lock.lock();
+      if (--working_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex grid_mutex_;
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  std::vector<std::thread> helpers_;
+  const GridLaunch* launch_ = nullptr;
+  Schedule schedule_;
+  std::uint64_t blocks_ = 0;
+  std::atomic<std::uint64_t> next_{0};
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+  std::size_t participants_ = 0;  // helpers running this grid
+  std::size_t working_ = 0;       // of those, still running
+  std::uint64_t generation_ = 0;
+  bool stopping_ = false;
+};
+
+WorkerPool& pool() {
+  static WorkerPool workers;
+  return workers;
+}
+
+}  // namespace
+
+Schedule schedule() {
+  ScheduleState& state = schedule_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.schedule;
+}
+
+void set_schedule(const Schedule& schedule) {
+  if (schedule.workers < 1)
+    throw std::invalid_argument("kiln::sim::set_schedule: workers " +
+                                std::to_string(schedule.workers) + ", expected at least 1");
+  ScheduleState& state = schedule_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.schedule = schedule;
+}
+
+void run_grid(const GridLaunch& launch) {
+  if (BlockRunner::here().running())
+    throw KernelError(std::string("kiln-sim: kernel ") + launch.kernel +
+                      " launched from inside a kernel: dynamic parallelism is not simulated");
+  Schedule s = schedule();
+  if (launch.serial) s.workers = 1;
+  pool().run(launch, s);
+}
+
+}  // namespace kiln::sim

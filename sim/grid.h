@@ -1,0 +1,66 @@
+// Running a grid on the CPU: the checks a launch gets before it runs, and the worker pool that
+// runs its blocks. sim/launch.h is the typed front end (KILN_LAUNCH); this is the untyped core.
+#pragma once
+
+#include <driver_types.h>
+#include <vector_types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace kiln::sim {
+
+// A kernel doing what CUDA leaves undefined (a barrier some threads skip, a shuffle some lanes
+// never reach, a deadlock), or what faults on a GPU (a host pointer argument, another device's
+// memory). The message names the kernel, the block and the thread.
+class KernelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// How blocks are scheduled. Read from the environment on first use (KILN_SIM_SEED,
+// KILN_SIM_WORKERS, KILN_SIM_FIBERS); set_schedule changes them for the whole process.
+struct Schedule {
+  // 0: threads resume in lane order; 1: reversed; any other: shuffled between barriers, from
+  // this seed and the block's index.
+  std::uint64_t seed = 0;
+  int workers = 1;      // OS threads running blocks, the launching thread among them
+  bool fibers = false;  // every thread a fiber from the start (no fiberless fast path)
+};
+Schedule schedule();
+void set_schedule(const Schedule& schedule);
+
+// One launch, type-erased: run(context) runs the kernel for the CUDA thread current::* names.
+struct GridLaunch {
+  const char* kernel;
+  dim3 grid;
+  dim3 block;
+  std::size_t shared_bytes;
+  cudaStream_t stream;
+  std::size_t argument_bytes;
+  bool serial;  // on one worker, whatever the schedule says (KILN_SIM_SERIAL)
+  void (*run)(const void* context);
+  const void* context;
+};
+
+// CUDA's launch checks, as cudaGetLastError reports them: cudaSuccess, or the error (and its
+// explanation, which cudaGetErrorString then gives) for a block over 1024 threads or over
+// 1024 x 1024 x 64, a grid over 2^31 - 1 x 65535 x 65535, an empty grid or block, dynamic shared
+// memory over 48 KiB (unless cudaFuncSetAttribute raised the device's limit) or over 227 KiB,
+// arguments over 4 KiB, or a stream of another device.
+cudaError_t check_launch(const GridLaunch& launch);
+
+// Runs every block of the grid; returns when all have finished. Throws KernelError.
+void run_grid(const GridLaunch& launch);
+
+// CUDA threads run as fibers so far in this process: the blocks that never waited ran fiberless
+// and add none.
+std::uint64_t fibers_started();
+
+// Throws KernelError unless a pointer argument is null, device memory of the current device, or
+// pinned host memory (cudaHostAlloc: mapped into every device's address space).
+void check_pointer_argument(const char* kernel, int index, const void* pointer);
+
+}  // namespace kiln::sim

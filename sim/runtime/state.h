@@ -1,0 +1,60 @@
+// The simulated devices' state that the cudart entry points (sim/runtime/*.cpp) and the launch
+// checks (sim/grid.cpp) share: devices and their memory, pinned host memory, the current device
+// and last error of each host thread, streams and events.
+#pragma once
+
+#include <driver_types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+// cudaStream_t and cudaEvent_t point to these (driver_types.h only declares them).
+struct CUstream_st {
+  int device;
+  unsigned flags;
+};
+struct CUevent_st {
+  int device;
+  unsigned flags;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point time{};
+};
+
+namespace kiln::sim::runtime {
+
+int device_count();    // KILN_SIM_DEVICES, default 2
+int& current_device();  // of this host thread
+bool valid_device(int device);
+
+// Bytes of device memory each simulated device reports and reserves.
+inline constexpr std::size_t kDeviceMemoryBytes = std::size_t{16} << 30;
+
+// The device whose memory holds `pointer`, or -1 for host memory.
+int device_of(const void* pointer);
+// Whether [pointer, pointer + bytes) lies in one live allocation of `device`.
+bool within_allocation(int device, const void* pointer, std::size_t bytes);
+void* allocate(int device, std::size_t bytes);  // nullptr when the device is full
+bool release(const void* pointer);              // false: not a live device allocation
+std::size_t used_bytes(int device);
+
+void* allocate_pinned(std::size_t bytes);
+bool release_pinned(void* pointer);
+bool is_pinned(const void* pointer);  // inside a live pinned allocation
+
+// The device a stream belongs to (the legacy and per-thread handles: the current device).
+int stream_device(cudaStream_t stream);
+
+// Records `error` as this thread's last error, with a sentence cudaGetErrorString returns for it
+// until another error is recorded; returns `error`.
+cudaError_t fail(cudaError_t error, const std::string& detail);
+cudaError_t& last_error();
+const char* error_detail(cudaError_t error);  // nullptr when there is none for `error`
+
+// The largest dynamic shared memory cudaFuncSetAttribute allowed on `device` (48 KiB without).
+std::size_t dynamic_shared_limit(int device);
+void raise_dynamic_shared_limit(int device, std::size_t bytes);
+inline constexpr std::size_t kDefaultSharedBytes = 48 * 1024;
+inline constexpr std::size_t kMaxSharedBytes = 227 * 1024;  // sm_90's opt-in limit
+
+}  // namespace kiln::sim::runtime

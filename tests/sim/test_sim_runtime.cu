@@ -1,0 +1,136 @@
+// The simulated cudart: devices, memory and its checks, copies, streams and events.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "sim_test_support.h"
+
+using Catch::Matchers::Contains;
+
+TEST_CASE("two simulated devices by default, described as sm_90 with warp 32") {
+  const char* asked = std::getenv("KILN_SIM_DEVICES");
+  const int expected = asked && *asked ? std::atoi(asked) : 2;
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  CHECK(count == expected);
+  cudaDeviceProp prop;
+  REQUIRE(cudaGetDeviceProperties(&prop, count - 1) == cudaSuccess);
+  CHECK(std::string(prop.name) == "kiln-sim");
+  CHECK(prop.major == 9);
+  CHECK(prop.warpSize == 32);
+  CHECK(prop.maxThreadsPerBlock == 1024);
+  int value = 0;
+  REQUIRE(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+  CHECK(value == kiln::sim::schedule().workers);
+  CHECK(cudaSetDevice(count) == cudaErrorInvalidDevice);
+  CHECK_THAT(cudaGetErrorString(cudaGetLastError()), Contains("KILN_SIM_DEVICES"));
+  int device = -1;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  CHECK(device == 0);
+}
+
+TEST_CASE("device memory: copies and sets inside one allocation, errors outside") {
+  std::vector<int> host{1, 2, 3, 4, 5, 6, 7, 8};
+  int* a = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&a), host.size() * sizeof(int)) == cudaSuccess);
+  CHECK(reinterpret_cast<std::uintptr_t>(a) % 256 == 0);
+  REQUIRE(cudaMemcpy(a, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice) ==
+          cudaSuccess);
+  REQUIRE(cudaMemsetAsync(a + 2, 0, 2 * sizeof(int), nullptr) == cudaSuccess);
+  std::vector<int> back(8);
+  REQUIRE(cudaMemcpyAsync(back.data(), a, 8 * sizeof(int), cudaMemcpyDefault, nullptr) ==
+          cudaSuccess);
+  CHECK(back == std::vector<int>{1, 2, 0, 0, 5, 6, 7, 8});
+
+  // One element too many runs past the allocation.
+  CHECK(cudaMemcpy(back.data(), a, 9 * sizeof(int), cudaMemcpyDeviceToHost) ==
+        cudaErrorInvalidValue);
+  CHECK_THAT(cudaGetErrorString(cudaGetLastError()), Contains("not inside one live allocation"));
+  // A host pointer where the kind says device.
+  CHECK(cudaMemcpy(back.data(), host.data(), 4, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  CHECK(cudaMemset(host.data(), 0, 4) == cudaErrorInvalidValue);
+  CHECK(cudaFree(host.data()) == cudaErrorInvalidValue);
+
+  size_t free_before = 0, total = 0;
+  REQUIRE(cudaMemGetInfo(&free_before, &total) == cudaSuccess);
+  CHECK(free_before < total);
+  REQUIRE(cudaFree(a) == cudaSuccess);
+  size_t free_after = 0;
+  REQUIRE(cudaMemGetInfo(&free_after, &total) == cudaSuccess);
+  CHECK(free_after == free_before + 8 * sizeof(int));
+  // Freed memory is no longer an allocation.
+  CHECK(cudaMemcpy(back.data(), a, 4, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  cudaGetLastError();
+}
+
+TEST_CASE("copies between devices and 2-D sets") {
+  if (!have_two_devices()) return;
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  DeviceBuffer<char> on_1(std::vector<char>(64, 'x'));
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  DeviceBuffer<char> on_0(std::vector<char>(64, 'a'));
+  REQUIRE(cudaMemset2DAsync(on_0.get(), 16, 'b', 4, 4, nullptr) == cudaSuccess);
+  REQUIRE(cudaMemcpyPeerAsync(on_1.get(), 1, on_0.get(), 0, 64, nullptr) == cudaSuccess);
+  std::vector<char> expected(64, 'a');
+  for (int row = 0; row < 4; ++row) std::memset(expected.data() + row * 16, 'b', 4);
+  CHECK(on_1.read() == expected);
+  CHECK(cudaMemcpyPeerAsync(on_1.get(), 0, on_0.get(), 0, 64, nullptr) == cudaErrorInvalidValue);
+  CHECK_THAT(cudaGetErrorString(cudaGetLastError()), Contains("expected device 0's"));
+}
+
+TEST_CASE("streams run in order at once, events time them on the host") {
+  if (!have_two_devices()) return;
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  cudaEvent_t start = nullptr, end = nullptr, untimed = nullptr;
+  REQUIRE(cudaEventCreate(&start) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&end) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming) == cudaSuccess);
+  float ms = -1;
+  CHECK(cudaEventElapsedTime(&ms, start, end) == cudaErrorInvalidResourceHandle);
+  REQUIRE(cudaEventRecord(start, stream) == cudaSuccess);
+  REQUIRE(cudaEventRecord(end, stream) == cudaSuccess);
+  REQUIRE(cudaEventRecord(untimed, stream) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(nullptr, end, 0) == cudaSuccess);
+  CHECK(cudaStreamQuery(stream) == cudaSuccess);
+  CHECK(cudaEventQuery(end) == cudaSuccess);
+  REQUIRE(cudaEventElapsedTime(&ms, start, end) == cudaSuccess);
+  CHECK(ms >= 0.0f);
+  CHECK(cudaEventElapsedTime(&ms, start, untimed) == cudaErrorInvalidResourceHandle);
+  // An event of device 0 recorded on a stream of device 1.
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  cudaStream_t other = nullptr;
+  REQUIRE(cudaStreamCreate(&other) == cudaSuccess);
+  CHECK(cudaEventRecord(start, other) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamDestroy(other) == cudaSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  cudaGetLastError();
+  CHECK(cudaEventDestroy(start) == cudaSuccess);
+  CHECK(cudaEventDestroy(end) == cudaSuccess);
+  CHECK(cudaEventDestroy(untimed) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("each host thread has its own current device and last error") {
+  if (!have_two_devices()) return;
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  REQUIRE(cudaSetDevice(7) == cudaErrorInvalidDevice);
+  int seen_device = -1;
+  cudaError_t seen_error = cudaErrorUnknown;
+  std::thread other([&] {
+    cudaGetDevice(&seen_device);
+    seen_error = cudaPeekAtLastError();
+  });
+  other.join();
+  CHECK(seen_device == 0);
+  CHECK(seen_error == cudaSuccess);
+  int device = -1;
+  CHECK(cudaGetDevice(&device) == cudaSuccess);
+  CHECK(device == 1);
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+}
