@@ -74,7 +74,7 @@ class NextBatch {
  private:
   NextBatch() = default;
   std::optional<Batch> batch_;
-  int64_t epoch_ = 0;        // at the end: which epoch ended, and after how many batches
+  int64_t epoch_ = 0;  // at the end: which epoch ended, and after how many batches
   int64_t num_batches_ = 0;
 };
 

@@ -31,8 +31,8 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/core/error.h"
 #include "command_line.h"
+#include "kiln/core/error.h"
 #include "main_guard.h"
 
 extern char** environ;

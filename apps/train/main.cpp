@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "command_line.h"
 #include "kiln/data/cifar.h"
 #include "kiln/data/dataloader.h"
 #include "kiln/data/idx.h"
@@ -33,7 +34,6 @@
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/sgd.h"
 #include "kiln/train/checkpoint.h"
-#include "command_line.h"
 #include "main_guard.h"
 #include "plot.h"
 #include "progress.h"

@@ -1,10 +1,10 @@
 #include "resume.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
-#include <fmt/format.h>
-
 #include <string>
 #include <vector>
 
@@ -15,12 +15,12 @@ namespace kiln::apps {
 namespace {
 
 // The recipe's fields by what a change to one does to a resumed run.
-const char* const kStrictFields[] = {"model",  "dataset",   "synthetic_size", "batch_size",
-                                     "max_batches", "world_size", "amp",  "optimizer",
-                                     "schedule", "seed",      "large_input_stem"};
-const char* const kSafeFields[] = {"epochs",          "lr",      "momentum",      "nesterov",
-                                   "weight_decay",    "label_smoothing", "augment",
-                                   "random_erasing"};
+const char* const kStrictFields[] = {
+    "model", "dataset",   "synthetic_size", "batch_size", "max_batches",     "world_size",
+    "amp",   "optimizer", "schedule",       "seed",       "large_input_stem"};
+const char* const kSafeFields[] = {
+    "epochs",          "lr",      "momentum",      "nesterov", "weight_decay",
+    "label_smoothing", "augment", "random_erasing"};
 
 std::string flag_of(const std::string& field) {
   std::string flag = "--" + field;
@@ -62,16 +62,16 @@ nn::Metadata recipe_metadata(const Recipe& r, int world_size) {
 std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,
                                              const nn::Metadata& now) {
   if (saved.empty())
-    return {fmt::format("--resume {}: the checkpoint records no recipe (saved by an older "
-                        "kiln-train); resuming without comparing it",
-                        path)};
+    return {
+        fmt::format("--resume {}: the checkpoint records no recipe (saved by an older "
+                    "kiln-train); resuming without comparing it",
+                    path)};
   for (const char* field : kStrictFields) {
     const std::string before = value_or_none(saved, field), after = value_or_none(now, field);
     const std::string what =
         std::string(field) == "world_size" ? "the number of processes" : flag_of(field);
-    const std::string same = std::string(field) == "world_size"
-                                 ? before + " processes"
-                                 : flag_of(field) + " " + before;
+    const std::string same =
+        std::string(field) == "world_size" ? before + " processes" : flag_of(field) + " " + before;
     KILN_CHECK(before == after, ValueError,
                "--resume {}: {} was {} when the checkpoint was saved and is {} now; the saved "
                "state depends on it, so resume with {}",
@@ -81,8 +81,8 @@ std::vector<std::string> check_resume_recipe(const std::string& path, const nn::
   for (const char* field : kSafeFields) {
     const std::string before = value_or_none(saved, field), after = value_or_none(now, field);
     if (before != after)
-      notes.push_back(fmt::format("--resume {}: {} was {}, now {}", path, flag_of(field), before,
-                                  after));
+      notes.push_back(
+          fmt::format("--resume {}: {} was {}, now {}", path, flag_of(field), before, after));
   }
   return notes;
 }

@@ -52,8 +52,8 @@ void StepProfile::report(const char* ended_first) {
       ended_first ? fmt::format("; {} were asked for, but the {} ended first", steps_, ended_first)
                   : "";
   std::printf("profile of %lld training steps (after %lld of warm-up%s), by %s:\n%s",
-              static_cast<long long>(profiled_), static_cast<long long>(warmup_),
-              shortfall.c_str(), sort.c_str(), table.c_str());
+              static_cast<long long>(profiled_), static_cast<long long>(warmup_), shortfall.c_str(),
+              sort.c_str(), table.c_str());
   if (dir_.empty()) {
     std::printf("(no --checkpoint-dir: profile.txt and trace.json not written)\n");
     return;

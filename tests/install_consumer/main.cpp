@@ -44,8 +44,8 @@ bool data_parallel_step_with_scaler() {
   Tensor ones = full({3}, 1.0);
   dist::all_reduce(ones);
   const bool ok = stepped && dist::get_world_size() == 1 && ones.sum().item() == 3.0;
-  std::printf("consumer: DDP + GradScaler step %s, all_reduce ok: %s\n", stepped ? "taken" : "skipped",
-              ok ? "yes" : "no");
+  std::printf("consumer: DDP + GradScaler step %s, all_reduce ok: %s\n",
+              stepped ? "taken" : "skipped", ok ? "yes" : "no");
   dist::destroy_process_group();
   return ok;
 #else
@@ -56,4 +56,6 @@ bool data_parallel_step_with_scaler() {
 
 }  // namespace
 
-int main() { return gradient_is_two_x() && data_parallel_step_with_scaler() ? 0 : 1; }
+int main() {
+  return gradient_is_two_x() && data_parallel_step_with_scaler() ? 0 : 1;
+}
