@@ -29,28 +29,13 @@
 using namespace kiln;
 using kiln::dist::ProcessGroup;
 using kiln::dist::ReduceOp;
+using kiln::testing::expected_reduction;
+using kiln::testing::rank_input;
 using kiln::testing::run_ranks;
 
 namespace {
 
 const DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64};
-
-Tensor rank_input(int rank, int64_t numel, DType dtype) {
-  std::vector<double> values(numel);
-  for (int64_t i = 0; i < numel; ++i) values[i] = (rank + 1.0) * (i % 7) - 3.0 * rank;
-  return tensor(values).to(dtype);
-}
-
-// What an all-reduce of every rank's rank_input must give, computed on one thread in f64.
-Tensor expected_reduction(int n, int64_t numel, DType dtype, ReduceOp op) {
-  Tensor acc = rank_input(0, numel, DType::f64);
-  for (int r = 1; r < n; ++r) {
-    const Tensor x = rank_input(r, numel, DType::f64);
-    acc = op == ReduceOp::max ? maximum(acc, x) : add(acc, x);
-  }
-  if (op == ReduceOp::average) acc = div(acc, static_cast<double>(n));
-  return acc.to(dtype);
-}
 
 const char* op_label(ReduceOp op) {
   return op == ReduceOp::sum ? "sum" : op == ReduceOp::average ? "average" : "max";

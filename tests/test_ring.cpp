@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kiln/dist/ring.h"
+#include "dist_ranks.h"
 #include "kiln/kiln.h"
 #include "recording_network.h"
 
@@ -23,23 +24,10 @@ using namespace kiln;
 using kiln::dist::ReduceOp;
 using kiln::testing::RecordingGroup;
 using kiln::testing::RecordingNetwork;
+using kiln::testing::expected_reduction;
+using kiln::testing::rank_input;
 
 namespace {
-
-Tensor rank_input(int rank, int64_t numel, DType dtype) {
-  std::vector<double> values(static_cast<size_t>(numel));
-  for (int64_t i = 0; i < numel; ++i) values[i] = (rank + 1.0) * (i % 7) - 3.0 * rank;
-  return tensor(values).to(dtype);
-}
-
-Tensor expected_reduction(int n, int64_t numel, DType dtype, ReduceOp op) {
-  Tensor acc = rank_input(0, numel, DType::f64);
-  for (int r = 1; r < n; ++r) {
-    const Tensor x = rank_input(r, numel, DType::f64);
-    acc = op == ReduceOp::max ? maximum(acc, x) : add(acc, x);
-  }
-  return acc.to(dtype);
-}
 
 struct RingRun {
   std::vector<Tensor> results;      // each rank's tensor after the all-reduce

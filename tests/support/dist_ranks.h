@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -14,8 +16,29 @@
 
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/store.h"
+#include "kiln/kiln.h"
 
 namespace kiln::testing {
+
+// Rank `rank`'s input to a collective: values that differ by rank and by position, negative ones
+// among them, exact in every dtype the tests use.
+inline Tensor rank_input(int rank, int64_t numel, DType dtype) {
+  std::vector<double> values(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < numel; ++i)
+    values[static_cast<size_t>(i)] = (rank + 1.0) * static_cast<double>(i % 7) - 3.0 * rank;
+  return tensor(values).to(dtype);
+}
+
+// What an all-reduce of the first n ranks' rank_input must give, computed on one thread in f64.
+inline Tensor expected_reduction(int n, int64_t numel, DType dtype, dist::ReduceOp op) {
+  Tensor acc = rank_input(0, numel, DType::f64);
+  for (int r = 1; r < n; ++r) {
+    const Tensor x = rank_input(r, numel, DType::f64);
+    acc = op == dist::ReduceOp::max ? maximum(acc, x) : add(acc, x);
+  }
+  if (op == dist::ReduceOp::average) acc = div(acc, static_cast<double>(n));
+  return acc.to(dtype);
+}
 
 template <class Result>
 std::vector<Result> run_ranks(int n, const std::string& name,
