@@ -20,21 +20,66 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <source_location>
 #include <type_traits>
+
+#if defined(KILN_CUDA_SIM)
+#include "kiln/sim/ptx.h"
+#endif
 
 namespace kiln::lab::gemm_tc {
 
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+#if defined(KILN_CUDA_SIM)
+// The simulator runs the same wrappers on its emulation of the instructions (sim/ptx.h); a shared
+// address is then a pointer.
+using SharedAddress = sim::ptx::SharedAddress;
+
+inline SharedAddress shared_address(const void* p) {
+  return p;
 }
 
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned address) {
+inline void ldmatrix_x4(unsigned (&r)[4], SharedAddress address,
+                        std::source_location where = std::source_location::current()) {
+  sim::ptx::ldmatrix_x4(r, address, false, where);
+}
+
+inline void ldmatrix_x4_trans(unsigned (&r)[4], SharedAddress address,
+                              std::source_location where = std::source_location::current()) {
+  sim::ptx::ldmatrix_x4(r, address, true, where);
+}
+
+template <class T>
+void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                  std::source_location where = std::source_location::current()) {
+  sim::ptx::mma_m16n8k16(d, a, b, sim::ptx::mma_type<T>(), where);
+}
+
+inline void cp_async_16(SharedAddress dst, const void* src, bool valid) {
+  sim::ptx::cp_async_16(const_cast<void*>(dst), src, valid ? 16 : 0);
+}
+
+inline void cp_async_commit() {
+  sim::ptx::cp_async_commit();
+}
+
+template <int kGroupsInFlight>
+void cp_async_wait() {
+  sim::ptx::cp_async_wait(kGroupsInFlight);
+}
+#else
+using SharedAddress = unsigned;  // a shared-memory address, as the instructions take it
+
+__device__ __forceinline__ SharedAddress shared_address(const void* p) {
+  return static_cast<SharedAddress>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], SharedAddress address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
 }
 
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned address) {
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], SharedAddress address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
@@ -62,7 +107,7 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[
 
 // 16 bytes from src to shared memory at dst, or 16 zero bytes when !valid (src is then not read,
 // but must still be a valid address).
-__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, bool valid) {
+__device__ __forceinline__ void cp_async_16(SharedAddress dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0)
                : "memory");
@@ -76,5 +121,7 @@ template <int kGroupsInFlight>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kGroupsInFlight) : "memory");
 }
+
+#endif
 
 }  // namespace kiln::lab::gemm_tc
