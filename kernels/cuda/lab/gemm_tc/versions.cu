@@ -7,12 +7,19 @@ namespace kiln::lab {
 
 const std::vector<GemmTcVersion>& gemm_tc_versions() {
   static const std::vector<GemmTcVersion> versions = {
+#ifdef KILN_CUDA_SIM
+      // The CUDA simulator runs no library (kernels/cuda/simulator/lab_library_versions.cpp) and
+      // does not emulate the tensor-core PTX of v1 and v2 (mma.sync, ldmatrix, cp.async).
+      {"v0_cpu_reference", "simulator: the CPU reference in place of cuBLASLt",
+       gemm_tc::v0_cublaslt},
+#else
       {"v0_cublaslt", "cuBLASLt cublasLtMatmul, f32 accumulation (the library)",
        gemm_tc::v0_cublaslt},
       {"v1_mma_ldmatrix", "mma.sync.m16n8k16 fed by ldmatrix from padded shared memory",
        gemm_tc::v1_mma_ldmatrix},
       {"v2_cp_async_pipeline", "a 4-stage cp.async pipeline: loads overlap the tensor cores",
        gemm_tc::v2_cp_async_pipeline},
+#endif
   };
   return versions;
 }
