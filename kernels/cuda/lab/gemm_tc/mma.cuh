@@ -20,6 +20,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 namespace kiln::lab::gemm_tc {
@@ -27,6 +29,37 @@ namespace kiln::lab::gemm_tc {
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
+
+#ifdef KILN_CUDA_SIM
+// The CUDA simulator does not emulate these instructions (docs/simulator.md): it compiles the
+// versions that use them, so their host-side checks run in its tests, and leaves those versions
+// out of the lab's table (versions.cu); a kernel that reached one would stop here, naming it.
+[[noreturn]] inline void ptx_not_simulated(const char* instruction) {
+  throw std::logic_error(std::string("lab gemm_tc: the CUDA simulator does not emulate ") +
+                         instruction);
+}
+
+inline void ldmatrix_x4(unsigned (&)[4], unsigned) {
+  ptx_not_simulated("ldmatrix.x4");
+}
+inline void ldmatrix_x4_trans(unsigned (&)[4], unsigned) {
+  ptx_not_simulated("ldmatrix.x4.trans");
+}
+template <class T>
+void mma_m16n8k16(float (&)[4], const unsigned (&)[4], const unsigned (&)[2]) {
+  ptx_not_simulated("mma.sync.m16n8k16");
+}
+inline void cp_async_16(unsigned, const void*, bool) {
+  ptx_not_simulated("cp.async");
+}
+inline void cp_async_commit() {
+  ptx_not_simulated("cp.async.commit_group");
+}
+template <int kGroupsInFlight>
+void cp_async_wait() {
+  ptx_not_simulated("cp.async.wait_group");
+}
+#else
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -76,5 +109,6 @@ template <int kGroupsInFlight>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kGroupsInFlight) : "memory");
 }
+#endif
 
 }  // namespace kiln::lab::gemm_tc
