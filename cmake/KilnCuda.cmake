@@ -1,9 +1,12 @@
 # Decides KILN_WITH_CUDA from KILN_CUDA (AUTO|ON|OFF|SIM), sets up the CUDA language, and finds
 # cuDNN and NCCL.
 #
-# SIM: kiln's CUDA simulator (sim/, docs/simulator.md): no nvcc, no GPU. KILN_WITH_CUDA stays OFF
-# (kiln is built for the CPU) and KILN_CUDA_SIM is ON: the simulator library kiln_cudasim and its
-# self-tests are built, from CUDA's headers (the toolkit's include folder) and boost.context.
+# SIM: kiln's CUDA simulator (sim/, docs/simulator.md): no nvcc, no GPU. KILN_WITH_CUDA and
+# KILN_CUDA_SIM are both ON: kiln's CUDA backend is built, its .cu files compiled as C++ with the
+# simulator's shim (kiln_cuda_sim_sources) and core/cuda_runtime against the simulated cudart
+# (kiln_cudasim), from CUDA's headers (the toolkit's include folder) and boost.context. The
+# libraries are not simulated: cuBLAS, cuDNN and CUB calls are replaced by kiln's CPU kernels on
+# the simulated (host-addressable) device memory, and NCCL is not built.
 #
 # CMAKE_CUDA_ARCHITECTURES: "native" when a GPU is visible at configure time; otherwise "80;90"
 # (Ampere and Hopper: the A100, H100 and H200 kiln is measured on). Override with
@@ -25,8 +28,9 @@ if(KILN_CUDA STREQUAL "SIM")
   find_package(Boost 1.74 REQUIRED COMPONENTS context)
   find_package(Threads REQUIRED)
   include(KilnCudaSim)
-  message(STATUS "kiln: CUDA simulator ON (CUDA headers ${CUDAToolkit_INCLUDE_DIRS}; kiln itself "
-                 "is built for the CPU, its kernels are not yet switched onto the simulator)")
+  set(KILN_WITH_CUDA ON)
+  message(STATUS "kiln: CUDA simulator ON (CUDA headers ${CUDAToolkit_INCLUDE_DIRS}; kiln's CUDA "
+                 "kernels run on the CPU, its library calls on kiln's CPU kernels; no NCCL)")
 elseif(NOT KILN_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -56,7 +60,7 @@ function(kiln_wheel_dir var module)
   endif()
 endfunction()
 
-if(KILN_WITH_CUDA)
+if(KILN_WITH_CUDA AND NOT KILN_CUDA_SIM)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     execute_process(COMMAND nvidia-smi -L OUTPUT_VARIABLE kiln_gpus ERROR_QUIET RESULT_VARIABLE kiln_smi)
     if(kiln_smi EQUAL 0 AND kiln_gpus MATCHES "GPU")
@@ -104,6 +108,8 @@ if(KILN_WITH_CUDA)
   endif()
   message(STATUS "kiln: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "
                  "${CMAKE_CUDA_ARCHITECTURES}; cuDNN ${KILN_CUDNN_LIBRARY}; ${kiln_nccl_status})")
+elseif(KILN_CUDA_SIM)
+  set(KILN_WITH_NCCL OFF)
 else()
   set(KILN_WITH_NCCL OFF)
   message(STATUS "kiln: CUDA backend OFF (CPU only)")

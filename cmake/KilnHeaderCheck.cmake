@@ -2,7 +2,7 @@
 # translation unit of its own (a generated file holding one #include), so a header that leans on
 # whatever its includer happened to include first fails the build. .cuh headers are compiled by
 # nvcc when CUDA is on; headers that include CUDA's own headers (cuda_runtime.h, cudnn.h, ...) only
-# then too.
+# then too (not under the CUDA simulator, KILN_CUDA=SIM, whose kernel sources need its shim).
 function(kiln_add_header_check)
   file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
        ${PROJECT_SOURCE_DIR}/core/*.h ${PROJECT_SOURCE_DIR}/kernels/*.h
@@ -16,7 +16,7 @@ function(kiln_add_header_check)
   foreach(header ${headers})
     file(STRINGS ${PROJECT_SOURCE_DIR}/${header} cuda_includes
          REGEX "^#include <(cuda|cudnn|cublas|nccl|nvtx)")
-    if((header MATCHES "\\.cuh$" OR cuda_includes) AND NOT KILN_WITH_CUDA)
+    if((header MATCHES "\\.cuh$" OR cuda_includes) AND (NOT KILN_WITH_CUDA OR KILN_CUDA_SIM))
       continue()
     endif()
     if(header MATCHES "\\.cuh$")
@@ -44,7 +44,7 @@ function(kiln_add_header_check)
     add_library(kiln_header_check OBJECT EXCLUDE_FROM_ALL ${sources})
   endif()
   target_link_libraries(kiln_header_check PRIVATE kiln::kiln)
-  if(KILN_WITH_CUDA)
+  if(KILN_WITH_CUDA AND NOT KILN_CUDA_SIM)
     target_include_directories(kiln_header_check PRIVATE ${KILN_CUDNN_INCLUDE_DIR})
   endif()
   kiln_set_warnings(kiln_header_check)

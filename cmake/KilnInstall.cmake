@@ -11,6 +11,8 @@ install(DIRECTORY core kernels ops nn optim data train dist
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln
   FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh"
   PATTERN "cuda_runtime" EXCLUDE)  # the runtime's internal header needs CUDA's; not kiln's API
+# kernels/cuda/launch.h's launch macro (nvcc's half, and the simulator's behind its #if).
+install(FILES sim/kernel_macros.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/sim)
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 
 configure_package_config_file(cmake/kilnConfig.cmake.in

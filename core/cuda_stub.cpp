@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kiln/core/cuda.h"
+#include "kiln/core/cuda_simulated.h"
 #include "kiln/core/error.h"
 
 namespace kiln::cuda {
@@ -25,6 +26,9 @@ bool is_built() {
   return false;
 }
 bool is_available() {
+  return false;
+}
+bool is_simulated() {
   return false;
 }
 int device_count() {

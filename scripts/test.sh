@@ -4,9 +4,9 @@
 #      compiler and a second standard library, whose headers include each other differently, so
 #      a file that relies on a transitive include fails here (scripts/check-includes.py, a ctest,
 #      checks the standard includes by name);
-#   2. build and run the test suite under AddressSanitizer + UBSan, CPU only, with the CUDA
-#      simulator's own tests where CUDA's headers are installed (KILN_CUDA=SIM: kiln itself is
-#      built as with OFF, docs/simulator.md);
+#   2. build and run the test suite under AddressSanitizer + UBSan, where CUDA's headers are
+#      installed with kiln's CUDA backend on the CUDA simulator (KILN_CUDA=SIM, docs/simulator.md):
+#      the gpu_test_* programs run there, on the CPU, instead of skipping; CPU only otherwise;
 #   3. build and run it normally (with CUDA when nvcc is present; GPU tests report themselves
 #      skipped without a GPU). ctest's summary of this build is printed last.
 set -euo pipefail
@@ -21,7 +21,7 @@ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPIL
       -DKILN_BUILD_APPS=OFF
 cmake --build build-clang -j "$jobs" --target kiln kiln_header_check
 
-echo "== sanitizer build (ASan + UBSan, CPU only; the CUDA simulator where CUDA's headers are) =="
+echo "== sanitizer build (ASan + UBSan; kiln's CUDA backend on the simulator where CUDA's headers are) =="
 sim=OFF
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then sim=SIM; fi
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_BUILD_APPS=OFF \

@@ -79,6 +79,8 @@ LibraryVersions library_versions() {
   if (cudaRuntimeGetVersion(&v.runtime) != cudaSuccess) v.runtime = 0;
   if (cudaDriverGetVersion(&v.driver) != cudaSuccess) v.driver = 0;
   cudaGetLastError();
+#if !KILN_CUDA_SIMULATED
+  // The CUDA simulator links neither library (kernels/cuda/simulator/): their versions stay 0.
   int major = 0, minor = 0;
   if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS)
@@ -86,6 +88,7 @@ LibraryVersions library_versions() {
   // cuDNN 9 encodes major * 10000 + minor * 100 + patch, NCCL 2 the same.
   const size_t cudnn = cudnnGetVersion();
   v.cudnn = static_cast<int>(cudnn / 10000 * 1000 + cudnn / 100 % 100 * 10);
+#endif
 #if KILN_WITH_NCCL
   v.nccl_headers = NCCL_MAJOR * 1000 + NCCL_MINOR * 10;
 #endif

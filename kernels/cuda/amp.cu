@@ -75,8 +75,8 @@ void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
       using T = typename decltype(tag)::type;
       for_each_batch<1, kTensorsPerLaunch>(
           {&by_dtype[k]}, [&](const GradLists& lists, int64_t chunks) {
-            unscale_and_check_kernel<T>
-                <<<grid_for(chunks, 1), kThreads, 0, stream()>>>(lists, inv_scale_f32, flag);
+            KILN_LAUNCH(grid_for(chunks, 1), kThreads, 0, stream(), unscale_and_check_kernel<T>)
+            (lists, inv_scale_f32, flag);
             KILN_CUDA_CHECK_LAUNCH();
           });
     });

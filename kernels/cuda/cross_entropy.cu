@@ -167,13 +167,12 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, const Ten
     Acc* lse_p = static_cast<Acc*>(lse.data_ptr());
     const Acc eps = static_cast<Acc>(label_smoothing);
     if (losses.dtype() == DType::f64) {
-      ce_forward_kernel<D, Acc, double>
-          <<<l.grid, l.block, 0, stream()>>>(x, t, w, rows, classes, inner, ignore_index, eps,
-                                             lse_p, static_cast<double*>(losses.data_ptr()));
+      KILN_LAUNCH(l.grid, l.block, 0, stream(), ce_forward_kernel<D, Acc, double>)
+      (x, t, w, rows, classes, inner, ignore_index, eps, lse_p,
+       static_cast<double*>(losses.data_ptr()));
     } else {
-      ce_forward_kernel<D, Acc, D>
-          <<<l.grid, l.block, 0, stream()>>>(x, t, w, rows, classes, inner, ignore_index, eps,
-                                             lse_p, static_cast<D*>(losses.data_ptr()));
+      KILN_LAUNCH(l.grid, l.block, 0, stream(), ce_forward_kernel<D, Acc, D>)
+      (x, t, w, rows, classes, inner, ignore_index, eps, lse_p, static_cast<D*>(losses.data_ptr()));
     }
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -197,14 +196,14 @@ void cross_entropy_backward(const Tensor& grad, bool per_row, const Tensor& logi
   visit_ce_dtype(logits.dtype(), [&](auto d, auto acc) {
     using D = decltype(d);
     using Acc = decltype(acc);
-    ce_backward_kernel<D, Acc><<<l.grid, l.block, 0, stream()>>>(
-        static_cast<const Acc*>(grad.data_ptr()), per_row, static_cast<const D*>(logits.data_ptr()),
-        static_cast<const int64_t*>(target.data_ptr()),
-        weight.defined() ? static_cast<const D*>(weight.data_ptr()) : nullptr,
-        need_weight_sum ? static_cast<const Acc*>(weight_sum.data_ptr()) : nullptr,
-        static_cast<const Acc*>(lse.data_ptr()), rows, classes, inner, ignore_index,
-        static_cast<Acc>(label_smoothing), static_cast<Acc>(denominator),
-        static_cast<D*>(grad_logits.data_ptr()));
+    KILN_LAUNCH(l.grid, l.block, 0, stream(), ce_backward_kernel<D, Acc>)
+    (static_cast<const Acc*>(grad.data_ptr()), per_row, static_cast<const D*>(logits.data_ptr()),
+     static_cast<const int64_t*>(target.data_ptr()),
+     weight.defined() ? static_cast<const D*>(weight.data_ptr()) : nullptr,
+     need_weight_sum ? static_cast<const Acc*>(weight_sum.data_ptr()) : nullptr,
+     static_cast<const Acc*>(lse.data_ptr()), rows, classes, inner, ignore_index,
+     static_cast<Acc>(label_smoothing), static_cast<Acc>(denominator),
+     static_cast<D*>(grad_logits.data_ptr()));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -55,9 +55,9 @@ void dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Te
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      dropout_kernel<T><<<grid, kThreads, 0, stream()>>>(x.data<T>(), out.data<T>(), mask.data<T>(),
-                                                         n, p, from_double<T>(1.0 / (1.0 - p)),
-                                                         seed, offset);
+      KILN_LAUNCH(grid, kThreads, 0, stream(), dropout_kernel<T>)
+      (x.data<T>(), out.data<T>(), mask.data<T>(), n, p, from_double<T>(1.0 / (1.0 - p)), seed,
+       offset);
       KILN_CUDA_CHECK_LAUNCH();
     } else {
       throw DTypeError(std::string("dropout: expected a floating dtype, got ") +

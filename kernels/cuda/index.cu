@@ -223,9 +223,9 @@ void cat(const std::vector<Tensor>& inputs, int64_t dim, const Tensor& out) {
       const int64_t total = part.numel();
       visit_element_size("cat", out.element_size(), [&](auto tag) {
         using E = typename decltype(tag)::type;
-        cat_kernel<E><<<grid_for(total), kThreads, 0, stream()>>>(
-            static_cast<const E*>(part.data_ptr()), static_cast<E*>(out.data_ptr()), total,
-            length * f.inner, f.size * f.inner, start * f.inner);
+        KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), cat_kernel<E>)
+        (static_cast<const E*>(part.data_ptr()), static_cast<E*>(out.data_ptr()), total,
+         length * f.inner, f.size * f.inner, start * f.inner);
         KILN_CUDA_CHECK_LAUNCH();
       });
     }
@@ -239,9 +239,9 @@ void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
   const Folded f = fold_at(x.shape(), dim);
   visit_element_size("index_select", x.element_size(), [&](auto tag) {
     using E = typename decltype(tag)::type;
-    index_select_kernel<E><<<grid_for(total), kThreads, 0, stream()>>>(
-        static_cast<const E*>(x.data_ptr()), index.data<int64_t>(), static_cast<E*>(out.data_ptr()),
-        total, index.numel(), f.inner, f.size);
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), index_select_kernel<E>)
+    (static_cast<const E*>(x.data_ptr()), index.data<int64_t>(), static_cast<E*>(out.data_ptr()),
+     total, index.numel(), f.inner, f.size);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -254,9 +254,9 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
   const Walk3 w = make_walk("gather", index.shape(), {out.strides(), index.strides(), x_strides});
   visit_element_size("gather", x.element_size(), [&](auto tag) {
     using E = typename decltype(tag)::type;
-    gather_kernel<E><<<grid_for(total), kThreads, 0, stream()>>>(
-        static_cast<const E*>(x.data_ptr()), index.data<int64_t>(), static_cast<E*>(out.data_ptr()),
-        total, w, x.stride(dim));
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), gather_kernel<E>)
+    (static_cast<const E*>(x.data_ptr()), index.data<int64_t>(), static_cast<E*>(out.data_ptr()),
+     total, w, x.stride(dim));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -274,9 +274,9 @@ void scatter_add_(const Tensor& out, int64_t dim, const Tensor& index, const Ten
       make_walk("scatter_add", index.shape(), {out_strides, index.strides(), src.strides()});
   visit_atomic_dtype("scatter_add_", out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scatter_add_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        out.data<T>(), index.data<int64_t>(), static_cast<const T*>(src.data_ptr()), total, w,
-        out.stride(dim));
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), scatter_add_kernel<T>)
+    (out.data<T>(), index.data<int64_t>(), static_cast<const T*>(src.data_ptr()), total, w,
+     out.stride(dim));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -291,8 +291,8 @@ void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tenso
   const Folded f = fold_at(out.shape(), dim);
   visit_atomic_dtype("index_add_", out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    index_add_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        out.data<T>(), index.data<int64_t>(), src.data<T>(), total, index.numel(), f.inner, f.size);
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), index_add_kernel<T>)
+    (out.data<T>(), index.data<int64_t>(), src.data<T>(), total, index.numel(), f.inner, f.size);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -300,8 +300,8 @@ void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tenso
 void one_hot(const Tensor& labels, const Tensor& out) {
   const int64_t total = labels.numel();
   if (total == 0 || out.numel() == 0) return;
-  one_hot_kernel<<<grid_for(total), kThreads, 0, stream()>>>(
-      labels.data<int64_t>(), out.data<int64_t>(), total, out.size(-1));
+  KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), one_hot_kernel)
+  (labels.data<int64_t>(), out.data<int64_t>(), total, out.size(-1));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -311,8 +311,8 @@ int64_t first_out_of_range(const Tensor& index, int64_t size) {
   Tensor first = empty({1}, DType::i64, index.device());
   // All ones: no position yet, and -1 when read back as i64.
   KILN_CUDA_CHECK(cudaMemsetAsync(first.data_ptr(), 0xff, sizeof(int64_t), stream()));
-  first_out_of_range_kernel<<<grid_for(total), kThreads, 0, stream()>>>(
-      index.data<int64_t>(), total, size, static_cast<unsigned long long*>(first.data_ptr()));
+  KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), first_out_of_range_kernel)
+  (index.data<int64_t>(), total, size, static_cast<unsigned long long*>(first.data_ptr()));
   KILN_CUDA_CHECK_LAUNCH();
   // On the index's device's current stream, which the kernel went on (the device switch made that
   // device current, ops/dispatch.h), and waited for: the read follows the kernel.

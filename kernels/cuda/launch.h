@@ -12,6 +12,8 @@
 #include <cstdint>
 
 #include "kiln/core/cuda.h"
+#include "kiln/core/device_code.h"
+#include "kiln/sim/kernel_macros.h"
 
 namespace kiln::cuda {
 
@@ -46,7 +48,7 @@ inline unsigned grid_for(int64_t items, int64_t per_block = kThreads,
   return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(items, per_block), 1, max_blocks));
 }
 
-#ifdef __CUDACC__
+#ifdef KILN_DEVICE_CODE
 // A thread's first item and the step of its grid-stride loop over a one-dimensional grid, in 64
 // bits because n may pass 2^31.
 __device__ __forceinline__ int64_t global_thread_index() {

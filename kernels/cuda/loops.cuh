@@ -175,19 +175,19 @@ void elementwise(const char* op, F f, const Tensor& out, const Ts&... inputs) {
     const bool aligned = aligned_for<kVec>(o) &&
                          (aligned_for<kVec>(static_cast<const In*>(inputs.data_ptr())) && ...);
     if (kVec > 1 && aligned) {
-      contiguous_kernel<kVec><<<grid_for(n / kVec), kThreads, 0, stream()>>>(
-          n, f, o, static_cast<const In*>(inputs.data_ptr())...);
+      KILN_LAUNCH(grid_for(n / kVec), kThreads, 0, stream(), contiguous_kernel<kVec>)
+      (n, f, o, static_cast<const In*>(inputs.data_ptr())...);
     } else {
-      contiguous_kernel<1><<<grid_for(n), kThreads, 0, stream()>>>(
-          n, f, o, static_cast<const In*>(inputs.data_ptr())...);
+      KILN_LAUNCH(grid_for(n), kThreads, 0, stream(), contiguous_kernel<1>)
+      (n, f, o, static_cast<const In*>(inputs.data_ptr())...);
     }
     KILN_CUDA_CHECK_LAUNCH();
     return;
   }
   constexpr int N = sizeof...(In) + 1;
   auto calc = make_offset_calculator<N>(op, out.shape(), {&out.strides(), &inputs.strides()...});
-  strided_kernel<<<grid_for(n), kThreads, 0, stream()>>>(
-      n, calc, f, o, static_cast<const In*>(inputs.data_ptr())...);
+  KILN_LAUNCH(grid_for(n), kThreads, 0, stream(), strided_kernel)
+  (n, calc, f, o, static_cast<const In*>(inputs.data_ptr())...);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -113,14 +113,14 @@ NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, int64
   ScanAcc* p = static_cast<ScanAcc*>(partial.data_ptr());
   const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
   if (!weight.defined()) {
-    scan_targets_kernel<float>
-        <<<grid, kThreads, 0, stream()>>>(t, count, nullptr, num_classes, ignore_index, p);
+    KILN_LAUNCH(grid, kThreads, 0, stream(), scan_targets_kernel<float>)
+    (t, count, nullptr, num_classes, ignore_index, p);
     KILN_CUDA_CHECK_LAUNCH();
   } else {
     visit_loss_dtype(weight.dtype(), [&](auto tag) {
       using D = device_t<typename decltype(tag)::type>;
-      scan_targets_kernel<D><<<grid, kThreads, 0, stream()>>>(
-          t, count, static_cast<const D*>(weight.data_ptr()), num_classes, ignore_index, p);
+      KILN_LAUNCH(grid, kThreads, 0, stream(), scan_targets_kernel<D>)
+      (t, count, static_cast<const D*>(weight.data_ptr()), num_classes, ignore_index, p);
       KILN_CUDA_CHECK_LAUNCH();
     });
   }
@@ -153,11 +153,11 @@ double nll_loss_forward(const Tensor& log_probs, const Tensor& target, const Ten
   Tensor partial = empty({static_cast<int64_t>(grid)}, DType::f64, log_probs.device());
   visit_loss_dtype(log_probs.dtype(), [&](auto tag) {
     using D = device_t<typename decltype(tag)::type>;
-    nll_forward_kernel<D><<<grid, kThreads, 0, stream()>>>(
-        static_cast<const D*>(log_probs.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
-        weight.defined() ? static_cast<const D*>(weight.data_ptr()) : nullptr, count, classes,
-        inner, ignore_index, losses.defined() ? static_cast<D*>(losses.data_ptr()) : nullptr,
-        static_cast<double*>(partial.data_ptr()));
+    KILN_LAUNCH(grid, kThreads, 0, stream(), nll_forward_kernel<D>)
+    (static_cast<const D*>(log_probs.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+     weight.defined() ? static_cast<const D*>(weight.data_ptr()) : nullptr, count, classes, inner,
+     ignore_index, losses.defined() ? static_cast<D*>(losses.data_ptr()) : nullptr,
+     static_cast<double*>(partial.data_ptr()));
     KILN_CUDA_CHECK_LAUNCH();
   });
   std::vector<double> h(grid);  // read after the kernel, as in scan_nll_targets
@@ -177,10 +177,10 @@ void nll_loss_backward(const Tensor& grad, const Tensor& target, const Tensor& w
     using T = typename decltype(tag)::type;
     using D = device_t<T>;
     using Acc = acc_type_t<T>;
-    nll_backward_kernel<D, Acc><<<grid_for(count), kThreads, 0, stream()>>>(
-        static_cast<const D*>(grad.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
-        weight.defined() ? static_cast<const D*>(weight.data_ptr()) : nullptr, count, classes,
-        inner, ignore_index, static_cast<D*>(grad_input.data_ptr()));
+    KILN_LAUNCH(grid_for(count), kThreads, 0, stream(), nll_backward_kernel<D, Acc>)
+    (static_cast<const D*>(grad.data_ptr()), static_cast<const int64_t*>(target.data_ptr()),
+     weight.defined() ? static_cast<const D*>(weight.data_ptr()) : nullptr, count, classes, inner,
+     ignore_index, static_cast<D*>(grad_input.data_ptr()));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -241,9 +241,9 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   visit_floating_device("batch_norm", x.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
     using P = device_acc_t<T>;  // f32 statistics for the 16-bit floats
-    batch_norm_stats_kernel<T, P>
-        <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
-            data_as<T>(x), mean.data<P>(), var.data<P>(), n, channels, s, channel_walk(s));
+    KILN_LAUNCH(static_cast<unsigned>(channels), kChannelThreads, 0, stream(),
+                batch_norm_stats_kernel<T, P>)
+    (data_as<T>(x), mean.data<P>(), var.data<P>(), n, channels, s, channel_walk(s));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -255,9 +255,9 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
   visit_floating_device("batch_norm", x.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
     using P = device_acc_t<T>;  // f32 statistics for the 16-bit floats
-    batch_norm_apply_kernel<T, P><<<grid_for(total), kThreads, 0, stream()>>>(
-        data_as<T>(x), mean.data<P>(), invstd.data<P>(), optional_data<P>(weight),
-        optional_data<P>(bias), data_as<T>(out), total, x.size(1), x.size(2), relu);
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), batch_norm_apply_kernel<T, P>)
+    (data_as<T>(x), mean.data<P>(), invstd.data<P>(), optional_data<P>(weight),
+     optional_data<P>(bias), data_as<T>(out), total, x.size(1), x.size(2), relu);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -276,12 +276,11 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
   visit_floating_device("batch_norm_backward", x.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
     using P = device_acc_t<T>;
-    batch_norm_backward_kernel<T, P>
-        <<<static_cast<unsigned>(channels), kChannelThreads, 0, stream()>>>(
-            data_as<T>(x), data_as<T>(grad), mean.data<P>(), invstd.data<P>(),
-            optional_data<P>(weight), training, grad_x.defined() ? data_as<T>(grad_x) : nullptr,
-            optional_out<P>(sum_g), optional_out<P>(sum_g_xhat), n, channels, s, channel_walk(s),
-            relu, optional_data<P>(bias));
+    KILN_LAUNCH(static_cast<unsigned>(channels), kChannelThreads, 0, stream(),
+                batch_norm_backward_kernel<T, P>)
+    (data_as<T>(x), data_as<T>(grad), mean.data<P>(), invstd.data<P>(), optional_data<P>(weight),
+     training, grad_x.defined() ? data_as<T>(grad_x) : nullptr, optional_out<P>(sum_g),
+     optional_out<P>(sum_g_xhat), n, channels, s, channel_walk(s), relu, optional_data<P>(bias));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -292,9 +291,9 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
   if (rows == 0) return;
   visit_f32_f64("layer_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    layer_norm_kernel<T><<<grid_for(rows, kThreads / kWarpSize), kThreads, 0, stream()>>>(
-        x.data<T>(), optional_data<T>(weight), optional_data<T>(bias), eps, out.data<T>(),
-        mean.data<T>(), invstd.data<T>(), rows, k);
+    KILN_LAUNCH(grid_for(rows, kThreads / kWarpSize), kThreads, 0, stream(), layer_norm_kernel<T>)
+    (x.data<T>(), optional_data<T>(weight), optional_data<T>(bias), eps, out.data<T>(),
+     mean.data<T>(), invstd.data<T>(), rows, k);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

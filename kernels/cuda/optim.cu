@@ -130,7 +130,8 @@ void sgd(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
           for (int t = 0; t < lists.count; ++t)
             if (flags[offset + static_cast<size_t>(t)]) first_step |= uint64_t{1} << t;
           offset += static_cast<size_t>(lists.count);
-          sgd_kernel<T><<<grid_for(chunks, 1), kThreads, 0, stream()>>>(lists, first_step, s);
+          KILN_LAUNCH(grid_for(chunks, 1), kThreads, 0, stream(), sgd_kernel<T>)
+          (lists, first_step, s);
           KILN_CUDA_CHECK_LAUNCH();
         });
   });
@@ -159,7 +160,7 @@ void adam(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
     for_each_batch<5, kAdamTensors>(
         {&params, &grads, &exp_avg, &exp_avg_sq, &max_exp_avg_sq},
         [&](const auto& lists, int64_t chunks) {
-          adam_kernel<T><<<grid_for(chunks, 1), kThreads, 0, stream()>>>(lists, s);
+          KILN_LAUNCH(grid_for(chunks, 1), kThreads, 0, stream(), adam_kernel<T>)(lists, s);
           KILN_CUDA_CHECK_LAUNCH();
         });
   });

@@ -203,8 +203,8 @@ void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices,
   if (total == 0) return;
   visit_f32_f64("max_pool2d", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    max_pool2d_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        x.data<T>(), out.data<T>(), indices.data<int64_t>(), total, g);
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), max_pool2d_kernel<T>)
+    (x.data<T>(), out.data<T>(), indices.data<int64_t>(), total, g);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -215,9 +215,9 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   if (total == 0) return;
   visit_f32_f64("max_pool2d_backward", grad_output.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    max_pool2d_backward_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        grad_output.data<T>(), indices.data<int64_t>(), grad_input.data<T>(), total,
-        grad_output.size(2) * grad_output.size(3), grad_input.size(2) * grad_input.size(3));
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), max_pool2d_backward_kernel<T>)
+    (grad_output.data<T>(), indices.data<int64_t>(), grad_input.data<T>(), total,
+     grad_output.size(2) * grad_output.size(3), grad_input.size(2) * grad_input.size(3));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -228,8 +228,8 @@ void avg_pool2d(const Tensor& x, const Tensor& out, const Pool2dGeometry& g,
   if (total == 0) return;
   visit_f32_f64("avg_pool2d", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    avg_pool2d_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(x.data<T>(), out.data<T>(),
-                                                                     total, g, count_include_pad);
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), avg_pool2d_kernel<T>)
+    (x.data<T>(), out.data<T>(), total, g, count_include_pad);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -240,8 +240,8 @@ void avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_input,
   if (total == 0 || grad_output.numel() == 0) return;
   visit_f32_f64("avg_pool2d_backward", grad_output.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    avg_pool2d_backward_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        grad_output.data<T>(), grad_input.data<T>(), total, g, count_include_pad);
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), avg_pool2d_backward_kernel<T>)
+    (grad_output.data<T>(), grad_input.data<T>(), total, g, count_include_pad);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -251,8 +251,8 @@ void adaptive_avg_pool2d(const Tensor& x, const Tensor& out) {
   if (total == 0) return;
   visit_f32_f64("adaptive_avg_pool2d", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    adaptive_avg_pool2d_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        x.data<T>(), out.data<T>(), total, x.size(2), x.size(3), out.size(2), out.size(3));
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), adaptive_avg_pool2d_kernel<T>)
+    (x.data<T>(), out.data<T>(), total, x.size(2), x.size(3), out.size(2), out.size(3));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }
@@ -262,9 +262,9 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_
   if (total == 0 || grad_output.numel() == 0) return;
   visit_f32_f64("adaptive_avg_pool2d_backward", grad_output.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    adaptive_avg_pool2d_backward_kernel<T><<<grid_for(total), kThreads, 0, stream()>>>(
-        grad_output.data<T>(), grad_input.data<T>(), total, grad_input.size(2), grad_input.size(3),
-        grad_output.size(2), grad_output.size(3));
+    KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), adaptive_avg_pool2d_backward_kernel<T>)
+    (grad_output.data<T>(), grad_input.data<T>(), total, grad_input.size(2), grad_input.size(3),
+     grad_output.size(2), grad_output.size(3));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

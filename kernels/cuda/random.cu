@@ -38,8 +38,8 @@ void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, doub
   visit_dtype(out.dtype(), [&](auto tag) {
     using D = device_t<typename decltype(tag)::type>;
     if constexpr (std::is_floating_point_v<D> || is_device_half_v<D>) {
-      uniform_kernel<D><<<grid_for(n), kThreads, 0, stream()>>>(static_cast<D*>(out.data_ptr()), n,
-                                                                seed, offset, low, high);
+      KILN_LAUNCH(grid_for(n), kThreads, 0, stream(), uniform_kernel<D>)
+      (static_cast<D*>(out.data_ptr()), n, seed, offset, low, high);
       KILN_CUDA_CHECK_LAUNCH();
     } else {
       throw DTypeError(std::string("uniform: expected a floating dtype, got ") +

@@ -2,8 +2,7 @@
 // the work is split across blocks and threads: this file only says what a sum is. Floating sums
 // accumulate in float (f16, bf16, f32) or double (f64), integer sums in i64; a mean divides in
 // double, as the CPU's does (kernels/cpu/reduce.cpp).
-#include <math_constants.h>
-
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -34,7 +33,7 @@ struct SumFinish {
     if (mean) {
       // As the CPU: the mean is taken in double, and the mean of nothing is nan.
       out[o] = device_convert<O>(count ? static_cast<double>(acc) / static_cast<double>(count)
-                                       : CUDART_NAN);
+                                       : ::nan(""));
     } else {
       out[o] = device_convert<O>(acc);
     }

@@ -181,8 +181,7 @@ template <class Op, class T, class Finish>
 __global__ void column_kernel(StridedSource<T, Op> src, int64_t outputs, int64_t count,
                               int64_t chunk, Op op, Finish finish, typename Op::acc_t* partial) {
   using Acc = typename Op::acc_t;
-  extern __shared__ __align__(16) unsigned char column_smem[];
-  Acc* smem = reinterpret_cast<Acc*>(column_smem);
+  KILN_DYNAMIC_SHARED(Acc, smem);
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk;
   const int64_t end = begin + chunk < count ? begin + chunk : count;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -255,8 +254,8 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
     const int64_t blocks_x = grid_for(outputs, 32);
     make_partials(blocks_x, 8 * 16);
     const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(splits));
-    column_kernel<<<grid, block, block.x * block.y * sizeof(Acc), stream()>>>(
-        src, outputs, count, chunk, op, finish, partial);
+    KILN_LAUNCH(grid, block, block.x * block.y * sizeof(Acc), stream(), column_kernel)
+    (src, outputs, count, chunk, op, finish, partial);
     KILN_CUDA_CHECK_LAUNCH();
   } else {
     const int tx = row_threads(count);
@@ -264,8 +263,8 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
     const int64_t blocks_x = grid_for(outputs, ty);
     make_partials(blocks_x, static_cast<int64_t>(tx) * 16);
     const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(splits));
-    row_kernel<<<grid, dim3(tx, ty), 0, stream()>>>(src, outputs, count, chunk, op, finish,
-                                                    partial);
+    KILN_LAUNCH(grid, dim3(tx, ty), 0, stream(), row_kernel)
+    (src, outputs, count, chunk, op, finish, partial);
     KILN_CUDA_CHECK_LAUNCH();
   }
   if (splits == 1) return;
@@ -273,9 +272,9 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
   const int tx = row_threads(splits);
   const int ty = std::max(1, kThreads / tx);
   const int64_t blocks_x = grid_for(outputs, ty);
-  row_kernel<<<dim3(static_cast<unsigned>(blocks_x), 1), dim3(tx, ty), 0, stream()>>>(
-      PartialSource<Op>{partial, splits}, outputs, splits, splits, op, finish,
-      static_cast<Acc*>(nullptr));
+  KILN_LAUNCH(dim3(static_cast<unsigned>(blocks_x), 1), dim3(tx, ty), 0, stream(), row_kernel)
+  (PartialSource<Op>{partial, splits}, outputs, splits, splits, op, finish,
+   static_cast<Acc*>(nullptr));
   KILN_CUDA_CHECK_LAUNCH();
 }
 

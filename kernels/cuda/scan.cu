@@ -132,11 +132,11 @@ void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
       if (x_step == 1 && n > 32) {
         const dim3 block(32, 8);
         const unsigned grid = grid_for(count, block.y);
-        cumsum_warp_kernel<D, Acc, O>
-            <<<grid, block, 0, stream()>>>(in, o, lines, count, n, x_step, out_step, reverse);
+        KILN_LAUNCH(grid, block, 0, stream(), cumsum_warp_kernel<D, Acc, O>)
+        (in, o, lines, count, n, x_step, out_step, reverse);
       } else {
-        cumsum_thread_kernel<D, Acc, O><<<grid_for(count), kThreads, 0, stream()>>>(
-            in, o, lines, count, n, x_step, out_step, reverse);
+        KILN_LAUNCH(grid_for(count), kThreads, 0, stream(), cumsum_thread_kernel<D, Acc, O>)
+        (in, o, lines, count, n, x_step, out_step, reverse);
       }
       KILN_CUDA_CHECK_LAUNCH();
     };

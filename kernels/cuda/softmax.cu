@@ -193,18 +193,20 @@ void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
       const dim3 block = row_block(l.size);
       const unsigned grid = grid_for(l.outer, block.y);
       if (log)
-        softmax_rows_kernel<D, Acc, true><<<grid, block, 0, stream()>>>(in, o, l.outer, l.size);
+        KILN_LAUNCH(grid, block, 0, stream(), softmax_rows_kernel<D, Acc, true>)
+        (in, o, l.outer, l.size);
       else
-        softmax_rows_kernel<D, Acc, false><<<grid, block, 0, stream()>>>(in, o, l.outer, l.size);
+        KILN_LAUNCH(grid, block, 0, stream(), softmax_rows_kernel<D, Acc, false>)
+        (in, o, l.outer, l.size);
     } else {
       const int64_t columns = l.outer * l.inner;
       const unsigned grid = grid_for(columns);
       if (log)
-        softmax_columns_kernel<D, Acc, true>
-            <<<grid, kThreads, 0, stream()>>>(in, o, columns, l.size, l.inner);
+        KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_columns_kernel<D, Acc, true>)
+        (in, o, columns, l.size, l.inner);
       else
-        softmax_columns_kernel<D, Acc, false>
-            <<<grid, kThreads, 0, stream()>>>(in, o, columns, l.size, l.inner);
+        KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_columns_kernel<D, Acc, false>)
+        (in, o, columns, l.size, l.inner);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -228,20 +230,20 @@ void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
       const dim3 block = row_block(l.size);
       const unsigned grid = grid_for(l.outer, block.y);
       if (log)
-        softmax_backward_rows_kernel<D, Acc, true>
-            <<<grid, block, 0, stream()>>>(yp, gp, o, l.outer, l.size);
+        KILN_LAUNCH(grid, block, 0, stream(), softmax_backward_rows_kernel<D, Acc, true>)
+        (yp, gp, o, l.outer, l.size);
       else
-        softmax_backward_rows_kernel<D, Acc, false>
-            <<<grid, block, 0, stream()>>>(yp, gp, o, l.outer, l.size);
+        KILN_LAUNCH(grid, block, 0, stream(), softmax_backward_rows_kernel<D, Acc, false>)
+        (yp, gp, o, l.outer, l.size);
     } else {
       const int64_t columns = l.outer * l.inner;
       const unsigned grid = grid_for(columns);
       if (log)
-        softmax_backward_columns_kernel<D, Acc, true>
-            <<<grid, kThreads, 0, stream()>>>(yp, gp, o, columns, l.size, l.inner);
+        KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_backward_columns_kernel<D, Acc, true>)
+        (yp, gp, o, columns, l.size, l.inner);
       else
-        softmax_backward_columns_kernel<D, Acc, false>
-            <<<grid, kThreads, 0, stream()>>>(yp, gp, o, columns, l.size, l.inner);
+        KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_backward_columns_kernel<D, Acc, false>)
+        (yp, gp, o, columns, l.size, l.inner);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });

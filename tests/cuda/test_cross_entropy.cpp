@@ -47,6 +47,12 @@ struct Case {
   Reduction reduction;
 };
 
+bool all_finite(const Tensor& t) {
+  for (double v : t.to(DType::f64).cpu().tolist())
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
 // Runs the case on the GPU and twice on the CPU: in the same dtype (the composed path) and in f64
 // on the same (rounded) values. Each comparison is relative to the largest |want| as well as to
 // each |want| (relative_to_largest): a loss's gradient subtracts terms of the size of the largest.
@@ -89,7 +95,12 @@ void check_case(const Case& c, uint64_t seed) {
   // Against the CPU in the same dtype the CPU rounds log-probabilities (and, in 16-bit floats, each
   // op of the backward) to the dtype while the fused kernels keep f32: composed_tolerance.
   const double rtol = composed_tolerance(c.dtype).rtol;
-  check_gpu_parity(y_gpu, y_cpu, relative_to_largest(rtol, y_cpu));
+  // The composed CPU path rounds each op's result to the dtype: in f16, label smoothing's sum of
+  // log-probabilities over 5000 classes and 9 rows passes f16's largest value and is inf, where
+  // the fused kernel accumulates in f32 (seen when the CUDA simulator first ran this case). The
+  // f64 reference below judges the GPU's loss there.
+  if (all_finite(y_cpu) || !all_finite(y_ref))
+    check_gpu_parity(y_gpu, y_cpu, relative_to_largest(rtol, y_cpu));
   check_gpu_parity(grad_gpu, grad_cpu, relative_to_largest(rtol, grad_cpu));
   // The fused kernels round once, at the end: within about one unit of the dtype of f64 (the
   // table's value in f32 and f64, four times it in 16-bit floats: gradient_tolerance).

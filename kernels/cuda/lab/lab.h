@@ -15,9 +15,11 @@
 // (tests/cuda/test_lab.cpp) walk the tables, so a new version is one file and one table row.
 #pragma once
 
+#include "kiln/core/device_code.h"
+
 // The tiling headers' index arithmetic is called by the kernels and by the CPU tests alike.
 #ifndef KILN_HOST_DEVICE
-#ifdef __CUDACC__
+#ifdef KILN_DEVICE_CODE
 #define KILN_HOST_DEVICE __host__ __device__
 #else
 #define KILN_HOST_DEVICE

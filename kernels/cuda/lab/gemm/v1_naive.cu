@@ -44,9 +44,9 @@ void v1_naive(const GemmArgs& args) {
   const Grid g = v1_grid(args.m, args.n);
   check_problem("v1_naive", args.m, args.n, args.k, g);
   if (args.m == 0 || args.n == 0) return;
-  naive_kernel<<<dim3(g.x, g.y), dim3(kT.bm, kT.bn), 0, cuda::stream()>>>(
-      static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
-      args.c);
+  KILN_LAUNCH(dim3(g.x, g.y), dim3(kT.bm, kT.bn), 0, cuda::stream(), naive_kernel)
+  (static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
+   args.c);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

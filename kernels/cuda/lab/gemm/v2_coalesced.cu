@@ -43,9 +43,9 @@ void v2_coalesced(const GemmArgs& args) {
   const Grid g = grid(kT, args.m, args.n);
   check_problem("v2_coalesced", args.m, args.n, args.k, g);
   if (args.m == 0 || args.n == 0) return;
-  coalesced_kernel<<<dim3(g.x, g.y), dim3(kT.bn, kT.bm), 0, cuda::stream()>>>(
-      static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
-      args.c);
+  KILN_LAUNCH(dim3(g.x, g.y), dim3(kT.bn, kT.bm), 0, cuda::stream(), coalesced_kernel)
+  (static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
+   args.c);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -57,9 +57,9 @@ void v3_shared_tiling(const GemmArgs& args) {
   const Grid g = grid(kT, args.m, args.n);
   check_problem("v3_shared_tiling", args.m, args.n, args.k, g);
   if (args.m == 0 || args.n == 0) return;
-  shared_tiling_kernel<<<dim3(g.x, g.y), dim3(kTile, kTile), 0, cuda::stream()>>>(
-      static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
-      args.c);
+  KILN_LAUNCH(dim3(g.x, g.y), dim3(kTile, kTile), 0, cuda::stream(), shared_tiling_kernel)
+  (static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
+   args.c);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

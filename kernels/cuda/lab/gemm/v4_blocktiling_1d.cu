@@ -67,9 +67,9 @@ void v4_blocktiling_1d(const GemmArgs& args) {
   const Grid g = grid(kT, args.m, args.n);
   check_problem("v4_blocktiling_1d", args.m, args.n, args.k, g);
   if (args.m == 0 || args.n == 0) return;
-  blocktiling_1d_kernel<<<dim3(g.x, g.y), kT.threads, 0, cuda::stream()>>>(
-      static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
-      args.c);
+  KILN_LAUNCH(dim3(g.x, g.y), kT.threads, 0, cuda::stream(), blocktiling_1d_kernel)
+  (static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
+   args.c);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -81,9 +81,9 @@ void v5_blocktiling_2d(const GemmArgs& args) {
   const Grid g = grid(kT, args.m, args.n);
   check_problem("v5_blocktiling_2d", args.m, args.n, args.k, g);
   if (args.m == 0 || args.n == 0) return;
-  blocktiling_2d_kernel<<<dim3(g.x, g.y), kT.threads, 0, cuda::stream()>>>(
-      static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
-      args.c);
+  KILN_LAUNCH(dim3(g.x, g.y), kT.threads, 0, cuda::stream(), blocktiling_2d_kernel)
+  (static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k), args.a, args.b,
+   args.c);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

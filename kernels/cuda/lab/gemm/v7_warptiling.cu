@@ -60,11 +60,11 @@ void v7_warptiling(const GemmArgs& args) {
   const int m = static_cast<int>(args.m), n = static_cast<int>(args.n),
             k = static_cast<int>(args.k);
   if (vector_aligned(args.a, args.b, args.c, args.n, args.k))
-    warptiling_kernel<true>
-        <<<dim3(g.x, g.y), kT.threads, 0, cuda::stream()>>>(m, n, k, args.a, args.b, args.c);
+    KILN_LAUNCH(dim3(g.x, g.y), kT.threads, 0, cuda::stream(), warptiling_kernel<true>)
+    (m, n, k, args.a, args.b, args.c);
   else
-    warptiling_kernel<false>
-        <<<dim3(g.x, g.y), kT.threads, 0, cuda::stream()>>>(m, n, k, args.a, args.b, args.c);
+    KILN_LAUNCH(dim3(g.x, g.y), kT.threads, 0, cuda::stream(), warptiling_kernel<false>)
+    (m, n, k, args.a, args.b, args.c);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

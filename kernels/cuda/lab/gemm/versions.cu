@@ -7,7 +7,12 @@ namespace kiln::lab {
 
 const std::vector<GemmVersion>& gemm_versions() {
   static const std::vector<GemmVersion> versions = {
+#ifdef KILN_CUDA_SIM
+      // The CUDA simulator runs no library (kernels/cuda/simulator/lab_library_versions.cpp).
+      {"v0_cpu_reference", "simulator: the CPU reference in place of cuBLAS", gemm::v0_cublas},
+#else
       {"v0_cublas", "cuBLAS cublasGemmEx, CUBLAS_COMPUTE_32F (no TF32)", gemm::v0_cublas},
+#endif
       {"v1_naive", "a thread per element of C, warps down a column", gemm::v1_naive},
       {"v2_coalesced", "warps along a row: coalesced loads and stores", gemm::v2_coalesced},
       {"v3_shared_tiling", "32 x 32 tiles of A and B in shared memory", gemm::v3_shared_tiling},

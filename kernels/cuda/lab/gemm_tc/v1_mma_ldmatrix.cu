@@ -82,9 +82,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T>
 void launch(const GemmTcArgs& args, const Grid& g) {
-  mma_ldmatrix_kernel<T><<<dim3(g.x, g.y), kThreads, 0, cuda::stream()>>>(
-      static_cast<const T*>(args.a), static_cast<const T*>(args.b), args.c,
-      static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k));
+  KILN_LAUNCH(dim3(g.x, g.y), kThreads, 0, cuda::stream(), mma_ldmatrix_kernel<T>)
+  (static_cast<const T*>(args.a), static_cast<const T*>(args.b), args.c, static_cast<int>(args.m),
+   static_cast<int>(args.n), static_cast<int>(args.k));
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -76,8 +76,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     cp_async_pipeline_kernel(const T* __restrict__ a, const T* __restrict__ b,
                              float* __restrict__ c, int m, int n, int k) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  T* const stages = reinterpret_cast<T*>(shared);  // [stage][A tile, then B tile]
+  KILN_DYNAMIC_SHARED(T, stages);  // [stage][A tile, then B tile]
   const auto a_tile = [&](int s) { return stages + s * kStageElements; };
   const auto b_tile = [&](int s) { return stages + s * kStageElements + kT.bm * kAStride; };
   const int block_row = blockIdx.y * kT.bm, block_col = blockIdx.x * kT.bn;
@@ -116,9 +115,10 @@ void allow_shared_bytes(const void* kernel, int bytes) {
 template <class T>
 void launch(const GemmTcArgs& args, const Grid& g) {
   allow_shared_bytes(reinterpret_cast<const void*>(&cp_async_pipeline_kernel<T>), shared_bytes(kT));
-  cp_async_pipeline_kernel<T><<<dim3(g.x, g.y), kThreads, shared_bytes(kT), cuda::stream()>>>(
-      static_cast<const T*>(args.a), static_cast<const T*>(args.b), args.c,
-      static_cast<int>(args.m), static_cast<int>(args.n), static_cast<int>(args.k));
+  KILN_LAUNCH(dim3(g.x, g.y), kThreads, shared_bytes(kT), cuda::stream(),
+              cp_async_pipeline_kernel<T>)
+  (static_cast<const T*>(args.a), static_cast<const T*>(args.b), args.c, static_cast<int>(args.m),
+   static_cast<int>(args.n), static_cast<int>(args.k));
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -30,8 +30,9 @@ __global__ void __launch_bounds__(kThreads)
 
 void launch_column_sums(const float* partial, int64_t blocks, int64_t cols, float* dweight,
                         float* dbias) {
-  column_sums_kernel<<<static_cast<unsigned>(column_blocks(cols)), kThreads, 0, cuda::stream()>>>(
-      partial, blocks, cols, dweight, dbias);
+  KILN_LAUNCH(static_cast<unsigned>(column_blocks(cols)), kThreads, 0, cuda::stream(),
+              column_sums_kernel)
+  (partial, blocks, cols, dweight, dbias);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -103,13 +103,13 @@ void v0_kiln(const LayerNormForwardArgs& args) {
 
 void v0_reference_backward(const LayerNormBackwardArgs& args) {
   if (args.rows == 0 || args.cols == 0) return;
-  reference_dx_kernel<<<static_cast<unsigned>(v2_blocks(args.rows)), kWarpsPerBlock * kWarpSize, 0,
-                        cuda::stream()>>>(args.x, args.weight, args.mean, args.rstd, args.dy,
-                                          args.dx, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(v2_blocks(args.rows)), kWarpsPerBlock * kWarpSize, 0,
+              cuda::stream(), reference_dx_kernel)
+  (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
-  reference_columns_kernel<<<static_cast<unsigned>(ceil_div(args.cols, kWarpSize)),
-                             dim3(kWarpSize, kColumnRowsInParallel), 0, cuda::stream()>>>(
-      args.x, args.mean, args.rstd, args.dy, args.dweight, args.dbias, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(ceil_div(args.cols, kWarpSize)),
+              dim3(kWarpSize, kColumnRowsInParallel), 0, cuda::stream(), reference_columns_kernel)
+  (args.x, args.mean, args.rstd, args.dy, args.dweight, args.dbias, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -86,20 +86,21 @@ __global__ void __launch_bounds__(kThreads)
 
 void v1_naive(const LayerNormForwardArgs& args) {
   if (args.rows == 0 || args.cols == 0) return;
-  naive_forward_kernel<<<static_cast<unsigned>(v1_blocks(args.rows)), kThreads, 0,
-                         cuda::stream()>>>(args.x, args.weight, args.bias, args.eps, args.y,
-                                           args.mean, args.rstd, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(v1_blocks(args.rows)), kThreads, 0, cuda::stream(),
+              naive_forward_kernel)
+  (args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
 void v1_naive_backward(const LayerNormBackwardArgs& args) {
   if (args.rows == 0 || args.cols == 0) return;
-  naive_dx_kernel<<<static_cast<unsigned>(v1_blocks(args.rows)), kThreads, 0, cuda::stream()>>>(
-      args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(v1_blocks(args.rows)), kThreads, 0, cuda::stream(),
+              naive_dx_kernel)
+  (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
-  naive_columns_kernel<<<static_cast<unsigned>(column_blocks(args.cols)), kThreads, 0,
-                         cuda::stream()>>>(args.x, args.mean, args.rstd, args.dy, args.dweight,
-                                           args.dbias, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(column_blocks(args.cols)), kThreads, 0, cuda::stream(),
+              naive_columns_kernel)
+  (args.x, args.mean, args.rstd, args.dy, args.dweight, args.dbias, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -104,9 +104,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 void v2_warp_per_row(const LayerNormForwardArgs& args) {
   if (args.rows == 0 || args.cols == 0) return;
-  warp_forward_kernel<<<static_cast<unsigned>(v2_blocks(args.rows)), kBlockThreads, 0,
-                        cuda::stream()>>>(args.x, args.weight, args.bias, args.eps, args.y,
-                                          args.mean, args.rstd, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(v2_blocks(args.rows)), kBlockThreads, 0, cuda::stream(),
+              warp_forward_kernel)
+  (args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -114,8 +114,8 @@ void v2_warp_per_row_backward(const LayerNormBackwardArgs& args) {
   if (args.rows == 0 || args.cols == 0) return;
   const int64_t blocks = v2_backward_blocks(args.rows);
   float* partial = static_cast<float*>(args.workspace);
-  warp_backward_kernel<<<static_cast<unsigned>(blocks), kBlockThreads, 0, cuda::stream()>>>(
-      args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(blocks), kBlockThreads, 0, cuda::stream(), warp_backward_kernel)
+  (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
   launch_column_sums(partial, blocks, args.cols, args.dweight, args.dbias);
 }

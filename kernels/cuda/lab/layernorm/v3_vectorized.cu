@@ -187,13 +187,11 @@ void v3_vectorized(const LayerNormForwardArgs& args) {
   const unsigned blocks = static_cast<unsigned>(std::min(args.rows, kMaxGridBlocks));
   const int threads = v3_threads(args.cols);
   if (v3_width(args.cols, aligned) == 4)
-    cached_forward_kernel<4>
-        <<<blocks, threads, 0, cuda::stream()>>>(args.x, args.weight, args.bias, args.eps, args.y,
-                                                 args.mean, args.rstd, args.rows, args.cols);
+    KILN_LAUNCH(blocks, threads, 0, cuda::stream(), cached_forward_kernel<4>)
+    (args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
   else
-    cached_forward_kernel<1>
-        <<<blocks, threads, 0, cuda::stream()>>>(args.x, args.weight, args.bias, args.eps, args.y,
-                                                 args.mean, args.rstd, args.rows, args.cols);
+    KILN_LAUNCH(blocks, threads, 0, cuda::stream(), cached_forward_kernel<1>)
+    (args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -206,11 +204,13 @@ void v3_vectorized_backward(const LayerNormBackwardArgs& args) {
   const int threads = v3_threads(args.cols);
   float* partial = static_cast<float*>(args.workspace);
   if (v3_width(args.cols, aligned) == 4)
-    cached_backward_kernel<4><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
-        args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
+    KILN_LAUNCH(static_cast<unsigned>(blocks), threads, 0, cuda::stream(),
+                cached_backward_kernel<4>)
+    (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
   else
-    cached_backward_kernel<1><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
-        args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
+    KILN_LAUNCH(static_cast<unsigned>(blocks), threads, 0, cuda::stream(),
+                cached_backward_kernel<1>)
+    (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
   launch_column_sums(partial, blocks, args.cols, args.dweight, args.dbias);
 }

@@ -47,9 +47,9 @@ __global__ void __launch_bounds__(kThreads)
 void v1_shared_tree(const ReductionArgs& args) {
   run_passes(args, chunked_passes(args.cols, kChunkV1),
              [&](const float* in, float* out, const Pass& pass) {
-               shared_tree_kernel<<<static_cast<unsigned>(pass_blocks(args.rows, pass)), kThreads,
-                                    0, cuda::stream()>>>(in, out, args.rows, pass.cols, pass.chunk,
-                                                         pass.splits);
+               KILN_LAUNCH(static_cast<unsigned>(pass_blocks(args.rows, pass)), kThreads, 0,
+                           cuda::stream(), shared_tree_kernel)
+               (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                KILN_CUDA_CHECK_LAUNCH();
              });
 }

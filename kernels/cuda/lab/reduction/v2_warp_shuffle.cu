@@ -40,9 +40,9 @@ __global__ void __launch_bounds__(kThreads)
 void v2_warp_shuffle(const ReductionArgs& args) {
   run_passes(args, chunked_passes(args.cols, kChunkV2),
              [&](const float* in, float* out, const Pass& pass) {
-               warp_shuffle_kernel<<<static_cast<unsigned>(pass_blocks(args.rows, pass)), kThreads,
-                                     0, cuda::stream()>>>(in, out, args.rows, pass.cols, pass.chunk,
-                                                          pass.splits);
+               KILN_LAUNCH(static_cast<unsigned>(pass_blocks(args.rows, pass)), kThreads, 0,
+                           cuda::stream(), warp_shuffle_kernel)
+               (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                KILN_CUDA_CHECK_LAUNCH();
              });
 }

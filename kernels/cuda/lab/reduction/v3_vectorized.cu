@@ -62,11 +62,11 @@ void v3_vectorized(const ReductionArgs& args) {
              [&](const float* in, float* out, const Pass& pass) {
                const unsigned blocks = static_cast<unsigned>(pass_blocks(args.rows, pass));
                if (vector_aligned(in, pass))
-                 vectorized_kernel<true><<<blocks, kThreads, 0, cuda::stream()>>>(
-                     in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+                 KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), vectorized_kernel<true>)
+                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                else
-                 vectorized_kernel<false><<<blocks, kThreads, 0, cuda::stream()>>>(
-                     in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+                 KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), vectorized_kernel<false>)
+                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                KILN_CUDA_CHECK_LAUNCH();
              });
 }

@@ -50,11 +50,11 @@ void v4_grid_stride(const ReductionArgs& args) {
                const unsigned blocks =
                    static_cast<unsigned>(pass_blocks(args.rows, pass, kTargetBlocks));
                if (vector_aligned(in, pass))
-                 grid_stride_kernel<true><<<blocks, kThreads, 0, cuda::stream()>>>(
-                     in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+                 KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), grid_stride_kernel<true>)
+                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                else
-                 grid_stride_kernel<false><<<blocks, kThreads, 0, cuda::stream()>>>(
-                     in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+                 KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), grid_stride_kernel<false>)
+                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                KILN_CUDA_CHECK_LAUNCH();
              });
 }

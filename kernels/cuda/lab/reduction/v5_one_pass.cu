@@ -79,11 +79,11 @@ void v5_one_pass(const ReductionArgs& args) {
   float* partial = first_partials(args);
   unsigned* counter = row_counters(args);
   if (vector_aligned(args.x, pass))
-    one_pass_kernel<true><<<blocks, kThreads, 0, cuda::stream()>>>(
-        args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
+    KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), one_pass_kernel<true>)
+    (args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
   else
-    one_pass_kernel<false><<<blocks, kThreads, 0, cuda::stream()>>>(
-        args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
+    KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), one_pass_kernel<false>)
+    (args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,7 +7,12 @@ namespace kiln::lab {
 
 const std::vector<ReductionVersion>& reduction_versions() {
   static const std::vector<ReductionVersion> versions = {
+#ifdef KILN_CUDA_SIM
+      // The CUDA simulator runs no library (kernels/cuda/simulator/lab_library_versions.cpp).
+      {"v0_cpu_reference", "simulator: the CPU reference in place of CUB", reduction::v0_cub},
+#else
       {"v0_cub", "CUB's DeviceReduce / DeviceSegmentedReduce (the library)", reduction::v0_cub},
+#endif
       {"v1_shared_tree", "one element a thread, a tree in shared memory",
        reduction::v1_shared_tree},
       {"v2_warp_shuffle", "warp shuffles for the tree's last five levels",

@@ -67,8 +67,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
 void v1_three_pass(const SoftmaxArgs& args) {
   if (args.rows == 0 || args.cols == 0) return;
-  three_pass_kernel<<<static_cast<unsigned>(v1_blocks(args.rows)), kRowThreads, 0,
-                      cuda::stream()>>>(args.x, args.y, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(v1_blocks(args.rows)), kRowThreads, 0, cuda::stream(),
+              three_pass_kernel)
+  (args.x, args.y, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -44,8 +44,9 @@ __global__ void __launch_bounds__(kWarpRowThreads)
 
 void v3_warp_per_row(const SoftmaxArgs& args) {
   if (args.rows == 0 || args.cols == 0) return;
-  warp_per_row_kernel<<<static_cast<unsigned>(v3_blocks(args.rows)), kWarpRowThreads, 0,
-                        cuda::stream()>>>(args.x, args.y, args.rows, args.cols);
+  KILN_LAUNCH(static_cast<unsigned>(v3_blocks(args.rows)), kWarpRowThreads, 0, cuda::stream(),
+              warp_per_row_kernel)
+  (args.x, args.y, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,39 @@
+// The CUDA simulator's matmul (KILN_CUDA=SIM, docs/simulator.md): cuBLAS is not simulated, so in
+// this build matmul on a cuda device runs the CPU's kernels (MatmulKernels::cpu, Eigen) on the
+// simulated device memory, which is host memory, and cuda::gemm is a plain loop on the host.
+// Streams run in order and at once in the simulator, so the work queued before a product has
+// finished when it reads its operands. Replaces kernels/cuda/matmul.cpp in this build only
+// (CMakeLists.txt).
+#include <cstdint>
+
+#include "kiln/kernels/cuda/gemm.h"
+#include "kiln/kernels/matmul.h"
+
+namespace kiln::cuda {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      T sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += (trans_a ? a[p * lda + i] : a[i * lda + p]) *
+               (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum : sum;
+    }
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                          const float*, int64_t, float*, int64_t, bool);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                           const double*, int64_t, double*, int64_t, bool);
+
+}  // namespace kiln::cuda
+
+namespace kiln {
+
+// The CPU's table: f16 and bf16 go through f32 copies (takes_half false), as on the CPU.
+const MatmulKernels* const MatmulKernels::cuda = &MatmulKernels::cpu;
+
+}  // namespace kiln
