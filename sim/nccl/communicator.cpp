@@ -305,13 +305,26 @@ void Communicator::read_frames(int peer) {
     changed_.notify_all();
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  Peer& from = peers_[static_cast<std::size_t>(peer)];
-  from.gone = true;
-  if (!from.finalized && !aborted_ && !stopping_)
-    fail(ncclRemoteError, "rank " + std::to_string(peer) +
-                              "'s connection ended before it finalized: it aborted its "
-                              "communicator, or its process ended");
+  peers_[static_cast<std::size_t>(peer)].gone = true;
+  // While a task runs, the loss is its error only if it waits for something the peer never sent
+  // (run_ops): what came before the end is used first, so a mismatch the peer saw and aborted
+  // over is reported here as the mismatch, not as the abort.
+  if (pending_ == 0) report_lost_peer();
   changed_.notify_all();
+}
+
+bool Communicator::report_lost_peer() {
+  if (aborted_ || stopping_) return false;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    const Peer& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.gone && !p.finalized) {
+      fail(ncclRemoteError, "rank " + std::to_string(peer) +
+                                "'s connection ended before it finalized: it aborted its "
+                                "communicator, or its process ended");
+      return true;
+    }
+  }
+  return false;
 }
 
 bool Communicator::write_frame(int peer, const Header& header, const void* payload) {
@@ -340,6 +353,7 @@ void Communicator::execute(Task& task) {
   }
   if (result == ncclSuccess) result = task.finalize ? run_finalize() : run_ops(task.ops);
   std::lock_guard<std::mutex> lock(mutex_);
+  report_lost_peer();
   task.done = true;
   task.result = result;
   --pending_;
@@ -465,6 +479,11 @@ ncclResult_t Communicator::run_ops(std::vector<Op>& ops) {
         if (awaited && peer.finalized && empty)
           return fail(ncclInvalidUsage, describe(op) + " waits for rank " + std::to_string(p) +
                                             ", which has finalized its communicator");
+        if (awaited && peer.gone && empty)
+          return fail(ncclRemoteError,
+                      describe(op) + " waits for rank " + std::to_string(p) +
+                          ", whose connection ended: it aborted its communicator, or its "
+                          "process ended");
       }
     }
     if (all_done) return ncclSuccess;
@@ -492,6 +511,7 @@ ncclResult_t Communicator::run_finalize() {
   });
   if (aborted_) return ncclSystemError;
   finalized_ = true;
+  report_lost_peer();
   return error_;
 }
 

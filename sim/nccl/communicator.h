@@ -113,6 +113,8 @@ class Communicator {
   // With mutex_ held: files an error (the first stays) and wakes everyone.
   ncclResult_t fail(ncclResult_t error, const std::string& why);
   bool try_collective(const Op& op, std::uint64_t sequence);  // mutex_ held
+  // With mutex_ held: a peer whose connection ended without its bye is the error; true if one.
+  bool report_lost_peer();
   std::string where() const;
 
   const int nranks_;

@@ -14,9 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "nccl_ranks.h"
@@ -34,15 +37,25 @@ void expect_nccl(ncclResult_t result, const std::string& call) {
 }
 
 // As kiln's process group settles a non-blocking communicator's call: polls until it is over.
-ncclResult_t settle(ncclComm_t comm, ncclResult_t result,
-                    std::chrono::milliseconds limit = std::chrono::milliseconds(20000)) {
-  const auto deadline = Clock::now() + limit;
+ncclResult_t settle(ncclComm_t comm, ncclResult_t result) {
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
   while (result == ncclInProgress && Clock::now() < deadline) {
     std::this_thread::yield();
     const ncclResult_t query = ncclCommGetAsyncError(comm, &result);
     if (query != ncclSuccess) result = query;
   }
   return result;
+}
+
+// Polls an idle communicator until it reports an error (or the limit passes): what it then says.
+ncclResult_t first_error(ncclComm_t comm) {
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  ncclResult_t async = ncclSuccess;
+  while (async == ncclSuccess && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    expect_nccl(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError");
+  }
+  return async;
 }
 
 ncclComm_t join(int rank, int nranks, const ncclUniqueId& id, bool blocking) {
@@ -199,6 +212,125 @@ std::string every_collective(int rank, int nranks, const ncclUniqueId& id) {
   return "";
 }
 
+// A ring step as kiln's ring makes it, in one group on a non-blocking communicator: to the next
+// rank 0 floats, then 3, then 1; from the previous the same. They pair in posting order.
+std::string ring_of_messages(int rank, int nranks, const ncclUniqueId& id) {
+  ncclComm_t comm = join(rank, nranks, id, false);
+  const int next = (rank + 1) % nranks;
+  const int previous = (rank + nranks - 1) % nranks;
+  const std::vector<std::size_t> sizes = {0, 3, 1};
+  std::vector<std::unique_ptr<DeviceArray<float>>> sends, recvs;
+  for (std::size_t m = 0; m < sizes.size(); ++m) {
+    std::vector<float> values(sizes[m]);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = 100.0f * rank + 10.0f * m + i;
+    sends.push_back(std::make_unique<DeviceArray<float>>(values));
+    recvs.push_back(std::make_unique<DeviceArray<float>>(sizes[m]));
+  }
+  expect_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (std::size_t m = 0; m < sizes.size(); ++m) {
+    expect_nccl(ncclRecv(recvs[m]->get(), sizes[m], ncclFloat32, previous, comm, nullptr),
+                "ncclRecv");
+    expect_nccl(ncclSend(sends[m]->get(), sizes[m], ncclFloat32, next, comm, nullptr), "ncclSend");
+  }
+  expect_nccl(settle(comm, ncclGroupEnd()), "ncclGroupEnd");
+  for (std::size_t m = 0; m < sizes.size(); ++m)
+    expect_values(recvs[m]->read(),
+                  [&](std::size_t i) { return 100.0 * previous + 10.0 * m + i; }, 0,
+                  "message " + std::to_string(m));
+  end(comm);
+  return "";
+}
+
+// Rank 0 sends `sent` floats, rank 1 receives `received`: both must report the mismatch.
+RankBody mismatched_message(std::size_t sent, std::size_t received) {
+  return [=](int rank, int nranks, const ncclUniqueId& id) -> std::string {
+    ncclComm_t comm = join(rank, nranks, id, false);
+    DeviceArray<float> buffer(std::max(sent, received));
+    const ncclResult_t started =
+        rank == 0 ? ncclSend(buffer.get(), sent, ncclFloat32, 1, comm, nullptr)
+                  : ncclRecv(buffer.get(), received, ncclFloat32, 0, comm, nullptr);
+    const ncclResult_t result = settle(comm, started);
+    ncclResult_t async = ncclSuccess;
+    expect_nccl(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError");
+    const std::string why = ncclGetLastError(comm);
+    ncclCommAbort(comm);
+    expect(result == ncclInvalidUsage && async == ncclInvalidUsage,
+           std::string("the mismatch answered ") + ncclGetErrorString(result) + ", async " +
+               ncclGetErrorString(async));
+    expect(why.find("posting order") != std::string::npos &&
+               why.find(std::to_string(sent * sizeof(float)) + " bytes") != std::string::npos &&
+               why.find(std::to_string(received * sizeof(float)) + " bytes") != std::string::npos,
+           "ncclGetLastError does not name both sizes: " + why);
+    return "";
+  };
+}
+
+// Rank 1 receives what rank 0 never sends. On a non-blocking communicator the receive stays in
+// progress until ncclCommAbort releases it; rank 0 then sees rank 1 gone.
+std::string unmatched_receive(int rank, int nranks, const ncclUniqueId& id) {
+  ncclComm_t comm = join(rank, nranks, id, false);
+  if (rank == 0) {
+    const ncclResult_t seen = first_error(comm);
+    ncclCommAbort(comm);
+    expect(seen == ncclRemoteError, std::string("rank 0 saw ") + ncclGetErrorString(seen) +
+                                        " after rank 1 aborted, not a remote error");
+    return "";
+  }
+  DeviceArray<float> buffer(4);
+  ncclResult_t result = ncclRecv(buffer.get(), 4, ncclFloat32, 0, comm, nullptr);
+  const auto until = Clock::now() + std::chrono::milliseconds(500);
+  while (result == ncclInProgress && Clock::now() < until)
+    expect_nccl(ncclCommGetAsyncError(comm, &result), "ncclCommGetAsyncError");
+  expect(result == ncclInProgress, std::string("the unmatched receive answered ") +
+                                       ncclGetErrorString(result) + " instead of hanging");
+  const auto start = Clock::now();
+  expect_nccl(ncclCommAbort(comm), "ncclCommAbort");
+  expect(Clock::now() - start < std::chrono::seconds(5), "ncclCommAbort took over 5 s");
+  return "";
+}
+
+// The same on a blocking communicator: the receive blocks its thread until another thread aborts.
+std::string unmatched_blocking_receive(int rank, int nranks, const ncclUniqueId& id) {
+  ncclComm_t comm = join(rank, nranks, id, true);
+  if (rank == 0) {
+    const ncclResult_t seen = first_error(comm);
+    ncclCommAbort(comm);
+    expect(seen == ncclRemoteError,
+           std::string("rank 0 saw ") + ncclGetErrorString(seen) + " after rank 1 aborted");
+    return "";
+  }
+  std::atomic<bool> aborted{false};
+  std::thread watchdog([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    aborted = true;
+    ncclCommAbort(comm);
+  });
+  DeviceArray<float> buffer(4);
+  const ncclResult_t result = ncclRecv(buffer.get(), 4, ncclFloat32, 0, comm, nullptr);
+  const bool released_by_abort = aborted;
+  watchdog.join();
+  expect(released_by_abort, "the unmatched receive returned before the abort");
+  expect(result != ncclSuccess, "the aborted receive answered success");
+  return "";
+}
+
+// Rank 0 calls `first`, the others `others`: every rank must report the mismatch.
+RankBody mismatched_collectives(std::function<ncclResult_t(ncclComm_t, float*)> first,
+                                std::function<ncclResult_t(ncclComm_t, float*)> others) {
+  return [=](int rank, int nranks, const ncclUniqueId& id) -> std::string {
+    ncclComm_t comm = join(rank, nranks, id, false);
+    DeviceArray<float> buffer(8 * static_cast<std::size_t>(nranks));
+    const ncclResult_t result = settle(comm, (rank == 0 ? first : others)(comm, buffer.get()));
+    const std::string why = ncclGetLastError(comm);
+    ncclCommAbort(comm);
+    expect(result == ncclInvalidUsage,
+           std::string("the mismatched collective answered ") + ncclGetErrorString(result));
+    expect(why.find("same order") != std::string::npos,
+           "ncclGetLastError does not explain: " + why);
+    return "";
+  };
+}
+
 std::string joined(const std::vector<std::string>& failures) {
   std::string text;
   for (const std::string& f : failures) text += f + "\n";
@@ -214,5 +346,61 @@ TEST_CASE("nccl model: every collective, dtype and reduction against the host, 2
     const std::vector<std::string> failures = run_ranks(nranks, every_collective);
     INFO(joined(failures));
     CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("nccl model: sends and receives pair per peer in posting order, 0 bytes included",
+          "[nccl_sim]") {
+  for (int nranks : {2, 3, 4}) {
+    INFO(nranks << " ranks");
+    const std::vector<std::string> failures = run_ranks(nranks, ring_of_messages);
+    INFO(joined(failures));
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("nccl model: a send and a receive of different sizes are an error on both ranks",
+          "[nccl_sim]") {
+  for (auto [sent, received] : {std::pair<std::size_t, std::size_t>{8, 4}, {0, 1}, {1, 0}}) {
+    INFO("sent " << sent << " floats, received " << received);
+    const std::vector<std::string> failures = run_ranks(2, mismatched_message(sent, received));
+    INFO(joined(failures));
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("nccl model: an unmatched receive hangs until ncclCommAbort releases it",
+          "[nccl_sim]") {
+  for (const RankBody& body : {RankBody(unmatched_receive), RankBody(unmatched_blocking_receive)}) {
+    const std::vector<std::string> failures = run_ranks(2, body);
+    INFO(joined(failures));
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("nccl model: collectives called in another order, count or type are reported",
+          "[nccl_sim]") {
+  const auto all_reduce = [](std::size_t count, ncclDataType_t type) {
+    return [=](ncclComm_t comm, float* buffer) {
+      return ncclAllReduce(buffer, buffer, count, type, ncclSum, comm, nullptr);
+    };
+  };
+  const auto broadcast = [](ncclComm_t comm, float* buffer) {
+    return ncclBroadcast(buffer, buffer, 4, ncclFloat32, 0, comm, nullptr);
+  };
+  const auto all_gather = [](ncclComm_t comm, float* buffer) {
+    return ncclAllGather(buffer, buffer, 4, ncclFloat32, comm, nullptr);
+  };
+  for (int nranks : {2, 3}) {
+    INFO(nranks << " ranks");
+    for (const RankBody& body :
+         {mismatched_collectives(all_reduce(4, ncclFloat32), broadcast),
+          mismatched_collectives(all_gather, all_reduce(4, ncclFloat32)),
+          mismatched_collectives(all_reduce(4, ncclFloat32), all_reduce(5, ncclFloat32)),
+          mismatched_collectives(all_reduce(4, ncclFloat32), all_reduce(4, ncclInt32))}) {
+      const std::vector<std::string> failures = run_ranks(nranks, body);
+      INFO(joined(failures));
+      CHECK(failures.empty());
+    }
   }
 }
