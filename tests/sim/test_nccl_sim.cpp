@@ -212,10 +212,10 @@ std::string every_collective(int rank, int nranks, const ncclUniqueId& id) {
   return "";
 }
 
-// A ring step as kiln's ring makes it, in one group on a non-blocking communicator: to the next
-// rank 0 floats, then 3, then 1; from the previous the same. They pair in posting order.
-std::string ring_of_messages(int rank, int nranks, const ncclUniqueId& id) {
-  ncclComm_t comm = join(rank, nranks, id, false);
+// A ring step as kiln's ring makes it, in one group: to the next rank 0 floats, then 3, then 1;
+// from the previous the same. They pair in posting order.
+std::string ring_of_messages(int rank, int nranks, const ncclUniqueId& id, bool blocking) {
+  ncclComm_t comm = join(rank, nranks, id, blocking);
   const int next = (rank + 1) % nranks;
   const int previous = (rank + nranks - 1) % nranks;
   const std::vector<std::size_t> sizes = {0, 3, 1};
@@ -331,6 +331,26 @@ RankBody mismatched_collectives(std::function<ncclResult_t(ncclComm_t, float*)> 
   };
 }
 
+// One rank: a buffer in host memory, or past its allocation's end, is refused at the call.
+std::string buffers_outside_device_memory(int rank, int nranks, const ncclUniqueId& id) {
+  ncclComm_t comm = join(rank, nranks, id, true);
+  std::vector<float> host(4);
+  DeviceArray<float> device(4);
+  const ncclResult_t from_host =
+      ncclAllReduce(host.data(), device.get(), 4, ncclFloat32, ncclSum, comm, nullptr);
+  const std::string why = ncclGetLastError(comm);
+  const ncclResult_t past_end =
+      ncclAllReduce(device.get(), device.get(), 5, ncclFloat32, ncclSum, comm, nullptr);
+  const ncclResult_t in_bounds =
+      ncclAllReduce(device.get(), device.get(), 4, ncclFloat32, ncclSum, comm, nullptr);
+  end(comm);
+  expect(from_host == ncclInvalidArgument && past_end == ncclInvalidArgument,
+         "a buffer outside device memory was taken");
+  expect(why.find("sendbuff") != std::string::npos, "ncclGetLastError does not say which: " + why);
+  expect_nccl(in_bounds, "ncclAllReduce on one rank");
+  return "";
+}
+
 std::string joined(const std::vector<std::string>& failures) {
   std::string text;
   for (const std::string& f : failures) text += f + "\n";
@@ -353,9 +373,15 @@ TEST_CASE("nccl model: sends and receives pair per peer in posting order, 0 byte
           "[nccl_sim]") {
   for (int nranks : {2, 3, 4}) {
     INFO(nranks << " ranks");
-    const std::vector<std::string> failures = run_ranks(nranks, ring_of_messages);
-    INFO(joined(failures));
-    CHECK(failures.empty());
+    for (bool blocking : {false, true}) {
+      INFO((blocking ? "blocking" : "non-blocking") << " communicators");
+      const std::vector<std::string> failures =
+          run_ranks(nranks, [=](int rank, int n, const ncclUniqueId& id) {
+            return ring_of_messages(rank, n, id, blocking);
+          });
+      INFO(joined(failures));
+      CHECK(failures.empty());
+    }
   }
 }
 
@@ -403,4 +429,11 @@ TEST_CASE("nccl model: collectives called in another order, count or type are re
       CHECK(failures.empty());
     }
   }
+}
+
+TEST_CASE("nccl model: buffers outside the device's memory are refused at the call",
+          "[nccl_sim]") {
+  const std::vector<std::string> failures = run_ranks(1, buffers_outside_device_memory);
+  INFO(joined(failures));
+  CHECK(failures.empty());
 }
