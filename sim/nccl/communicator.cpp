@@ -394,6 +394,7 @@ ncclResult_t Communicator::run_ops(std::vector<Op>& ops) {
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     bool sent = true;
+    int to = op.peer;
     if (op.kind == OpKind::send) {
       Header header{};
       header.kind = kSend;
@@ -401,17 +402,20 @@ ncclResult_t Communicator::run_ops(std::vector<Op>& ops) {
       sent = write_frame(op.peer, header, op.send_buffer);
     } else if (is_collective(op.kind)) {
       sequence[i] = collectives_++;
-      for (int peer = 0; peer < nranks_ && sent; ++peer) {
-        if (peer == rank_) continue;
+      for (to = 0; to < nranks_; ++to) {
+        if (to == rank_) continue;
         Header header = collective_header(op, sequence[i]);
-        const char* part = collective_part(op, peer, &header.bytes);
-        sent = write_frame(peer, header, part);
+        const char* part = collective_part(op, to, &header.bytes);
+        sent = write_frame(to, header, part);
+        if (!sent) break;
       }
     }
     if (!sent) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (aborted_) return ncclSystemError;
-      return fail(ncclRemoteError, describe(op) + ": a peer's connection ended");
+      return fail(ncclRemoteError, describe(op) + ": rank " + std::to_string(to) +
+                                       "'s connection ended: it aborted its communicator, or "
+                                       "its process ended");
     }
   }
   std::vector<bool> done(ops.size(), false);
@@ -481,9 +485,10 @@ ncclResult_t Communicator::run_ops(std::vector<Op>& ops) {
                                             ", which has finalized its communicator");
         if (awaited && peer.gone && empty)
           return fail(ncclRemoteError,
-                      describe(op) + " waits for rank " + std::to_string(p) +
-                          ", whose connection ended: it aborted its communicator, or its "
-                          "process ended");
+                      describe(op) + " waits for rank " + std::to_string(p) + ", but rank " +
+                          std::to_string(p) +
+                          "'s connection ended: it aborted its communicator, or its process "
+                          "ended");
       }
     }
     if (all_done) return ncclSuccess;

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -331,6 +332,24 @@ RankBody mismatched_collectives(std::function<ncclResult_t(ncclComm_t, float*)> 
   };
 }
 
+// The last rank's process ends without a word (as a killed rank's does); the others' next
+// all-reduce is a remote error, not a hang and not a result.
+std::string rank_dies(int rank, int nranks, const ncclUniqueId& id) {
+  ncclComm_t comm = join(rank, nranks, id, false);
+  if (rank == nranks - 1) _exit(0);
+  DeviceArray<float> buffer(4);
+  const ncclResult_t result =
+      settle(comm, ncclAllReduce(buffer.get(), buffer.get(), 4, ncclFloat32, ncclSum, comm, nullptr));
+  const std::string why = ncclGetLastError(comm);
+  ncclCommAbort(comm);
+  expect(result == ncclRemoteError,
+         std::string("the all-reduce answered ") + ncclGetErrorString(result));
+  // With 3 ranks, a survivor may see the other survivor's abort first.
+  const std::string lost = nranks == 2 ? "rank 1's connection ended" : "connection ended";
+  expect(why.find(lost) != std::string::npos, "ncclGetLastError does not say '" + lost + "': " + why);
+  return "";
+}
+
 // One rank: a buffer in host memory, or past its allocation's end, is refused at the call.
 std::string buffers_outside_device_memory(int rank, int nranks, const ncclUniqueId& id) {
   ncclComm_t comm = join(rank, nranks, id, true);
@@ -436,4 +455,14 @@ TEST_CASE("nccl model: buffers outside the device's memory are refused at the ca
   const std::vector<std::string> failures = run_ranks(1, buffers_outside_device_memory);
   INFO(joined(failures));
   CHECK(failures.empty());
+}
+
+TEST_CASE("nccl model: a rank whose process ends is a remote error for the others",
+          "[nccl_sim]") {
+  for (int nranks : {2, 3}) {
+    INFO(nranks << " ranks");
+    const std::vector<std::string> failures = run_ranks(nranks, rank_dies);
+    INFO(joined(failures));
+    CHECK(failures.empty());
+  }
 }
