@@ -208,6 +208,18 @@ std::string every_collective(int rank, int nranks, const ncclUniqueId& id) {
   check_collectives<std::int32_t>(comm, stream, rank, nranks, ncclInt32, "i32", false);
   check_collectives<std::int64_t>(comm, stream, rank, nranks, ncclInt64, "i64", false);
   check_collectives<std::uint8_t>(comm, stream, rank, nranks, ncclUint8, "u8", false);
+  // Megabytes from every rank to every other at once: parts larger than a socket's buffers.
+  const std::size_t large = std::size_t{1} << 20;
+  std::vector<float> values(large);
+  for (std::size_t i = 0; i < large; ++i) values[i] = static_cast<float>(value(rank, i));
+  DeviceArray<float> buffer(values);
+  expect_nccl(ncclAllReduce(buffer.get(), buffer.get(), large, ncclFloat32, ncclSum, comm, stream),
+              "ncclAllReduce of 1M float32");
+  expect_values(buffer.read(),
+                [&](std::size_t i) {
+                  return host_reduce(ncclSum, nranks, [&](int r) { return value(r, i); });
+                },
+                0, "all_reduce of 1M float32");
   cudaStreamDestroy(stream);
   end(comm);
   return "";
