@@ -99,19 +99,23 @@ fi
 
 # 4. The training recipe on the GPU, and its PyTorch peer (checkpoints in WORK_DIR, not returned).
 accuracy_of() { sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p' "$1" 2>/dev/null | tail -1; }
+# within_points WHAT GOT WANT WANT_NAME: notes whether GOT (a run's accuracy, or empty) is within 0.3
+# points of WANT (empty: no reference run), and sets failed when not; nothing in a dry run.
+within_points() {
+  [ "$DRY_RUN" = 1 ] && return 0
+  if awk -v a="${2:-0}" -v c="${3:-none}" 'BEGIN { d = a - c; exit !(c != "none" && d <= 0.3 && d >= -0.3) }'; then
+    note "pass  $1: ${2}% vs $4 ${3}% (within 0.3 points)"
+  else
+    note "FAIL  $1: ${2:-none}% vs $4 ${3:-none}% (more than 0.3 points apart)"
+    failed=1
+  fi
+}
 if [ "${SKIP_TRAIN:-0}" != 1 ]; then
   if step kiln-train "$BUILD_DIR/apps/kiln-train" --device cuda --data-dir "$DATA_DIR" \
        --epochs "$EPOCHS" --workers 8 --checkpoint-dir "$WORK_DIR/train"; then
     grep -E "^epoch [0-9]+:|test accuracy" "$LOG_DIR/kiln-train.log" | sed 's/^/      kiln: /' | tee -a "$summary"
     accuracy=$(accuracy_of "$LOG_DIR/kiln-train.log")
-    if [ "$DRY_RUN" = 1 ]; then
-      :
-    elif awk -v a="${accuracy:-0}" -v c="$CPU_ACCURACY" 'BEGIN { d = a - c; exit !(d <= 0.3 && d >= -0.3) }'; then
-      note "pass  accuracy: GPU ${accuracy}% vs CPU ${CPU_ACCURACY}% (within 0.3 points)"
-    else
-      note "FAIL  accuracy: GPU ${accuracy:-none}% vs CPU ${CPU_ACCURACY}% (more than 0.3 points apart)"
-      failed=1
-    fi
+    within_points "accuracy: GPU" "$accuracy" "$CPU_ACCURACY" CPU
   fi
   if python3 -c "import torch" 2>/dev/null; then
     step torch-recipe python3 benchmarks/train_recipe_torch.py --device cuda --data-dir "$DATA_DIR" \
@@ -124,14 +128,7 @@ if [ "${SKIP_TRAIN:-0}" != 1 ]; then
          --epochs "$EPOCHS" --workers 8 --amp "$amp" --checkpoint-dir "$WORK_DIR/train-$amp"; then
       grep -E "^epoch [0-9]+:|test accuracy" "$LOG_DIR/kiln-train-$amp.log" | sed "s/^/      kiln $amp: /" | tee -a "$summary"
       amp_accuracy=$(accuracy_of "$LOG_DIR/kiln-train-$amp.log")
-      if [ "$DRY_RUN" = 1 ]; then
-        :
-      elif awk -v a="${amp_accuracy:-0}" -v c="${accuracy:-none}" 'BEGIN { d = a - c; exit !(c != "none" && d <= 0.3 && d >= -0.3) }'; then
-        note "pass  accuracy $amp: ${amp_accuracy}% vs f32 ${accuracy}% (within 0.3 points)"
-      else
-        note "FAIL  accuracy $amp: ${amp_accuracy:-none}% vs f32 ${accuracy:-none}% (more than 0.3 points apart)"
-        failed=1
-      fi
+      within_points "accuracy $amp" "$amp_accuracy" "$accuracy" f32
     fi
   done
 else
