@@ -106,12 +106,32 @@ void check_op(const OpEntry& op, Device device, DType dtype, uint64_t seed) {
 
 }  // namespace
 
+std::vector<Tensor> op_results(const OpEntry& op, Device device, DType dtype, uint64_t seed) {
+  const std::vector<OpInput> made = op.inputs(seed);
+  std::vector<Tensor> inputs;
+  for (const OpInput& in : made) {
+    const bool floating = is_floating(in.value.dtype());
+    const bool is_leaf = op.differentiable && in.differentiable && floating;
+    inputs.push_back(fresh(floating ? in.value.to(dtype) : in.value, device, is_leaf));
+  }
+  const std::vector<Tensor> outputs = op.run(inputs);
+  if (op.differentiable) backward(outputs, seed, dtype, device, dtype);
+  std::vector<Tensor> results;
+  for (const Tensor& out : outputs) results.push_back(out.detach().to(Device::cpu()));
+  for (const Tensor& in : inputs)
+    if (in.requires_grad())
+      results.push_back(in.grad().defined() ? in.grad().to(Device::cpu()) : Tensor());
+  return results;
+}
+
+uint64_t op_seed(size_t index) { return 1000 * (index + 1); }
+
 void check_op_family(OpFamily family, Device device) {
   const std::vector<OpEntry>& table = op_table();
   for (size_t index = 0; index < table.size(); ++index) {
     const OpEntry& op = table[index];
     if (op.family != family) continue;
-    const uint64_t seed = 1000 * (index + 1);
+    const uint64_t seed = op_seed(index);
     for (DType dtype : op.dtypes) {
       DYNAMIC_SECTION(op.name << " on " << device.str() << " in " << dtype_name(dtype)) {
         check_op(op, device, dtype, seed);

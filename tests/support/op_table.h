@@ -7,6 +7,7 @@
 // tests/test_parity.cpp runs the table on the CPU; tests/cuda/test_parity.cpp on cuda:0.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -84,5 +85,13 @@ const std::vector<OpEntry>& op_table();
 // Runs every entry of `family` on `device`, one Catch section per op and dtype, named
 // "<op> on <device> in <dtype>".
 void check_op_family(OpFamily family, Device device);
+
+// What one run of `op` on `device` in `dtype` gives, moved to the CPU: its outputs, then the
+// gradient of each differentiable input (undefined where none reached it), from the same inputs
+// and upstream gradients check_op_family uses for `seed`.
+std::vector<Tensor> op_results(const OpEntry& op, Device device, DType dtype, uint64_t seed);
+
+// The seed check_op_family gives the table's entry at `index`.
+uint64_t op_seed(size_t index);
 
 }  // namespace kiln::testing
