@@ -11,8 +11,6 @@
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/random.h"
 #include "kiln/ops/dispatch.h"
-#ifdef KILN_WITH_CUDA
-#endif
 
 namespace kiln {
 
