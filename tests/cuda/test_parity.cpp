@@ -1,7 +1,11 @@
 // The parity harness on cuda:0 (tests/support/op_table.h): every op of the table in f32, f64, f16
 // and bf16, forward and backward, against the CPU in f64 on the same rounded inputs, as
-// tests/test_parity.cpp on the CPU. The executable exits 77 (ctest's skip code) without a GPU.
+// tests/test_parity.cpp on the CPU; and the whole table again on cuda:1 while cuda:0 is current
+// (with two GPUs, as the CUDA simulator has by default, which fails a kernel given another
+// device's memory). The executable exits 77 (ctest's skip code) without a GPU.
 #include <catch2/catch.hpp>
+
+#include "kiln/core/cuda.h"
 
 #include "kiln/kiln.h"
 #include "op_table.h"
@@ -54,4 +58,19 @@ TEST_CASE("parity on cuda: cat, stack, split and chunk") {
 }
 TEST_CASE("parity on cuda: views, copies and in-place ops") {
   check_op_family(OpFamily::view, kGpu);
+}
+
+TEST_CASE("parity on cuda:1 while cuda:0 is current: every op of the table") {
+  if (cuda::device_count() < 2) {
+    WARN("one GPU visible: the table on a second GPU is not checked");
+    return;
+  }
+  cuda::set_device(0);
+  for (OpFamily family :
+       {OpFamily::unary, OpFamily::binary, OpFamily::selection, OpFamily::reduction,
+        OpFamily::softmax, OpFamily::loss, OpFamily::linalg, OpFamily::convolution,
+        OpFamily::pooling, OpFamily::normalization, OpFamily::indexing, OpFamily::joining,
+        OpFamily::view})
+    check_op_family(family, Device::cuda(1));
+  CHECK(cuda::current_device() == 0);
 }
