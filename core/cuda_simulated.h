@@ -3,8 +3,20 @@
 // that measures asynchrony or GPU timing skips that case here and says why.
 #pragma once
 
+#include <cstdint>
+
 namespace kiln::cuda {
 
 bool is_simulated();  // false in a build for real GPUs and in one without CUDA
+
+// On the simulator, what this process has launched so far: kiln's kernels (grids run) and calls
+// of the libraries (cuBLAS, cuDNN) whose work kiln's CPU kernels stand in for there, each of
+// which launches at least one kernel on a GPU. A training step's counts are the differences
+// across it. Zeros where is_simulated() is false.
+struct SimulatedLaunches {
+  std::uint64_t kernels = 0;
+  std::uint64_t library_calls = 0;
+};
+SimulatedLaunches simulated_launches();
 
 }  // namespace kiln::cuda

@@ -31,6 +31,9 @@ bool is_available() {
 bool is_simulated() {
   return false;
 }
+SimulatedLaunches simulated_launches() {
+  return {};
+}
 int device_count() {
   return 0;
 }

@@ -158,10 +158,28 @@ void set_schedule(const Schedule& schedule) {
   state.schedule = schedule;
 }
 
+namespace {
+std::atomic<std::uint64_t> grids{0};
+std::atomic<std::uint64_t> library{0};
+}  // namespace
+
+std::uint64_t grids_run() {
+  return grids.load(std::memory_order_relaxed);
+}
+
+void note_library_call() {
+  library.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t library_calls() {
+  return library.load(std::memory_order_relaxed);
+}
+
 void run_grid(const GridLaunch& launch) {
   if (BlockRunner::here().running())
     throw KernelError(std::string("kiln-sim: kernel ") + launch.kernel +
                       " launched from inside a kernel: dynamic parallelism is not simulated");
+  grids.fetch_add(1, std::memory_order_relaxed);
   Schedule s = schedule();
   if (launch.serial) s.workers = 1;
   pool().run(launch, s);

@@ -55,6 +55,13 @@ cudaError_t check_launch(const GridLaunch& launch);
 // Runs every block of the grid; returns when all have finished. Throws KernelError.
 void run_grid(const GridLaunch& launch);
 
+// Grids run so far in this process (launches that passed check_launch), and calls of the libraries
+// the simulator stands in for (cuBLAS and cuDNN, whose work kiln's CPU kernels do in this build),
+// noted by those stand-ins: a training step's launches are the differences across it.
+std::uint64_t grids_run();
+void note_library_call();
+std::uint64_t library_calls();
+
 // CUDA threads run as fibers so far in this process: the blocks that never waited ran fiberless
 // and add none.
 std::uint64_t fibers_started();

@@ -1,6 +1,11 @@
-// cuda::is_simulated(): CMakeLists.txt defines KILN_CUDA_SIMULATED for core/cuda_runtime in a
-// KILN_CUDA=SIM build, whose cudart is the simulator's (sim/runtime).
+// cuda::is_simulated() and the simulator's launch counts: CMakeLists.txt defines
+// KILN_CUDA_SIMULATED for core/cuda_runtime in a KILN_CUDA=SIM build, whose cudart is the
+// simulator's (sim/runtime).
 #include "kiln/core/cuda_simulated.h"
+
+#if KILN_CUDA_SIMULATED
+#include "kiln/sim/grid.h"
+#endif
 
 namespace kiln::cuda {
 
@@ -9,6 +14,14 @@ bool is_simulated() {
   return true;
 #else
   return false;
+#endif
+}
+
+SimulatedLaunches simulated_launches() {
+#if KILN_CUDA_SIMULATED
+  return {sim::grids_run(), sim::library_calls()};
+#else
+  return {};
 #endif
 }
 

@@ -1,6 +1,7 @@
 // The CUDA simulator's matmul (KILN_CUDA=SIM, docs/simulator.md): cuBLAS is not simulated, so in
 // this build matmul on a cuda device runs the CPU's kernels (MatmulKernels::cpu, Eigen) on the
-// simulated device memory, which is host memory, and cuda::gemm is a plain loop on the host.
+// simulated device memory, which is host memory, and cuda::gemm is a plain loop on the host; each
+// call is noted as a library call (sim::library_calls) where cuBLAS would launch its kernels.
 // Streams run in order and at once in the simulator, so the work queued before a product has
 // finished when it reads its operands. Replaces kernels/cuda/matmul.cpp in this build only
 // (CMakeLists.txt).
@@ -8,12 +9,14 @@
 
 #include "kiln/kernels/cuda/gemm.h"
 #include "kiln/kernels/matmul.h"
+#include "kiln/sim/grid.h"
 
 namespace kiln::cuda {
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+  sim::note_library_call();
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       T sum = 0;
@@ -33,7 +36,22 @@ template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*,
 
 namespace kiln {
 
-// The CPU's table: f16 and bf16 go through f32 copies (takes_half false), as on the CPU.
-const MatmulKernels* const MatmulKernels::cuda = &MatmulKernels::cpu;
+namespace {
+
+void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  sim::note_library_call();
+  MatmulKernels::cpu.batched_matmul(a, b, out, accumulate);
+}
+
+Tensor as_gemm_operand(const Tensor& t) {
+  return MatmulKernels::cpu.as_gemm_operand(t);
+}
+
+// takes_half false, as the CPU's table: f16 and bf16 go through f32 copies.
+const MatmulKernels kSimulated{batched_matmul, as_gemm_operand, false};
+
+}  // namespace
+
+const MatmulKernels* const MatmulKernels::cuda = &kSimulated;
 
 }  // namespace kiln
