@@ -7,6 +7,11 @@
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
 //   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16 --tf32
 //   benchmarks/train_throughput --profile-steps 1   # then where one step's time goes, per op
+//
+// On kiln's CUDA simulator (KILN_CUDA=SIM) the times mean nothing, but the kernel launches and
+// library calls per step are counted there and printed; they do not depend on the batch or the
+// image size, so `--device cuda --imagenet --side 32 --batch-size 2 --warmup 1 --steps 1` counts
+// ResNet-50's ImageNet step.
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "kiln/core/cuda_simulated.h"
 #include "kiln/kiln.h"
 #include "main_guard.h"
 
@@ -38,7 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--side", side, "image height and width")->capture_default_str();
   app.add_option("--classes", classes)->capture_default_str();
   app.add_flag("--imagenet", imagenet,
-               "ImageNet shapes: 3x224x224 images, 1000 classes, the 7x7/2 stem and max-pool");
+               "ImageNet shapes: 3x224x224 images (--side changes the 224), 1000 classes, the 7x7/2 "
+               "stem and max-pool");
   app.add_option("--amp", amp, "off|fp16|bf16: forward under autocast (fp16 with a GradScaler)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "fp16", "bf16"}));
@@ -54,7 +61,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("train_throughput", [&] {
     omp_set_num_threads(threads);
-    if (imagenet) channels = 3, side = 224, classes = 1000;
+    if (imagenet) {
+      channels = 3, classes = 1000;
+      if (app.count("--side") == 0) side = 224;
+    }
     const Device device = Device::parse(device_name);
     backends::set_cuda_matmul_allow_tf32(tf32);
     backends::set_cudnn_allow_tf32(tf32);
@@ -75,15 +85,18 @@ int main(int argc, char** argv) {
     double forward_s = 0, backward_s = 0, step_s = 0;
     clock::time_point timed_start, timed_end;
     std::optional<profiler::Profile> profile;
+    cuda::SimulatedLaunches launches_before, launches_after;
     for (int64_t i = 0; i < warmup + steps + profile_steps; ++i) {
       if (i == warmup + steps) {  // the timed steps are done: the profiled ones follow
         sync();
+        launches_after = cuda::simulated_launches();
         timed_end = clock::now();
         profile.emplace();
       }
       if (i == warmup) {
         sync();
         reset_peak_memory_stats(device);
+        launches_before = cuda::simulated_launches();
         timed_start = clock::now();
       }
       auto t0 = clock::now();
@@ -105,10 +118,12 @@ int main(int argc, char** argv) {
       step_s += std::chrono::duration<double>(t3 - t2).count();
     }
     sync();
-    if (profile)
+    if (profile) {
       profile->stop();
-    else
+    } else {
+      launches_after = cuda::simulated_launches();
       timed_end = clock::now();
+    }
     const double total = std::chrono::duration<double>(timed_end - timed_start).count();
     const MemoryStats mem = memory_stats(device);
     const std::string precision =
@@ -122,6 +137,13 @@ int main(int argc, char** argv) {
       std::printf(" (forward %.1f ms, backward %.1f ms, step %.1f ms)", 1e3 * forward_s / steps,
                   1e3 * backward_s / steps, 1e3 * step_s / steps);
     std::printf(", peak memory %.1f MiB\n", static_cast<double>(mem.peak_bytes) / (1 << 20));
+    if (device.is_cuda() && cuda::is_simulated())
+      std::printf(
+          "per step on the CUDA simulator: %.1f kernel launches of kiln and %.1f library calls "
+          "(cuBLAS, cuDNN; each at least one kernel on a GPU)\n",
+          static_cast<double>(launches_after.kernels - launches_before.kernels) / steps,
+          static_cast<double>(launches_after.library_calls - launches_before.library_calls) /
+              steps);
     if (profile) {
       const profiler::KeyAverages averages = profile->key_averages();
       std::printf("profile of %lld step(s):\n%s", static_cast<long long>(profile_steps),
