@@ -1,6 +1,8 @@
 #include "kiln/sim/runtime/state.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -16,10 +18,14 @@ namespace kiln::sim::runtime {
 
 namespace {
 
+// Up to 16 devices (KILN_SIM_DEVICES).
+constexpr int kMaxDevices = 16;
+
 struct Devices {
   std::vector<std::unique_ptr<DeviceMemory>> memory;
   std::vector<std::size_t> shared_limit;
   std::mutex mutex;  // shared_limit
+  std::array<std::atomic<bool>, kMaxDevices> context{};
 };
 
 int devices_from_environment() {
@@ -27,9 +33,9 @@ int devices_from_environment() {
   if (!text || !*text) return 2;
   char* end = nullptr;
   const long count = std::strtol(text, &end, 10);
-  if (*end != '\0' || count < 1 || count > 16)
-    throw std::invalid_argument(std::string("KILN_SIM_DEVICES: expected a device count from 1 to 16, got '") +
-                                text + "'");
+  if (*end != '\0' || count < 1 || count > kMaxDevices)
+    throw std::invalid_argument(
+        std::string("KILN_SIM_DEVICES: expected a device count from 1 to 16, got '") + text + "'");
   return static_cast<int>(count);
 }
 
@@ -77,6 +83,14 @@ int device_count() {
 int& current_device() {
   thread_local int device = 0;
   return device;
+}
+
+void use_context() {
+  devices().context[static_cast<std::size_t>(current_device())].store(true);
+}
+
+bool has_context(int device) {
+  return valid_device(device) && devices().context[static_cast<std::size_t>(device)].load();
 }
 
 bool valid_device(int device) {

@@ -8,8 +8,8 @@
 //   sync_bn        SyncBatchNorm on CUDA tensors against BatchNorm over the global batch
 //   grad_scaler    the GradScaler under DDP, with an overflow on one rank
 //   die, hang      rank 1 is killed, or stops calling collectives (timeout 3 s)
-// It prints "rank R of N: ok" and checks that it took no memory on another device; a failure is
-// one line on stderr and exit status 1.
+// It prints "rank R of N: ok" and checks that it took no memory and made no CUDA context on
+// another device; a failure is one line on stderr and exit status 1.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -18,20 +18,25 @@
 #include "kiln/core/cuda.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/kiln.h"
+#include "kiln/sim/runtime/state.h"
 #include "main_guard.h"
 
 namespace {
 
 using namespace kiln;
 
-// The review's device bugs left memory (a context, an allocation) on cuda:0 in every rank.
+// The review's device bugs (2026-11-25, A2 and A3) left a context on cuda:0 in every rank: its
+// watchdog thread queried events without choosing a device, and guards restored device 0. The
+// simulator records the contexts CUDA would make (kiln/sim/runtime/state.h).
 void expect_only_own_device() {
   const int mine = cuda::current_device();
-  for (int d = 0; d < cuda::device_count(); ++d)
-    if (d != mine)
-      nccl_job::expect(cuda::memory_reserved(d) == 0,
-                       "no memory taken on cuda:" + std::to_string(d) +
-                           " by the rank on cuda:" + std::to_string(mine));
+  for (int d = 0; d < cuda::device_count(); ++d) {
+    if (d == mine) continue;
+    const std::string where =
+        " on cuda:" + std::to_string(d) + " by the rank on cuda:" + std::to_string(mine);
+    nccl_job::expect(cuda::memory_reserved(d) == 0, "no memory taken" + where);
+    nccl_job::expect(!kiln::sim::runtime::has_context(d), "no CUDA context made" + where);
+  }
 }
 
 int run(int argc, char** argv) {
