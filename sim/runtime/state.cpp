@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -86,7 +87,21 @@ int& current_device() {
 }
 
 void use_context() {
-  devices().context[static_cast<std::size_t>(current_device())].store(true);
+  const int device = current_device();
+  Devices& d = devices();
+  if (d.context[static_cast<std::size_t>(device)].exchange(true)) return;
+  // A rank of a job must use its own GPU alone: KILN_SIM_ONE_DEVICE_PER_PROCESS=1 makes a second
+  // device's context the end of the process, saying which (the tests of kiln-train under kiln-run).
+  const char* one = std::getenv("KILN_SIM_ONE_DEVICE_PER_PROCESS");
+  if (one == nullptr || std::string(one) != "1") return;
+  for (int other = 0; other < device_count(); ++other)
+    if (other != device && d.context[static_cast<std::size_t>(other)].load()) {
+      std::fprintf(stderr,
+                   "kiln-sim: a CUDA context on device %d in a process that has one on device %d "
+                   "(KILN_SIM_ONE_DEVICE_PER_PROCESS=1)\n",
+                   device, other);
+      std::_Exit(EXIT_FAILURE);
+    }
 }
 
 bool has_context(int device) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """kiln-train --distributed --device cuda --amp fp16 under kiln-run, 2 processes on 2 simulated
-GPUs through kiln's NCCL model (docs/simulator.md, "NCCL"): 32 synthetic images, 2 steps per rank
-and an evaluation. The job must exit 0 with rank 0 alone printing (one "test accuracy") and
-writing (metrics.csv with one epoch, the checkpoint), every rank on its own device.
+GPUs through kiln's NCCL model (docs/simulator.md, "NCCL"): 16 synthetic images, a step per rank
+and an evaluation, with DataLoader workers. The job must exit 0 with rank 0 alone printing (one
+"test accuracy") and writing (metrics.csv with one epoch, the checkpoint); every rank makes CUDA
+contexts on its own device only (KILN_SIM_ONE_DEVICE_PER_PROCESS=1 ends a process that makes a
+second).
 """
 import argparse
 import os
@@ -21,9 +23,10 @@ def main():
         start = time.monotonic()
         p = subprocess.run(
             [args.run, "--nproc-per-node", "2", args.train, "--distributed", "--device", "cuda",
-             "--amp", "fp16", "--dataset", "synthetic", "--synthetic-size", "32", "--batch-size", "8",
-             "--epochs", "1", "--threads", "1", "--workers", "0", "--checkpoint-dir", d],
-            capture_output=True, text=True, timeout=600, env=dict(os.environ, KILN_SIM_DEVICES="2"))
+             "--amp", "fp16", "--dataset", "synthetic", "--synthetic-size", "16", "--batch-size", "8",
+             "--epochs", "1", "--threads", "1", "--workers", "2", "--checkpoint-dir", d],
+            capture_output=True, text=True, timeout=600,
+            env=dict(os.environ, KILN_SIM_DEVICES="2", KILN_SIM_ONE_DEVICE_PER_PROCESS="1"))
         seconds = time.monotonic() - start
         print(f"exit {p.returncode} in {seconds:.0f} s\nstdout: {p.stdout.strip()}\nstderr: {p.stderr.strip()}")
         rows = []
