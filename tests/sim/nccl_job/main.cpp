@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "job.h"
 #include "kiln/core/cuda.h"
@@ -63,6 +64,9 @@ int run(int argc, char** argv) {
     throw ValueError("unknown scenario '" + scenario +
                      "': expected collectives, ring, ddp, no_sync, sync_bn, grad_scaler, die or "
                      "hang");
+  // The nccl group's watchdog polls every 100 ms: two polls over the last operations' events
+  // before checking which devices this process touched.
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   expect_only_own_device();
   std::printf("rank %d of %d: ok\n", dist::get_rank(), dist::get_world_size());
   dist::destroy_process_group();
