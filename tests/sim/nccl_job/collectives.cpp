@@ -48,8 +48,9 @@ void expect_reduced(const Tensor& got, const Tensor& want_f64, ReduceOp op,
 
 void send_and_receive(dist::ProcessGroup& g) {
   const int n = g.size(), r = g.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
-  // A ring of messages of 0, 3 and 1 elements in one group: the 0-element one pairs with the
-  // left neighbour's, as NCCL pairs them.
+  // Messages of 0, 3 and 1 elements around the ring, each exchange one point-to-point group: the
+  // 0-element message is real (NCCL pairs it with the left neighbour's), and the ones after it
+  // must still land in order.
   for (int64_t numel : {int64_t{0}, int64_t{3}, int64_t{1}}) {
     const Tensor out = rank_input(r, numel, DType::f32).to(gpu());
     const Tensor in = full({numel}, -1.0, DType::f32, gpu());
