@@ -6,7 +6,9 @@
 # simulator's shim (kiln_cuda_sim_sources) and core/cuda_runtime against the simulated cudart
 # (kiln_cudasim), from CUDA's headers (the toolkit's include folder) and boost.context. The
 # libraries are not simulated: cuBLAS, cuDNN and CUB calls are replaced by kiln's CPU kernels on
-# the simulated (host-addressable) device memory, and NCCL is not built.
+# the simulated (host-addressable) device memory. NCCL is the simulator's model of it
+# (kiln_ncclsim, sim/nccl/), which needs only nccl.h: with it KILN_WITH_NCCL is ON and the nccl
+# backend is built against the model.
 #
 # CMAKE_CUDA_ARCHITECTURES: "native" when a GPU is visible at configure time; otherwise "80;90"
 # (Ampere and Hopper: the A100, H100 and H200 kiln is measured on). Override with
@@ -29,8 +31,17 @@ if(KILN_CUDA STREQUAL "SIM")
   find_package(Threads REQUIRED)
   include(KilnCudaSim)
   set(KILN_WITH_CUDA ON)
+  find_path(KILN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(KILN_NCCL_INCLUDE_DIR)
+    set(KILN_WITH_NCCL ON)
+    set(kiln_nccl_status "NCCL on the simulator's model, from ${KILN_NCCL_INCLUDE_DIR}/nccl.h")
+  else()
+    set(KILN_WITH_NCCL OFF)
+    set(kiln_nccl_status "no NCCL: no nccl.h under the CUDA toolkit (set KILN_NCCL_INCLUDE_DIR)")
+  endif()
   message(STATUS "kiln: CUDA simulator ON (CUDA headers ${CUDAToolkit_INCLUDE_DIRS}; kiln's CUDA "
-                 "kernels run on the CPU, its library calls on kiln's CPU kernels; no NCCL)")
+                 "kernels run on the CPU, its library calls on kiln's CPU kernels; "
+                 "${kiln_nccl_status})")
 elseif(NOT KILN_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -108,9 +119,7 @@ if(KILN_WITH_CUDA AND NOT KILN_CUDA_SIM)
   endif()
   message(STATUS "kiln: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "
                  "${CMAKE_CUDA_ARCHITECTURES}; cuDNN ${KILN_CUDNN_LIBRARY}; ${kiln_nccl_status})")
-elseif(KILN_CUDA_SIM)
-  set(KILN_WITH_NCCL OFF)
-else()
+elseif(NOT KILN_CUDA_SIM)
   set(KILN_WITH_NCCL OFF)
   message(STATUS "kiln: CUDA backend OFF (CPU only)")
 endif()

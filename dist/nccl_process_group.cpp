@@ -53,9 +53,17 @@ namespace kiln::dist {
 
 namespace {
 
-std::string nccl_error(const std::string& what, ncclResult_t result, const char* call) {
+// NCCL's sentence about its last error (ncclGetLastError: which rank, which call), when it has
+// one; read before the communicator is aborted.
+std::string nccl_detail(ncclComm_t comm) {
+  const char* text = ncclGetLastError(comm);
+  return text != nullptr && *text != '\0' ? std::string(": ") + text : std::string();
+}
+
+std::string nccl_error(const std::string& what, ncclResult_t result, const char* call,
+                       const std::string& detail) {
   return what + ": NCCL error " + std::to_string(result) + " (" + ncclGetErrorString(result) +
-         ") in " + call;
+         ") in " + call + detail;
 }
 
 // What a collective's profiler event carries.
@@ -166,7 +174,8 @@ class NcclProcessGroup : public ProcessGroup {
     if (rank == 0) {
       const ncclResult_t made = ncclGetUniqueId(&id);
       if (made != ncclSuccess)
-        throw DistError(nccl_error(describe("making the unique id"), made, "ncclGetUniqueId"));
+        throw DistError(nccl_error(describe("making the unique id"), made, "ncclGetUniqueId",
+                                   nccl_detail(nullptr)));
       const char* bytes = reinterpret_cast<const char*>(&id);
       store_->set(key, std::vector<char>(bytes, bytes + sizeof id));
     } else {
@@ -325,6 +334,8 @@ class NcclProcessGroup : public ProcessGroup {
     order_after_caller();
     call(ncclGroupStart(), what, "ncclGroupStart");
     group_done_ = std::make_shared<cuda::Event>();
+    group_ops_ = 0;
+    group_first_.clear();
     group_lock_ = std::move(lock);
     group_depth_ = 1;
   }
@@ -340,10 +351,16 @@ class NcclProcessGroup : public ProcessGroup {
     }
     std::unique_lock<std::mutex> lock = std::move(group_lock_);
     const std::shared_ptr<cuda::Event> done = std::move(group_done_);
-    call(ended, what, "ncclGroupEnd");
+    const std::string group =
+        describe("a point-to-point group of " + std::to_string(group_ops_) + " operations") +
+        (group_ops_ > 0 ? ", the first " + group_first_ : "");
+    {
+      InCall in_call(*this, group);
+      call(ended, group, "ncclGroupEnd");
+    }
     done->record(stream_);
     lock.unlock();
-    watch(done);
+    watch(done, group);
   }
 
  private:
@@ -356,6 +373,7 @@ class NcclProcessGroup : public ProcessGroup {
     const ncclResult_t started = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
     const ncclResult_t joined = comm_ != nullptr ? settle(started) : started;
     if (joined == ncclSuccess) return;
+    const std::string detail = nccl_detail(comm_);
     if (comm_ != nullptr) ncclCommAbort(comm_);
     comm_ = nullptr;
     if (joined == ncclInProgress)
@@ -363,7 +381,7 @@ class NcclProcessGroup : public ProcessGroup {
                                std::to_string(timeout().count()) +
                                " ms: a rank has not joined (it died, or never started)"));
     throw DistError(
-        nccl_error(describe("joining the communicator"), joined, "ncclCommInitRankConfig"));
+        nccl_error(describe("joining the communicator"), joined, "ncclCommInitRankConfig", detail));
   }
 
   // A non-blocking communicator answers ncclInProgress while a call still runs in NCCL's own
@@ -389,7 +407,7 @@ class NcclProcessGroup : public ProcessGroup {
         result == ncclInProgress
             ? what + ": " + name + " did not finish within " + std::to_string(timeout().count()) +
                   " ms: a rank has hung or died; the communicator is aborted"
-            : nccl_error(what, result, name);
+            : nccl_error(what, result, name, nccl_detail(comm_));
     health_->fail(failure);
     watch_cv_.notify_all();
     throw DistError(failure);
@@ -412,17 +430,21 @@ class NcclProcessGroup : public ProcessGroup {
     health_->check();
     KILN_CHECK(comm_ != nullptr, DistError, "{}: the communicator was aborted", what);
     if (group_depth_ > 0) {
+      if (group_ops_++ == 0) group_first_ = what.substr(describe("").size());
       enqueue(stream_.handle());
       used_on_nccl_stream(keep);
       return std::make_shared<NcclWork>(group_done_, std::move(keep), health_, device_);
     }
     order_after_caller();
-    enqueue(stream_.handle());
+    {
+      InCall in_call(*this, what);
+      enqueue(stream_.handle());
+    }
     used_on_nccl_stream(keep);
     auto done = std::make_shared<cuda::Event>();
     done->record(stream_);
     lock.unlock();
-    watch(done);
+    watch(done, what);
     return std::make_shared<NcclWork>(std::move(done), std::move(keep), health_, device_);
   }
 
@@ -433,10 +455,28 @@ class NcclProcessGroup : public ProcessGroup {
       if (t.numel() > 0) cuda::record_stream(t, stream_);
   }
 
-  void watch(const std::shared_ptr<cuda::Event>& done) {
+  void watch(const std::shared_ptr<cuda::Event>& done, const std::string& what) {
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    watched_.push_back({done, std::chrono::steady_clock::now()});
+    watched_.push_back({done, std::chrono::steady_clock::now(), what});
   }
+
+  // What the caller's thread is inside NCCL for (a call still settling), for the watchdog to name.
+  class InCall {
+   public:
+    InCall(NcclProcessGroup& group, const std::string& what) : group_(group) {
+      std::lock_guard<std::mutex> lock(group_.watch_mutex_);
+      group_.in_call_ = what;
+    }
+    ~InCall() {
+      std::lock_guard<std::mutex> lock(group_.watch_mutex_);
+      group_.in_call_.clear();
+    }
+    InCall(const InCall&) = delete;
+    InCall& operator=(const InCall&) = delete;
+
+   private:
+    NcclProcessGroup& group_;
+  };
 
   // Every 100 ms, until the group is destroyed or something fails; then aborts the communicator.
   void run_watchdog() {
@@ -473,15 +513,19 @@ class NcclProcessGroup : public ProcessGroup {
     ncclResult_t async = ncclSuccess;
     const ncclResult_t query = ncclCommGetAsyncError(comm_, &async);
     if (query != ncclSuccess) async = query;
-    if (async != ncclSuccess && async != ncclInProgress)
-      return describe(std::string("NCCL reported an asynchronous error: ") +
-                      ncclGetErrorString(async));
-    const auto now = std::chrono::steady_clock::now();
     std::erase_if(watched_, [](const Watched& w) { return w.done->query(); });
+    // The operation the failure hit: the call in progress, else the oldest unfinished one.
+    const std::string pending = !in_call_.empty()   ? in_call_
+                                : !watched_.empty() ? watched_.front().what
+                                                    : describe("no operation in progress");
+    if (async != ncclSuccess && async != ncclInProgress)
+      return pending + ": NCCL reported an asynchronous error: " + ncclGetErrorString(async) +
+             nccl_detail(comm_);
+    const auto now = std::chrono::steady_clock::now();
     for (const Watched& w : watched_)
       if (now - w.start > timeout())
-        return describe("an operation did not finish within " + std::to_string(timeout().count()) +
-                        " ms: a rank has hung or died; the communicator was aborted");
+        return w.what + ": did not finish within " + std::to_string(timeout().count()) +
+               " ms: a rank has hung or died; the communicator was aborted";
     return "";
   }
 
@@ -550,15 +594,19 @@ class NcclProcessGroup : public ProcessGroup {
   int group_depth_ = 0;
   std::unique_lock<std::mutex> group_lock_;  // comm_mutex_, while a point-to-point group is open
   std::shared_ptr<cuda::Event> group_done_;
+  int group_ops_ = 0;        // the operations of the open point-to-point group
+  std::string group_first_;  // and the first one, as its errors describe it
 
   struct Watched {
     std::shared_ptr<cuda::Event> done;
     std::chrono::steady_clock::time_point start;
+    std::string what;  // the operation, as its errors describe it
   };
   std::shared_ptr<Health> health_ = std::make_shared<Health>();
   std::mutex watch_mutex_;
   std::condition_variable watch_cv_;
   std::vector<Watched> watched_;
+  std::string in_call_;  // watch_mutex_: what the caller's thread is settling in NCCL, if anything
   bool stopping_ = false;
   std::thread watchdog_;
 };

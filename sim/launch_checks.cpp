@@ -23,6 +23,7 @@ std::string dims(dim3 d) {
 }  // namespace
 
 cudaError_t check_launch(const GridLaunch& launch) {
+  runtime::use_context();  // a launch works on the current device
   const auto fail = [&](cudaError_t error, const char* text, const std::string& why) {
     return runtime::fail(error, std::string(text) + " (kiln-sim: kernel " + launch.kernel + ": " +
                                     why + ")");

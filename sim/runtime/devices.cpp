@@ -32,6 +32,7 @@ cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
 cudaError_t CUDARTAPI cudaSetDevice(int device) {
   if (!kiln::sim::runtime::valid_device(device)) return invalid_device("cudaSetDevice", device);
   kiln::sim::runtime::current_device() = device;
+  kiln::sim::runtime::use_context();
   return cudaSuccess;
 }
 
@@ -41,6 +42,7 @@ cudaError_t CUDARTAPI cudaGetDevice(int* device) {
 }
 
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
+  kiln::sim::runtime::use_context();
   return cudaSuccess;
 }
 
@@ -172,6 +174,7 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp* prop, int device) 
 
 cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func, cudaFuncAttribute attribute,
                                            int value) {
+  kiln::sim::runtime::use_context();
   if (func == nullptr)
     return fail(cudaErrorInvalidDeviceFunction, "invalid device function (kiln-sim: "
                                                 "cudaFuncSetAttribute: a null function)");

@@ -112,6 +112,7 @@ cudaError_t set_2d(const char* function, void* pointer, std::size_t pitch, int v
 extern "C" {
 
 cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
+  kiln::sim::runtime::use_context();
   *devPtr = nullptr;
   if (size == 0) return cudaSuccess;
   const int device = rt::current_device();
@@ -125,42 +126,50 @@ cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
 }
 
 cudaError_t CUDARTAPI cudaFree(void* devPtr) {
+  kiln::sim::runtime::use_context();
   if (devPtr == nullptr || rt::release(devPtr)) return cudaSuccess;
   return invalid("cudaFree", address(devPtr) + " is not a live device allocation");
 }
 
 cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
+  kiln::sim::runtime::use_context();
   *total = rt::kDeviceMemoryBytes;
   *free = *total - rt::used_bytes(rt::current_device());
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int) {
+  kiln::sim::runtime::use_context();
   *pHost = rt::allocate_pinned(size);
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
+  kiln::sim::runtime::use_context();
   *ptr = rt::allocate_pinned(size);
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
+  kiln::sim::runtime::use_context();
   if (ptr == nullptr || rt::release_pinned(ptr)) return cudaSuccess;
   return invalid("cudaFreeHost", address(ptr) + " is not a live pinned allocation");
 }
 
 cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  kiln::sim::runtime::use_context();
   return copy("cudaMemcpy", dst, src, count, kind);
 }
 
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
                                       cudaMemcpyKind kind, cudaStream_t) {
+  kiln::sim::runtime::use_context();
   return copy("cudaMemcpyAsync", dst, src, count, kind);
 }
 
 cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice,
                                      size_t count) {
+  kiln::sim::runtime::use_context();
   if (count == 0) return cudaSuccess;
   if (const cudaError_t error = check_device_span("cudaMemcpyPeer", "dst", dst, count, dstDevice))
     return error;
@@ -172,24 +181,29 @@ cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, 
 
 cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src,
                                           int srcDevice, size_t count, cudaStream_t) {
+  kiln::sim::runtime::use_context();
   return cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count);
 }
 
 cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
+  kiln::sim::runtime::use_context();
   return set("cudaMemset", devPtr, value, count);
 }
 
 cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t) {
+  kiln::sim::runtime::use_context();
   return set("cudaMemsetAsync", devPtr, value, count);
 }
 
 cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width,
                                    size_t height) {
+  kiln::sim::runtime::use_context();
   return set_2d("cudaMemset2D", devPtr, pitch, value, width, height);
 }
 
 cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width,
                                         size_t height, cudaStream_t) {
+  kiln::sim::runtime::use_context();
   return set_2d("cudaMemset2DAsync", devPtr, pitch, value, width, height);
 }
 

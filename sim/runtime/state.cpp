@@ -1,6 +1,9 @@
 #include "kiln/sim/runtime/state.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -16,10 +19,14 @@ namespace kiln::sim::runtime {
 
 namespace {
 
+// Up to 16 devices (KILN_SIM_DEVICES).
+constexpr int kMaxDevices = 16;
+
 struct Devices {
   std::vector<std::unique_ptr<DeviceMemory>> memory;
   std::vector<std::size_t> shared_limit;
   std::mutex mutex;  // shared_limit
+  std::array<std::atomic<bool>, kMaxDevices> context{};
 };
 
 int devices_from_environment() {
@@ -27,9 +34,9 @@ int devices_from_environment() {
   if (!text || !*text) return 2;
   char* end = nullptr;
   const long count = std::strtol(text, &end, 10);
-  if (*end != '\0' || count < 1 || count > 16)
-    throw std::invalid_argument(std::string("KILN_SIM_DEVICES: expected a device count from 1 to 16, got '") +
-                                text + "'");
+  if (*end != '\0' || count < 1 || count > kMaxDevices)
+    throw std::invalid_argument(
+        std::string("KILN_SIM_DEVICES: expected a device count from 1 to 16, got '") + text + "'");
   return static_cast<int>(count);
 }
 
@@ -77,6 +84,28 @@ int device_count() {
 int& current_device() {
   thread_local int device = 0;
   return device;
+}
+
+void use_context() {
+  const int device = current_device();
+  Devices& d = devices();
+  if (d.context[static_cast<std::size_t>(device)].exchange(true)) return;
+  // A rank of a job must use its own GPU alone: KILN_SIM_ONE_DEVICE_PER_PROCESS=1 makes a second
+  // device's context the end of the process, saying which (the tests of kiln-train under kiln-run).
+  const char* one = std::getenv("KILN_SIM_ONE_DEVICE_PER_PROCESS");
+  if (one == nullptr || std::string(one) != "1") return;
+  for (int other = 0; other < device_count(); ++other)
+    if (other != device && d.context[static_cast<std::size_t>(other)].load()) {
+      std::fprintf(stderr,
+                   "kiln-sim: a CUDA context on device %d in a process that has one on device %d "
+                   "(KILN_SIM_ONE_DEVICE_PER_PROCESS=1)\n",
+                   device, other);
+      std::_Exit(EXIT_FAILURE);
+    }
+}
+
+bool has_context(int device) {
+  return valid_device(device) && devices().context[static_cast<std::size_t>(device)].load();
 }
 
 bool valid_device(int device) {

@@ -23,9 +23,17 @@ struct CUevent_st {
 
 namespace kiln::sim::runtime {
 
-int device_count();    // KILN_SIM_DEVICES, default 2
+int device_count();     // KILN_SIM_DEVICES, default 2
 int& current_device();  // of this host thread
 bool valid_device(int device);
+
+// The primary contexts, as CUDA 12 makes them: cudaSetDevice makes the chosen device's, and every
+// runtime call that works on a device (memory, copies, streams, events, launches) makes the
+// calling thread's current device's, device 0 on a thread that never chose one. Only device
+// queries, versions and errors make none. A context costs a real GPU about 0.5 GiB, and a rank
+// of a job must make one on its own device only: has_context() lets a test check that.
+void use_context();  // at the top of each such entry point
+bool has_context(int device);
 
 // Bytes of device memory each simulated device reports and reserves.
 inline constexpr std::size_t kDeviceMemoryBytes = std::size_t{16} << 30;

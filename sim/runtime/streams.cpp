@@ -24,16 +24,19 @@ cudaError_t invalid_handle(const char* function, const std::string& why) {
 extern "C" {
 
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t* stream) {
+  kiln::sim::runtime::use_context();
   *stream = new CUstream_st{rt::current_device(), cudaStreamDefault};
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  kiln::sim::runtime::use_context();
   *stream = new CUstream_st{rt::current_device(), flags};
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
+  kiln::sim::runtime::use_context();
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
     return invalid_handle("cudaStreamDestroy", "the default stream cannot be destroyed");
   delete stream;
@@ -41,41 +44,49 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t) {
+  kiln::sim::runtime::use_context();
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t) {
+  kiln::sim::runtime::use_context();
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
+  kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaStreamWaitEvent", "a null event");
   return cudaSuccess;
 }
 
 // The host function runs now, on the calling thread: the work queued before it has finished.
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t fn, void* user_data) {
+  kiln::sim::runtime::use_context();
   fn(user_data);
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventCreate(cudaEvent_t* event) {
+  kiln::sim::runtime::use_context();
   *event = new CUevent_st{rt::current_device(), cudaEventDefault};
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  kiln::sim::runtime::use_context();
   *event = new CUevent_st{rt::current_device(), flags};
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
+  kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventDestroy", "a null event");
   delete event;
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventRecord", "a null event");
   const int device = rt::stream_device(stream);
   if (event->device != device)
@@ -88,16 +99,19 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
+  kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventQuery", "a null event");
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+  kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventSynchronize", "a null event");
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  kiln::sim::runtime::use_context();
   if (start == nullptr || end == nullptr)
     return invalid_handle("cudaEventElapsedTime", "a null event");
   if ((start->flags | end->flags) & cudaEventDisableTiming)

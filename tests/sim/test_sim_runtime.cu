@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/sim/runtime/state.h"
 #include "sim_test_support.h"
 
 using Catch::Matchers::Contains;
@@ -132,5 +133,31 @@ TEST_CASE("each host thread has its own current device and last error") {
   CHECK(cudaGetDevice(&device) == cudaSuccess);
   CHECK(device == 1);
   CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+}
+
+TEST_CASE("contexts: cudaSetDevice and device work make them, device 0's on a fresh thread") {
+  // Each case runs in its own process (catch_discover_tests): no context yet.
+  if (!have_two_devices()) return;
+  namespace rt = kiln::sim::runtime;
+  int count = 0, device = -1;
+  cudaDeviceProp prop;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaGetDeviceProperties(&prop, 1) == cudaSuccess);
+  CHECK_FALSE(rt::has_context(0));  // queries make none
+  CHECK_FALSE(rt::has_context(1));
+  REQUIRE(cudaSetDevice(1) == cudaSuccess);
+  CHECK(rt::has_context(1));
+  cudaEvent_t event = nullptr;
+  REQUIRE(cudaEventCreate(&event) == cudaSuccess);
+  CHECK_FALSE(rt::has_context(0));
+  // A thread that never chose a device querying device 1's event: CUDA binds device 0's context.
+  cudaError_t queried = cudaErrorUnknown;
+  std::thread watchdog([&] { queried = cudaEventQuery(event); });
+  watchdog.join();
+  CHECK(queried == cudaSuccess);
+  CHECK(rt::has_context(0));
+  REQUIRE(cudaEventDestroy(event) == cudaSuccess);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
 }
