@@ -101,15 +101,20 @@ TEST_CASE("ImageFolder refuses a root without classes or with an empty class") {
 TEST_CASE("ImageFolder decodes in the DataLoader's workers, the same batches as inline") {
   Folder folder;
   auto images = std::make_shared<ImageFolder>(folder.root());
-  data::DataLoader workers(images, data::to_float(),
+  // The ImageNet training recipe's transforms, at a small size.
+  const data::Transform train =
+      data::compose({data::random_resized_crop(6), data::random_horizontal_flip(),
+                     data::color_jitter(0.4, 0.4, 0.4), data::to_float(),
+                     data::normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225})});
+  data::DataLoader workers(images, train,
                            {.batch_size = 3, .shuffle = true, .seed = 4, .num_workers = 2});
-  data::DataLoader inline_loader(images, data::to_float(),
-                                 {.batch_size = 3, .shuffle = true, .seed = 4});
+  data::DataLoader inline_loader(images, train, {.batch_size = 3, .shuffle = true, .seed = 4});
   int64_t seen = 0;
   while (auto batch = workers.next()) {
     data::Batch same = *inline_loader.next();
     CHECK(equal((*batch)[0], same[0]));
     CHECK(equal((*batch)[1], same[1]));
+    CHECK((*batch)[0].shape() == Shape{(*batch)[0].size(0), 3, 6, 6});
     seen += (*batch)[0].size(0);
   }
   CHECK(seen == 7);
