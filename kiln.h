@@ -20,6 +20,7 @@
 #include "kiln/data/image_decode.h"
 #include "kiln/data/image_encode.h"
 #include "kiln/data/image_folder.h"
+#include "kiln/data/image_folder_writer.h"
 #include "kiln/data/image_ops.h"
 #include "kiln/data/sampler.h"
 #include "kiln/data/synthetic.h"

@@ -137,3 +137,30 @@ TEST_CASE("a corrupt file fails naming it, or is skipped with a warning when ask
   CHECK(example[1].item<int64_t>() == 1);
   CHECK(lenient.get(2)[0].to(DType::f32).mean().item() == Approx(23).margin(1.0));
 }
+
+TEST_CASE("write_image_folder writes a data set that ImageFolder reads back") {
+  TempDir dir("kiln_imagefolder_write");
+  const data::SyntheticDataset synthetic(25, Shape{3, 6, 5}, 4, 7);
+  const int64_t written = data::write_image_folder(synthetic, dir.path.string(), 4,
+                                                   {.class_names = {"a", "b", "c", "d"}});
+  CHECK(written == 25);
+  ImageFolder images(dir.path.string());
+  CHECK(images.classes() == std::vector<std::string>{"0_a", "1_b", "2_c", "3_d"});
+  REQUIRE(images.size() == 25);
+  for (int64_t i = 0; i < images.size(); ++i) {
+    // The file's name is the example's index in the data set (PNG keeps its pixels exactly).
+    const int64_t source =
+        std::stoll(fs::path(images.samples()[static_cast<size_t>(i)].first).stem().string());
+    const data::Example want = synthetic.get(source), got = images.get(i);
+    CHECK(equal(got[0], want[0]));
+    CHECK(got[1].item<int64_t>() == want[1].item<int64_t>());
+  }
+  TempDir resized("kiln_imagefolder_resized");
+  CHECK(data::write_image_folder(synthetic, resized.path.string(), 4,
+                                 {.jpeg = true, .per_class = 2, .resize = 12}) == 8);
+  const ImageFolder small(resized.path.string());
+  REQUIRE(small.size() == 8);
+  for (int64_t c = 0; c < 4; ++c) CHECK(small.samples()[static_cast<size_t>(2 * c)].second == c);
+  CHECK(small.get(0)[0].shape() == Shape{3, 14, 12});
+  CHECK_THROWS_AS(data::write_image_folder(synthetic, resized.path.string(), 3), ValueError);
+}
