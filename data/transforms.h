@@ -51,7 +51,7 @@ Transform random_erasing(double p = 0.5, std::pair<double, double> scale = {0.02
                          std::pair<double, double> ratio = {0.3, 3.3}, double value = 0.0);
 
 // torchvision's transforms for photos, on u8 images as torchvision's act on PIL images (before
-// to_float, its ToTensor), with Pillow's arithmetic (data/image_ops.h), so the same image and the
+// to_float, its ToTensor), with Pillow's arithmetic (data/image/ops.h), so the same image and the
 // same random choices give torchvision's pixels:
 //   compose({random_resized_crop(224), random_horizontal_flip(), to_float(),
 //            normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225})})  // training

@@ -25,7 +25,7 @@
 #include "kiln/data/cifar.h"
 #include "kiln/data/dataloader.h"
 #include "kiln/data/idx.h"
-#include "kiln/data/image_folder.h"
+#include "kiln/data/image/folder.h"
 #include "kiln/data/sampler.h"
 #include "kiln/data/synthetic.h"
 #include "kiln/dist/ddp.h"

@@ -1,6 +1,6 @@
 // PNG through libpng's simplified API (png_image_*), which keeps libpng's longjmp inside libpng
 // and reports errors in its result; JPEG through TurboJPEG.
-#include "kiln/data/image_encode.h"
+#include "kiln/data/image/encode.h"
 
 #include <fmt/format.h>
 #include <png.h>

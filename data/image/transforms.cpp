@@ -1,4 +1,6 @@
-// The transforms of transforms.h that wrap data/image_ops.h (torchvision's photo transforms).
+// The transforms of transforms.h that wrap data/image/ops.h (torchvision's photo transforms).
+#include "kiln/data/transforms.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -8,8 +10,7 @@
 #include <utility>
 
 #include "kiln/core/error.h"
-#include "kiln/data/image_ops.h"
-#include "kiln/data/transforms.h"
+#include "kiln/data/image/ops.h"
 
 namespace kiln::data {
 namespace {

@@ -19,7 +19,7 @@ struct ImageFolderWriteOptions {
   bool jpeg = false;      // PNG (lossless) or JPEG
   int jpeg_quality = 90;  // 1-100
   int64_t per_class = 0;  // write the first `per_class` examples of each class only; 0: all
-  int64_t resize = 0;     // resize the shorter side to this first (data/image_ops.h); 0: as is
+  int64_t resize = 0;     // resize the shorter side to this first (data/image/ops.h); 0: as is
 };
 
 // Writes example i to root/<class>/<i zero-padded>.png (or .jpg), creating the folders of the

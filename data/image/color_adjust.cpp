@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kiln/core/error.h"
-#include "kiln/data/image_ops.h"
+#include "kiln/data/image/ops.h"
 
 namespace kiln::data::functional {
 namespace {

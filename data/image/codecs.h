@@ -1,4 +1,4 @@
-// The two decoders behind decode_image (data/image_decode.h): each returns the pixels as stored,
+// The two decoders behind decode_image (data/image/decode.h): each returns the pixels as stored,
 // interleaved (HWC), 8 bits per sample, with 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA)
 // channels, and throws ImageDecodeError naming the file.
 #pragma once

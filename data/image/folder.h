@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "kiln/data/dataset.h"
-#include "kiln/data/image_decode.h"
+#include "kiln/data/image/decode.h"
 
 namespace kiln::data {
 
 struct ImageFolderOptions {
-  // Channels and reduced-scale JPEG decoding (data/image_decode.h). torchvision's loader
+  // Channels and reduced-scale JPEG decoding (data/image/decode.h). torchvision's loader
   // converts every image to RGB, as channels = 3 does.
   DecodeOptions decode = {};
   // The file names kept, compared in lower case. The formats kiln decodes; a file whose name

@@ -1,4 +1,4 @@
-#include "kiln/data/image_folder.h"
+#include "kiln/data/image/folder.h"
 
 #include <fmt/format.h>
 

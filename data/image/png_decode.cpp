@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/data/image_codecs.h"
-#include "kiln/data/image_decode.h"
+#include "kiln/data/image/codecs.h"
+#include "kiln/data/image/decode.h"
 
 namespace kiln::data::codecs {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/data/image_ops.h"
+#include "kiln/data/image/ops.h"
 
 #include <algorithm>
 #include <cmath>

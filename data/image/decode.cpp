@@ -1,4 +1,4 @@
-#include "kiln/data/image_decode.h"
+#include "kiln/data/image/decode.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/data/image_codecs.h"
+#include "kiln/data/image/codecs.h"
 
 namespace kiln::data {
 namespace codecs {

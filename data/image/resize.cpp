@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
-#include "kiln/data/image_ops.h"
+#include "kiln/data/image/ops.h"
 
 namespace kiln::data::functional {
 namespace {

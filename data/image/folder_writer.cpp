@@ -1,4 +1,4 @@
-#include "kiln/data/image_folder_writer.h"
+#include "kiln/data/image/folder_writer.h"
 
 #include <fmt/format.h>
 
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kiln/core/error.h"
-#include "kiln/data/image_encode.h"
-#include "kiln/data/image_ops.h"
+#include "kiln/data/image/encode.h"
+#include "kiln/data/image/ops.h"
 
 namespace kiln::data {
 namespace {

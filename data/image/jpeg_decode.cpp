@@ -9,8 +9,8 @@
 #include <span>
 #include <string>
 
-#include "kiln/data/image_codecs.h"
-#include "kiln/data/image_decode.h"
+#include "kiln/data/image/codecs.h"
+#include "kiln/data/image/decode.h"
 
 namespace kiln::data::codecs {
 namespace {
