@@ -24,7 +24,7 @@ try:
     from torchvision import transforms as T
     from torchvision.transforms import functional as F
 except ImportError as e:
-    print(f"SKIPPED: {sys.executable} cannot import torchvision ({e}); "
+    print(f"SKIPPED: {sys.executable} cannot import torchvision, torch, PIL and numpy ({e}); "
           "apt-get install python3-torchvision")
     sys.exit(77)
 
