@@ -49,6 +49,35 @@ Transform random_horizontal_flip(double p = 0.5);
 // not fit, leaves the image unchanged (RandomErasing).
 Transform random_erasing(double p = 0.5, std::pair<double, double> scale = {0.02, 0.33},
                          std::pair<double, double> ratio = {0.3, 3.3}, double value = 0.0);
+
+// torchvision's transforms for photos, on u8 images as torchvision's act on PIL images (before
+// to_float, its ToTensor), with Pillow's arithmetic (data/image/ops.h), so the same image and the
+// same random choices give torchvision's pixels:
+//   compose({random_resized_crop(224), random_horizontal_flip(), to_float(),
+//            normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225})})  // training
+//   compose({resize(256), center_crop(224), to_float(), normalize(...)})  // evaluation
+//
+// Resize(size): the shorter side to `size`, the longer int(size * longer / shorter); bilinear
+// with antialiasing (Pillow's resampling).
+Transform resize(int64_t size);
+// Resize((height, width)).
+Transform resize(Shape size_hw);
+// CenterCrop: the centred size x size window, padded with 0 where the image is smaller.
+Transform center_crop(int64_t size);
+Transform center_crop(Shape size_hw);
+// RandomResizedCrop: a window of a random area fraction in `scale` and aspect ratio (w/h)
+// log-uniform in `ratio`, ten tries, then the centred fallback; resized to size x size.
+Transform random_resized_crop(int64_t size, std::pair<double, double> scale = {0.08, 1.0},
+                              std::pair<double, double> ratio = {3.0 / 4.0, 4.0 / 3.0});
+Transform random_resized_crop(Shape size_hw, std::pair<double, double> scale = {0.08, 1.0},
+                              std::pair<double, double> ratio = {3.0 / 4.0, 4.0 / 3.0});
+// ColorJitter(brightness, contrast, saturation): each factor uniform in [max(0, 1 - v), 1 + v],
+// the three adjustments in a random order (hue is not implemented); 0 leaves one out.
+Transform color_jitter(double brightness = 0.0, double contrast = 0.0, double saturation = 0.0);
+// The same with explicit {min, max} ranges of the factors ({1, 1} leaves one out).
+Transform color_jitter(std::pair<double, double> brightness, std::pair<double, double> contrast,
+                       std::pair<double, double> saturation);
+
 // Applies each transform in turn.
 Transform compose(std::vector<Transform> transforms);
 

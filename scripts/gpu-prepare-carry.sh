@@ -3,7 +3,8 @@
 # root (ignored by git): what a bare GPU machine lacks to build and check kiln, about 35 MB, under
 # the device tool's 64 MiB carry limit:
 #   debs/  Debian's header-only and small packages kiln builds with (Eigen, fmt, Catch2, CLI11,
-#          nlohmann-json, zlib headers), unpacked on the GPU machine by scripts/gpu-check.sh;
+#          nlohmann-json, zlib headers, libjpeg-turbo's TurboJPEG and libpng with their shared
+#          libraries), unpacked on the GPU machine by scripts/gpu-check.sh;
 #   data/  the Fashion-MNIST files kiln-train's 2-epoch check trains on.
 # Then one device call runs the whole check:
 #   carry [".device-carry"], command  OUT_DIR=$OUT/gpu-check scripts/gpu-check.sh
@@ -11,7 +12,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry="$root/.device-carry"
 data=/usr/share/datasets/fashion-mnist
-packages=(catch2 libcli11-dev libeigen3-dev libfmt-dev libfmt9 nlohmann-json3-dev zlib1g-dev)
+packages=(catch2 libcli11-dev libeigen3-dev libfmt-dev libfmt9 nlohmann-json3-dev zlib1g-dev
+          libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16)
 
 rm -rf "$carry"
 mkdir -p "$carry/debs" "$carry/data"

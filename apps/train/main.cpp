@@ -1,5 +1,6 @@
-// kiln-train: trains a ResNet (or any model make_resnet knows) on Fashion-MNIST, MNIST, CIFAR or a
-// synthetic set, on the best device present, with checkpoints, resume, metrics and a progress bar.
+// kiln-train: trains a ResNet (or any model make_resnet knows) on Fashion-MNIST, MNIST, CIFAR, a
+// folder of images or a synthetic set, on the best device present, with checkpoints, resume,
+// metrics and a progress bar.
 //
 //   kiln-train --model resnet20 --dataset fashion-mnist --epochs 2 --batch-size 128 --device cpu
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "kiln/data/cifar.h"
 #include "kiln/data/dataloader.h"
 #include "kiln/data/idx.h"
+#include "kiln/data/image/folder.h"
 #include "kiln/data/sampler.h"
 #include "kiln/data/synthetic.h"
 #include "kiln/dist/ddp.h"
@@ -56,7 +59,29 @@ struct Split {
   std::shared_ptr<const data::Dataset> train, test;
   int64_t channels, classes;
   std::vector<double> mean, std;
+  bool photos = false;  // images of any size (ImageFolder): the ImageNet recipe's transforms
 };
+
+// DIR/train and DIR/val, one ImageFolder each; both must have the same classes, so that a label
+// means one class in both.
+Split load_image_folders(const apps::Recipe& r) {
+  KILN_CHECK(!r.data_dir.empty(), ValueError,
+             "--dataset imagefolder needs --data-dir DIR holding DIR/train/<class>/ and "
+             "DIR/val/<class>/");
+  auto train = std::make_shared<data::ImageFolder>((fs::path(r.data_dir) / "train").string());
+  auto val = std::make_shared<data::ImageFolder>((fs::path(r.data_dir) / "val").string());
+  KILN_CHECK(train->classes() == val->classes(), ValueError,
+             "{}: train/ has the classes [{}] but val/ has [{}]: both need the same class folders",
+             r.data_dir, fmt::join(train->classes(), ", "), fmt::join(val->classes(), ", "));
+  // ImageNet's statistics, as torchvision's recipes normalise with.
+  return {train,
+          val,
+          3,
+          static_cast<int64_t>(train->classes().size()),
+          {0.485, 0.456, 0.406},
+          {0.229, 0.224, 0.225},
+          true};
+}
 
 Split load_data(const apps::Recipe& r) {
   if (r.dataset == "fashion-mnist" || r.dataset == "mnist") {
@@ -83,6 +108,7 @@ Split load_data(const apps::Recipe& r) {
         data::CifarDataset::from_root(r.data_dir, false, variant));
     return {train, test, 3, variant, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}};
   }
+  if (r.dataset == "imagefolder") return load_image_folders(r);
   if (r.dataset == "synthetic") {
     auto train =
         std::make_shared<data::SyntheticDataset>(r.synthetic_size, Shape{1, 28, 28}, 10, 1);
@@ -92,7 +118,7 @@ Split load_data(const apps::Recipe& r) {
   }
   throw ValueError(
       fmt::format("kiln-train: unknown dataset '{}' (expected fashion-mnist, mnist, cifar10, "
-                  "cifar100 or synthetic)",
+                  "cifar100, imagefolder or synthetic)",
                   r.dataset));
 }
 
@@ -106,7 +132,7 @@ Device pick_device(const std::string& name) {
 // Training and test images must have one shape: a model trained on one size says nothing useful
 // (or fails late) on another.
 void check_image_shapes(const Split& split) {
-  if (split.train->size() == 0 || split.test->size() == 0) return;
+  if (split.photos || split.train->size() == 0 || split.test->size() == 0) return;
   const Shape train = split.train->get(0)[0].shape(), test = split.test->get(0)[0].shape();
   KILN_CHECK(train == test, ShapeError,
              "the test images are {} but the training images {}: both splits must hold images "
@@ -116,7 +142,25 @@ void check_image_shapes(const Split& split) {
 
 struct EpochStats {
   double loss = 0, accuracy = 0, seconds = 0, images_per_second = 0;
+  double top5 = 0;  // the fraction whose label is among the 5 largest logits
 };
+
+// How many rows of logits [N, C] rank their label among the 5 largest (fewer than 5 logits
+// above the label's).
+int64_t top5_correct(const Tensor& logits, const Tensor& labels) {
+  const Tensor l = logits.detach().to(DType::f32).cpu().contiguous();
+  const Tensor y = labels.cpu().contiguous();
+  const int64_t rows = l.size(0), classes = l.size(1);
+  int64_t correct = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = l.data<float>() + i * classes;
+    const float label_logit = row[y.data<int64_t>()[i]];
+    int64_t above = 0;
+    for (int64_t c = 0; c < classes; ++c) above += row[c] > label_logit;
+    correct += above < 5;
+  }
+  return correct;
+}
 
 // The 16-bit type of --amp (f16 when it is off: autocast then runs disabled).
 DType amp_dtype(const apps::Recipe& r) {
@@ -132,7 +176,7 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
       std::shared_ptr<const data::Dataset>(&dataset, [](const data::Dataset*) {}), transform,
       {.batch_size = 500, .num_workers = 1, .pin_memory = device.is_cuda()});
   double loss_sum = 0;
-  int64_t correct = 0, seen = 0;
+  int64_t correct = 0, correct5 = 0, seen = 0;
   for (data::Batch& batch : loader) {
     // Pinned batches (on a GPU) copy without making the host wait for the GPU.
     Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
@@ -140,11 +184,13 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
     Tensor logits = model.forward(x);
     loss_sum += cross_entropy(logits, y, Tensor(), -100, Reduction::sum).item<double>();
     correct += sum(eq(argmax(logits, 1), y)).item<int64_t>();
+    correct5 += top5_correct(logits, y);
     seen += x.size(0);
   }
   model.train();
   return {loss_sum / static_cast<double>(seen),
-          static_cast<double>(correct) / static_cast<double>(seen), 0, 0};
+          static_cast<double>(correct) / static_cast<double>(seen), 0, 0,
+          static_cast<double>(correct5) / static_cast<double>(seen)};
 }
 
 int run_training(const apps::Recipe& r) {
@@ -164,7 +210,17 @@ int run_training(const apps::Recipe& r) {
     data::Transform eval_transform =
         data::compose({data::to_float(), data::normalize(split.mean, split.std)});
     std::vector<data::Transform> train_steps = {data::to_float()};
-    if (r.augment) {
+    // ImageNet's recipe scaled to --image-size: a random crop of 8-100% of the image resized to
+    // the size, and a flip, for training; the shorter side resized to 256/224 of it, then the
+    // centre, for evaluation.
+    const auto eval_resize = static_cast<int64_t>(std::lround(r.image_size * 256.0 / 224.0));
+    if (split.photos) {
+      eval_transform = data::compose({data::resize(eval_resize), data::center_crop(r.image_size),
+                                      data::to_float(), data::normalize(split.mean, split.std)});
+      train_steps = {data::random_resized_crop(r.image_size), data::random_horizontal_flip()};
+      if (r.augment) train_steps.push_back(data::color_jitter(0.4, 0.4, 0.4));
+      train_steps.push_back(data::to_float());
+    } else if (r.augment) {
       int64_t side = split.train->get(0)[0].size(-1);
       train_steps.push_back(
           data::random_crop(side, r.dataset == "cifar10" || r.dataset == "cifar100" ? 4 : 2));
@@ -267,6 +323,12 @@ int run_training(const apps::Recipe& r) {
           static_cast<long long>(split.test->size()), r.optimizer.c_str(),
           static_cast<long long>(r.batch_size), static_cast<long long>(r.epochs),
           device.str().c_str(), omp_get_max_threads(), r.amp.c_str());
+    if (lead && split.photos)
+      std::printf(
+          "images: %lld classes; training on random %lld-pixel crops, testing on the %lld-pixel "
+          "centre of each image resized to %lld\n",
+          static_cast<long long>(split.classes), static_cast<long long>(r.image_size),
+          static_cast<long long>(r.image_size), static_cast<long long>(eval_resize));
     if (lead) std::printf("%lld parameters\n", static_cast<long long>(model->parameter_count()));
     std::signal(SIGINT, on_sigint);
     nn::CrossEntropyLossOptions loss_options;
@@ -348,12 +410,14 @@ int run_training(const apps::Recipe& r) {
       if (scheduler && !per_batch_schedule) scheduler->step();
       test = evaluate(*model, *split.test, eval_transform, device, r);
       double lr = optimizer->param_groups().front().options.at("lr");
+      const std::string top5 =
+          split.photos ? fmt::format(" top-5 {:.2f}%", 100 * test.top5) : std::string();
       if (lead)
         std::printf(
-            "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s, %.1f "
-            "s\n",
+            "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%%%s | %.0f img/s, "
+            "%.1f s\n",
             static_cast<long long>(epoch + 1), train.loss, 100 * train.accuracy, test.loss,
-            100 * test.accuracy, train.images_per_second, train.seconds);
+            100 * test.accuracy, top5.c_str(), train.images_per_second, train.seconds);
       // The row goes first: a run killed before the checkpoint below redoes this epoch, and
       // resuming drops the row (RunDir::drop_metrics_after); the other order lost it for good.
       run_dir.append_metrics({epoch + 1, train.loss, train.accuracy, test.loss, test.accuracy, lr,
@@ -370,6 +434,7 @@ int run_training(const apps::Recipe& r) {
     if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device, r);
     if (run_dir.enabled()) nn::save_state_dict(*model, run_dir.path("model.safetensors"));
     if (lead) std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);
+    if (lead && split.photos) std::printf("test top-5 accuracy: %.2f%%\n", 100 * test.top5);
     if (r.distributed) dist::destroy_process_group();
     return 0;
   }

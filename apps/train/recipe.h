@@ -51,6 +51,7 @@ struct Recipe {
   std::string dataset = "fashion-mnist";
   std::string data_dir;
   int64_t synthetic_size = 4096;
+  int64_t image_size = 224;  // imagefolder: the side of the training crops and the test centre
   int64_t epochs = 2;
   int64_t batch_size = 128;
   std::string optimizer = "sgd";
@@ -81,10 +82,18 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   app.add_option("--model", r.model,
                  "resnet18|resnet34|resnet50|resnet101|resnet20|resnet32|resnet56")
       ->capture_default_str();
-  app.add_option("--dataset", r.dataset, "fashion-mnist|mnist|cifar10|cifar100|synthetic")
+  app.add_option("--dataset", r.dataset,
+                 "fashion-mnist|mnist|cifar10|cifar100|imagefolder|synthetic")
       ->capture_default_str();
   app.add_option("--data-dir", r.data_dir,
-                 "folder holding the data set's files (MNIST IDX or CIFAR binary)");
+                 "folder holding the data set's files (MNIST IDX, CIFAR binary, or for "
+                 "imagefolder train/<class>/ and val/<class>/ image folders)");
+  app.add_option("--image-size", r.image_size,
+                 "imagefolder: training crops (RandomResizedCrop + flip; --augment adds "
+                 "ColorJitter 0.4) and test centre crops of this side, after resizing the test "
+                 "images' shorter side to 256/224 of it")
+      ->capture_default_str()
+      ->check(integer_in(1, 65535));
   app.add_option("--synthetic-size", r.synthetic_size, "training images of the synthetic data set")
       ->capture_default_str()
       ->check(integer_in(1, 1'000'000'000));

@@ -19,8 +19,8 @@ const char* const kStrictFields[] = {
     "model", "dataset",   "synthetic_size", "batch_size", "max_batches",     "world_size",
     "amp",   "optimizer", "schedule",       "seed",       "large_input_stem"};
 const char* const kSafeFields[] = {
-    "epochs",          "lr",      "momentum",      "nesterov", "weight_decay",
-    "label_smoothing", "augment", "random_erasing"};
+    "epochs",          "lr",      "momentum",       "nesterov",  "weight_decay",
+    "label_smoothing", "augment", "random_erasing", "image_size"};
 
 std::string flag_of(const std::string& field) {
   std::string flag = "--" + field;
@@ -56,7 +56,8 @@ nn::Metadata recipe_metadata(const Recipe& r, int world_size) {
           {"weight_decay", fmt::format("{}", r.weight_decay)},
           {"label_smoothing", fmt::format("{}", r.label_smoothing)},
           {"augment", flag(r.augment)},
-          {"random_erasing", flag(r.random_erasing)}};
+          {"random_erasing", flag(r.random_erasing)},
+          {"image_size", std::to_string(r.image_size)}};
 }
 
 std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,

@@ -1,8 +1,8 @@
 // An outside project: finds kiln with find_package, includes <kiln/kiln.h>, computes a gradient,
 // then trains a step the way the guide's sections 9 and 10 do: a model wrapped in
 // DistributedDataParallel (a group of one over Gloo, as without a launcher), an all-reduce, and
-// f16 autocast with a GradScaler. The last two need every library a static kiln links (Gloo
-// among them) to come with kiln::kiln.
+// f16 autocast with a GradScaler, and a PNG written and read back. The last three need every
+// library a static kiln links (Gloo, libpng, TurboJPEG among them) to come with kiln::kiln.
 #include <kiln/kiln.h>
 
 #include <cstdio>
@@ -54,8 +54,17 @@ bool data_parallel_step_with_scaler() {
 #endif
 }
 
+bool image_round_trip() {
+  Tensor image = arange(48, DType::u8).view({3, 4, 4});
+  Tensor back = data::decode_image(data::encode_png(image), "consumer.png");
+  Tensor jpeg = data::decode_image(data::encode_jpeg(image), "consumer.jpg");
+  const bool ok = equal(back, image) && jpeg.shape() == image.shape();
+  std::printf("consumer: PNG and JPEG round trip ok: %s\n", ok ? "yes" : "no");
+  return ok;
+}
+
 }  // namespace
 
 int main() {
-  return gradient_is_two_x() && data_parallel_step_with_scaler() ? 0 : 1;
+  return gradient_is_two_x() && data_parallel_step_with_scaler() && image_round_trip() ? 0 : 1;
 }
