@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kiln-train --distributed --device cuda --amp fp16 under kiln-run, 2 processes on 2 simulated
-GPUs through kiln's NCCL model (docs/simulator.md, "NCCL"): 16 synthetic images, a step per rank
-and an evaluation, with DataLoader workers. The job must exit 0 with rank 0 alone printing (one
+GPUs through kiln's NCCL model (docs/simulator.md, "NCCL"): 256 synthetic images in batches of 64
+per rank (two steps each) and an evaluation of 64 more, with DataLoader workers. The job must exit 0 with rank 0 alone printing (one
 "test accuracy") and writing (metrics.csv with one epoch, the checkpoint); every rank makes CUDA
 contexts on its own device only (KILN_SIM_ONE_DEVICE_PER_PROCESS=1 ends a process that makes a
 second).
@@ -23,7 +23,7 @@ def main():
         start = time.monotonic()
         p = subprocess.run(
             [args.run, "--nproc-per-node", "2", args.train, "--distributed", "--device", "cuda",
-             "--amp", "fp16", "--dataset", "synthetic", "--synthetic-size", "16", "--batch-size", "8",
+             "--amp", "fp16", "--dataset", "synthetic", "--synthetic-size", "256", "--batch-size", "64",
              "--epochs", "1", "--threads", "1", "--workers", "2", "--checkpoint-dir", d],
             capture_output=True, text=True, timeout=600,
             env=dict(os.environ, KILN_SIM_DEVICES="2", KILN_SIM_ONE_DEVICE_PER_PROCESS="1"))
