@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/data/image/ops.h"
 
 namespace kiln::data {
 
@@ -156,17 +157,7 @@ Transform random_horizontal_flip(double p) {
   return [p](const Tensor& x, Rng& rng) {
     check_image("random_horizontal_flip", x);
     if (!(rng.uniform() < p)) return x;
-    Tensor src = x.detach().contiguous();
-    Tensor out = empty(x.shape(), x.dtype());
-    const int64_t width = x.size(2), rows = x.size(0) * x.size(1);
-    visit_dtype(x.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* in = static_cast<const T*>(src.data_ptr());
-      T* o = static_cast<T*>(out.data_ptr());
-      for (int64_t r = 0; r < rows; ++r)
-        std::reverse_copy(in + r * width, in + (r + 1) * width, o + r * width);
-    });
-    return out;
+    return functional::hflip(x);
   };
 }
 
