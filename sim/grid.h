@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -55,12 +57,28 @@ cudaError_t check_launch(const GridLaunch& launch);
 // Runs every block of the grid; returns when all have finished. Throws KernelError.
 void run_grid(const GridLaunch& launch);
 
-// Grids run so far in this process (launches that passed check_launch), and calls of the libraries
-// the simulator stands in for (cuBLAS and cuDNN, whose work kiln's CPU kernels do in this build),
-// noted by those stand-ins: a training step's launches are the differences across it.
+// Where a launch that passed check_launch goes: run now, or, on a capturing stream, into the
+// capture's graph (record_grid); refused: the capture refuses work (the error is the thread's last
+// error, as CUDA reports a launch's), and nothing runs.
+enum class LaunchTarget { now, graph, refused };
+LaunchTarget launch_target(const GridLaunch& launch);
+// Records the launch as a node of the capture its stream is part of. `owner` holds what
+// launch.context points to (the kernel and a copy of its arguments) for as long as the graph.
+void record_grid(const GridLaunch& launch, std::shared_ptr<const void> owner);
+
+// Grids run so far in this process (launches that passed check_launch, and the launches of the
+// graphs' kernel nodes), and calls of the libraries the simulator stands in for (cuBLAS and cuDNN,
+// whose work kiln's CPU kernels do in this build), noted by those stand-ins: a training step's
+// launches are the differences across it.
 std::uint64_t grids_run();
 void note_library_call();
 std::uint64_t library_calls();
+
+// A call of a library the simulator stands in for, on `stream`: `work` (kiln's CPU kernel on the
+// device memory) runs now, or, on a capturing stream, at each launch of the graph in stream order,
+// as the library's kernels would. Counted as a library call when it runs. `name` ("cuBLAS gemm")
+// is for errors: a capture that refuses work throws KernelError naming it and CUDA's error.
+void library_call(const char* name, cudaStream_t stream, std::function<void()> work);
 
 // CUDA threads run as fibers so far in this process: the blocks that never waited ran fiberless
 // and add none.

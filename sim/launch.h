@@ -1,14 +1,16 @@
 // KILN_LAUNCH's simulator half (sim/kernel_macros.h): Launch(name, grid, block, shared, stream,
 // kernel)(args...) copies the arguments as CUDA does, checks the launch as CUDA does (a failure
 // goes to cudaGetLastError and nothing runs), rejects pointer arguments a GPU would fault on, and
-// runs the grid. `kernel` is a generic lambda around the kernel's name, so a kernel template whose
-// arguments are deduced from the call works as under <<<>>>.
+// runs the grid, or on a capturing stream records it with its own copy of the arguments, to run at
+// each launch of the graph. `kernel` is a generic lambda around the kernel's name, so a kernel
+// template whose arguments are deduced from the call works as under <<<>>>.
 #pragma once
 
 #include <driver_types.h>
 #include <vector_types.h>
 
 #include <cstddef>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -56,7 +58,27 @@ class Launch {
     if (check_launch(launch) != cudaSuccess) return;
     int index = 0;
     (check_argument(index++, args), ...);
-    run_grid(launch);
+    switch (launch_target(launch)) {
+      case LaunchTarget::refused:
+        return;
+      case LaunchTarget::now:
+        run_grid(launch);
+        return;
+      case LaunchTarget::graph:
+        break;
+    }
+    struct Recorded {
+      Kernel kernel;
+      std::tuple<Args...> args;
+    };
+    auto owner = std::make_shared<const Recorded>(Recorded{kernel_, arguments});
+    GridLaunch recorded = launch;
+    recorded.run = [](const void* c) {
+      const Recorded& self = *static_cast<const Recorded*>(c);
+      std::apply(self.kernel, self.args);
+    };
+    recorded.context = owner.get();
+    record_grid(recorded, owner);
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kiln/sim/grid.h"
+#include "kiln/sim/runtime/capture.h"
 #include "kiln/sim/runtime/state.h"
 
 namespace {
@@ -43,7 +44,8 @@ cudaError_t CUDARTAPI cudaGetDevice(int* device) {
 
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
   kiln::sim::runtime::use_context();
-  return cudaSuccess;
+  return kiln::sim::runtime::check_device_wait("cudaDeviceSynchronize",
+                                               kiln::sim::runtime::current_device());
 }
 
 cudaError_t CUDARTAPI cudaDriverGetVersion(int* version) {

@@ -1,6 +1,9 @@
 // Device and pinned memory, copies and sets. Streams run in order and at once, so the Async forms
 // are done when they return. A device-side span must lie inside one live allocation and a host
 // side must not be device memory: the simulator says which, where a GPU would fault or corrupt.
+// During a stream capture (sim/runtime/capture.h) the Async forms on a capturing stream are
+// checked now and recorded, to copy or set at each launch of the graph; the allocations, frees and
+// synchronous forms are the calls CUDA calls potentially unsafe.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -8,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "kiln/sim/runtime/capture.h"
 #include "kiln/sim/runtime/state.h"
 
 namespace {
@@ -50,8 +54,8 @@ cudaError_t check_host_span(const char* function, const char* which, const void*
   return cudaSuccess;
 }
 
-cudaError_t copy(const char* function, void* dst, const void* src, std::size_t count,
-                 cudaMemcpyKind kind) {
+cudaError_t check_copy(const char* function, void* dst, const void* src, std::size_t count,
+                       cudaMemcpyKind kind) {
   if (count == 0) return cudaSuccess;
   if (kind == cudaMemcpyDefault) {
     const bool dst_device = rt::device_of(dst) >= 0, src_device = rt::device_of(src) >= 0;
@@ -81,30 +85,39 @@ cudaError_t copy(const char* function, void* dst, const void* src, std::size_t c
                       std::string("invalid copy direction for memcpy (kiln-sim: ") + function +
                           ": kind " + std::to_string(static_cast<int>(kind)) + ")");
   }
-  if (error != cudaSuccess) return error;
-  std::memmove(dst, src, count);
-  return cudaSuccess;
+  return error;
 }
 
-cudaError_t set(const char* function, void* pointer, int value, std::size_t count) {
-  if (count == 0) return cudaSuccess;
-  if (const cudaError_t error = check_device_span(function, "devPtr", pointer, count))
-    return error;
-  std::memset(pointer, value, count);
-  return cudaSuccess;
-}
-
-cudaError_t set_2d(const char* function, void* pointer, std::size_t pitch, int value,
-                   std::size_t width, std::size_t height) {
+cudaError_t check_set_2d(const char* function, void* pointer, std::size_t pitch,
+                         std::size_t width, std::size_t height) {
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > pitch) return invalid(function, "width " + std::to_string(width) + " > pitch " +
                                                   std::to_string(pitch));
-  if (const cudaError_t error =
-          check_device_span(function, "devPtr", pointer, (height - 1) * pitch + width))
-    return error;
+  return check_device_span(function, "devPtr", pointer, (height - 1) * pitch + width);
+}
+
+void set_rows(void* pointer, std::size_t pitch, int value, std::size_t width, std::size_t height) {
   for (std::size_t row = 0; row < height; ++row)
     std::memset(static_cast<char*>(pointer) + row * pitch, value, width);
+}
+
+// An Async copy or set, checked now: done now, or on a capturing stream recorded as a node of the
+// graph that `work` does at each launch.
+template <class Work>
+cudaError_t queue_async(const char* function, cudaStream_t stream, const std::string& what,
+                        cudaError_t checked, Work work) {
+  const rt::Queue queue = rt::queue_on(function, stream);
+  if (queue.action == rt::Queue::fail) return queue.error;
+  if (checked != cudaSuccess) return checked;
+  if (queue.action == rt::Queue::record)
+    rt::record(stream, {std::string(function) + " of " + what, rt::stream_device(stream), work});
+  else
+    work();
   return cudaSuccess;
+}
+
+std::string bytes(std::size_t count) {
+  return std::to_string(count) + " bytes";
 }
 
 }  // namespace
@@ -114,6 +127,7 @@ extern "C" {
 cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
   kiln::sim::runtime::use_context();
   *devPtr = nullptr;
+  if (const cudaError_t error = rt::check_unsafe_call("cudaMalloc")) return error;
   if (size == 0) return cudaSuccess;
   const int device = rt::current_device();
   *devPtr = rt::allocate(device, size);
@@ -127,6 +141,7 @@ cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
 
 cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   kiln::sim::runtime::use_context();
+  if (const cudaError_t error = rt::check_unsafe_call("cudaFree")) return error;
   if (devPtr == nullptr || rt::release(devPtr)) return cudaSuccess;
   return invalid("cudaFree", address(devPtr) + " is not a live device allocation");
 }
@@ -140,71 +155,112 @@ cudaError_t CUDARTAPI cudaMemGetInfo(size_t* free, size_t* total) {
 
 cudaError_t CUDARTAPI cudaHostAlloc(void** pHost, size_t size, unsigned int) {
   kiln::sim::runtime::use_context();
+  *pHost = nullptr;
+  if (const cudaError_t error = rt::check_unsafe_call("cudaHostAlloc")) return error;
   *pHost = rt::allocate_pinned(size);
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
   kiln::sim::runtime::use_context();
+  *ptr = nullptr;
+  if (const cudaError_t error = rt::check_unsafe_call("cudaMallocHost")) return error;
   *ptr = rt::allocate_pinned(size);
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
   kiln::sim::runtime::use_context();
+  if (const cudaError_t error = rt::check_unsafe_call("cudaFreeHost")) return error;
   if (ptr == nullptr || rt::release_pinned(ptr)) return cudaSuccess;
   return invalid("cudaFreeHost", address(ptr) + " is not a live pinned allocation");
 }
 
 cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   kiln::sim::runtime::use_context();
-  return copy("cudaMemcpy", dst, src, count, kind);
+  if (const cudaError_t error = rt::check_synchronous_call("cudaMemcpy")) return error;
+  if (const cudaError_t error = check_copy("cudaMemcpy", dst, src, count, kind)) return error;
+  if (count > 0) std::memmove(dst, src, count);
+  return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
-                                      cudaMemcpyKind kind, cudaStream_t) {
+                                      cudaMemcpyKind kind, cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return copy("cudaMemcpyAsync", dst, src, count, kind);
+  const cudaError_t checked = check_copy("cudaMemcpyAsync", dst, src, count, kind);
+  return queue_async("cudaMemcpyAsync", stream, bytes(count), checked, [dst, src, count] {
+    if (count > 0) std::memmove(dst, src, count);
+  });
 }
+
+namespace {
+cudaError_t check_peer(const char* function, void* dst, int dst_device, const void* src,
+                       int src_device, std::size_t count) {
+  if (count == 0) return cudaSuccess;
+  if (const cudaError_t error = check_device_span(function, "dst", dst, count, dst_device))
+    return error;
+  return check_device_span(function, "src", src, count, src_device);
+}
+}  // namespace
 
 cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice,
                                      size_t count) {
   kiln::sim::runtime::use_context();
-  if (count == 0) return cudaSuccess;
-  if (const cudaError_t error = check_device_span("cudaMemcpyPeer", "dst", dst, count, dstDevice))
+  if (const cudaError_t error = rt::check_synchronous_call("cudaMemcpyPeer")) return error;
+  if (const cudaError_t error = check_peer("cudaMemcpyPeer", dst, dstDevice, src, srcDevice, count))
     return error;
-  if (const cudaError_t error = check_device_span("cudaMemcpyPeer", "src", src, count, srcDevice))
-    return error;
-  std::memmove(dst, src, count);
+  if (count > 0) std::memmove(dst, src, count);
   return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src,
-                                          int srcDevice, size_t count, cudaStream_t) {
+                                          int srcDevice, size_t count, cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count);
+  const cudaError_t checked =
+      check_peer("cudaMemcpyPeerAsync", dst, dstDevice, src, srcDevice, count);
+  return queue_async("cudaMemcpyPeerAsync", stream, bytes(count), checked, [dst, src, count] {
+    if (count > 0) std::memmove(dst, src, count);
+  });
 }
 
 cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
   kiln::sim::runtime::use_context();
-  return set("cudaMemset", devPtr, value, count);
+  if (const cudaError_t error = rt::check_synchronous_call("cudaMemset")) return error;
+  if (count == 0) return cudaSuccess;
+  if (const cudaError_t error = check_device_span("cudaMemset", "devPtr", devPtr, count))
+    return error;
+  std::memset(devPtr, value, count);
+  return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t) {
+cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count,
+                                      cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return set("cudaMemsetAsync", devPtr, value, count);
+  const cudaError_t checked =
+      count == 0 ? cudaSuccess : check_device_span("cudaMemsetAsync", "devPtr", devPtr, count);
+  return queue_async("cudaMemsetAsync", stream, bytes(count), checked, [devPtr, value, count] {
+    if (count > 0) std::memset(devPtr, value, count);
+  });
 }
 
 cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width,
                                    size_t height) {
   kiln::sim::runtime::use_context();
-  return set_2d("cudaMemset2D", devPtr, pitch, value, width, height);
+  if (const cudaError_t error = rt::check_synchronous_call("cudaMemset2D")) return error;
+  if (const cudaError_t error = check_set_2d("cudaMemset2D", devPtr, pitch, width, height))
+    return error;
+  set_rows(devPtr, pitch, value, width, height);
+  return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width,
-                                        size_t height, cudaStream_t) {
+                                        size_t height, cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return set_2d("cudaMemset2DAsync", devPtr, pitch, value, width, height);
+  const cudaError_t checked = check_set_2d("cudaMemset2DAsync", devPtr, pitch, width, height);
+  return queue_async("cudaMemset2DAsync", stream, bytes(width * height), checked,
+                     [devPtr, pitch, value, width, height] {
+                       set_rows(devPtr, pitch, value, width, height);
+                     });
 }
 
 }  // extern "C"

@@ -5,20 +5,32 @@
 
 #include <driver_types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
-// cudaStream_t and cudaEvent_t point to these (driver_types.h only declares them).
+namespace kiln::sim::runtime {
+struct Capture;  // sim/runtime/capture.cpp
+}
+
+// cudaStream_t and cudaEvent_t point to these (driver_types.h only declares them). The capture
+// fields belong to sim/runtime/capture.cpp, under its lock.
 struct CUstream_st {
   int device;
   unsigned flags;
+  kiln::sim::runtime::Capture* capture = nullptr;  // the capture sequence it takes part in
 };
 struct CUevent_st {
   int device;
   unsigned flags;
   bool recorded = false;
   std::chrono::steady_clock::time_point time{};
+  // The capture sequence it was last recorded in (0: none; its ids start at 1), and the nodes of
+  // that capture a stream waiting for it then depends on.
+  std::atomic<unsigned long long> captured_by{0};
+  std::vector<std::size_t> capture_dependencies{};
 };
 
 namespace kiln::sim::runtime {

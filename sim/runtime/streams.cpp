@@ -1,13 +1,16 @@
 // Streams and events. Work runs in order and at once, so every stream is always idle: queries
 // answer cudaSuccess, waits return at once, and an event holds the host time it was recorded at.
 // A stream or event belongs to the device current when it was made; recording an event on another
-// device's stream is CUDA's invalid-handle error.
+// device's stream is CUDA's invalid-handle error. During a stream capture (sim/runtime/capture.h)
+// queries and waits follow CUDA's rules, events carry dependencies between captured streams, and
+// host functions are recorded.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <ratio>
 #include <string>
 
+#include "kiln/sim/runtime/capture.h"
 #include "kiln/sim/runtime/state.h"
 
 namespace {
@@ -39,29 +42,42 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
   kiln::sim::runtime::use_context();
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
     return invalid_handle("cudaStreamDestroy", "the default stream cannot be destroyed");
+  if (stream->capture != nullptr)
+    return rt::fail(cudaErrorStreamCaptureUnsupported,
+                    "operation not permitted when stream is capturing (kiln-sim: "
+                    "cudaStreamDestroy of a capturing stream; end the capture first)");
   delete stream;
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t) {
+cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return cudaSuccess;
+  return rt::check_stream_wait("cudaStreamSynchronize", stream);
 }
 
-cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t) {
+cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return cudaSuccess;
+  return rt::check_stream_wait("cudaStreamQuery", stream);
 }
 
-cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
+cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                          unsigned int flags) {
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaStreamWaitEvent", "a null event");
-  return cudaSuccess;
+  bool handled = false;
+  return rt::capture_stream_wait(stream, event, flags, &handled);
 }
 
-// The host function runs now, on the calling thread: the work queued before it has finished.
-cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t fn, void* user_data) {
+// The host function runs now, on the calling thread: the work queued before it has finished. On a
+// capturing stream it is a node of the graph, run at each launch.
+cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
   kiln::sim::runtime::use_context();
+  const rt::Queue queue = rt::queue_on("cudaLaunchHostFunc", stream);
+  if (queue.action == rt::Queue::fail) return queue.error;
+  if (queue.action == rt::Queue::record) {
+    rt::record(stream, {"host function", rt::stream_device(stream), [fn, user_data] { fn(user_data); }});
+    return cudaSuccess;
+  }
   fn(user_data);
   return cudaSuccess;
 }
@@ -85,35 +101,51 @@ cudaError_t CUDARTAPI cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                               unsigned int flags) {
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventRecord", "a null event");
+  if ((flags & ~static_cast<unsigned>(cudaEventRecordExternal)) != 0)
+    return rt::fail(cudaErrorInvalidValue, "invalid argument (kiln-sim: cudaEventRecordWithFlags: "
+                                           "flags " +
+                                               std::to_string(flags) + ")");
   const int device = rt::stream_device(stream);
   if (event->device != device)
     return invalid_handle("cudaEventRecord", "an event of device " + std::to_string(event->device) +
                                                  " recorded on a stream of device " +
                                                  std::to_string(device));
+  bool handled = false;
+  const cudaError_t captured = rt::capture_event_record(
+      event, stream, (flags & cudaEventRecordExternal) != 0, &handled);
+  if (handled) return captured;
+  rt::forget_capture(event);
   event->recorded = true;
   event->time = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
 
+cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return cudaEventRecordWithFlags(event, stream, cudaEventRecordDefault);
+}
+
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventQuery", "a null event");
-  return cudaSuccess;
+  return rt::check_event_wait("cudaEventQuery", event);
 }
 
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventSynchronize", "a null event");
-  return cudaSuccess;
+  return rt::check_event_wait("cudaEventSynchronize", event);
 }
 
 cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   kiln::sim::runtime::use_context();
   if (start == nullptr || end == nullptr)
     return invalid_handle("cudaEventElapsedTime", "a null event");
+  for (cudaEvent_t event : {start, end})
+    if (event->captured_by.load() != 0) return rt::check_event_wait("cudaEventElapsedTime", event);
   if ((start->flags | end->flags) & cudaEventDisableTiming)
     return invalid_handle("cudaEventElapsedTime", "an event made with cudaEventDisableTiming");
   if (!start->recorded || !end->recorded)
