@@ -7,6 +7,7 @@
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/device.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"

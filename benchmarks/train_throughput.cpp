@@ -7,6 +7,12 @@
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
 //   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16 --tf32
 //   benchmarks/train_throughput --profile-steps 1   # then where one step's time goes, per op
+//   benchmarks/train_throughput --device cuda --cuda-graph   # the step captured, then replayed
+//
+// With --cuda-graph the warm-up steps run eagerly on a side stream (making the optimizer's and the
+// GradScaler's state), the step is captured once as a CUDA graph (core/cuda_graph.h) with the
+// capturable SGD and GradScaler, and the timed steps are replays of it: the peer's is
+// train_throughput_torch.py --cuda-graph (torch.cuda.graph).
 //
 // On kiln's CUDA simulator (KILN_CUDA=SIM) the times mean nothing, but the kernel launches and
 // library calls per step are counted there and printed; they do not depend on the batch or the
@@ -32,7 +38,7 @@ int main(int argc, char** argv) {
   int64_t batch_size = 128, steps = 20, warmup = 3, channels = 1, side = 28, classes = 10;
   int64_t profile_steps = 0, profile_rows = 15;
   int threads = 2;
-  bool imagenet = false, tf32 = false, benchmark = false;
+  bool imagenet = false, tf32 = false, benchmark = false, cuda_graph = false;
   CLI::App app{"train_throughput: images/s of training steps"};
   app.add_option("--model", model_name)->capture_default_str();
   app.add_option("--device", device_name, "cpu|cuda|cuda:N")->capture_default_str();
@@ -58,6 +64,8 @@ int main(int argc, char** argv) {
                  "after the timed steps, profile this many more and print the per-op table")
       ->capture_default_str();
   app.add_option("--profile-rows", profile_rows, "rows of that table")->capture_default_str();
+  app.add_flag("--cuda-graph", cuda_graph,
+               "capture the step as a CUDA graph after the warm-up and time its replays");
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("train_throughput", [&] {
     omp_set_num_threads(threads);
@@ -66,6 +74,9 @@ int main(int argc, char** argv) {
       if (app.count("--side") == 0) side = 224;
     }
     const Device device = Device::parse(device_name);
+    KILN_CHECK(!cuda_graph || (device.is_cuda() && warmup >= 1 && profile_steps == 0), ValueError,
+               "--cuda-graph needs --device cuda, at least one --warmup step (it makes the state "
+               "the capture needs) and no --profile-steps (a replay runs no op on the host)");
     backends::set_cuda_matmul_allow_tf32(tf32);
     backends::set_cudnn_allow_tf32(tf32);
     backends::set_cudnn_benchmark(benchmark);
@@ -73,8 +84,8 @@ int main(int argc, char** argv) {
     manual_seed(0);
     auto model = nn::make_resnet(model_name, {classes, channels, !imagenet, false});
     model->to(device);
-    optim::SGD sgd(model->parameters(), {0.1, 0.9, 0.0, 5e-4, true});
-    optim::GradScaler scaler({.enabled = amp == "fp16"});
+    optim::SGD sgd(model->parameters(), {0.1, 0.9, 0.0, 5e-4, true, true, cuda_graph});
+    optim::GradScaler scaler({.enabled = amp == "fp16", .capturable = cuda_graph});
     Tensor x = randn({batch_size, channels, side, side}).to(device);
     Tensor y = randint(0, classes, {batch_size}).to(device);
     auto sync = [&] {
@@ -86,7 +97,39 @@ int main(int argc, char** argv) {
     clock::time_point timed_start, timed_end;
     std::optional<profiler::Profile> profile;
     cuda::SimulatedLaunches launches_before, launches_after;
-    for (int64_t i = 0; i < warmup + steps + profile_steps; ++i) {
+    // --cuda-graph: the warm-up on the capture's stream, then the graph (x and y are static).
+    std::optional<cuda::Stream> capture_stream;
+    if (cuda_graph) capture_stream = cuda::Stream::create(device.index);
+    cuda::CUDAGraph graph;
+    auto graph_step = [&] {
+      Tensor loss;
+      {
+        autocast mixed(amp == "bf16" ? DType::bf16 : DType::f16, amp != "off");
+        loss = cross_entropy(model->forward(x), y);
+      }
+      sgd.zero_grad();
+      scaler.scale(loss).backward();
+      scaler.step(sgd);
+      scaler.update();
+    };
+    for (int64_t i = 0; cuda_graph && i < warmup + steps; ++i) {
+      if (i == warmup) {
+        cuda::current_stream(device.index).wait_stream(*capture_stream);
+        graph.capture(graph_step, {.stream = *capture_stream});
+        std::printf("captured the step as a CUDA graph of %zu nodes\n", graph.num_nodes());
+        sync();
+        reset_peak_memory_stats(device);
+        launches_before = cuda::simulated_launches();
+        timed_start = clock::now();
+      }
+      if (i < warmup) {
+        const cuda::StreamGuard on_capture_stream(*capture_stream);
+        graph_step();
+      } else {
+        graph.replay();
+      }
+    }
+    for (int64_t i = 0; !cuda_graph && i < warmup + steps + profile_steps; ++i) {
       if (i == warmup + steps) {  // the timed steps are done: the profiled ones follow
         sync();
         launches_after = cuda::simulated_launches();
@@ -126,8 +169,9 @@ int main(int argc, char** argv) {
     }
     const double total = std::chrono::duration<double>(timed_end - timed_start).count();
     const MemoryStats mem = memory_stats(device);
-    const std::string precision =
+    std::string precision =
         amp != "off" ? amp + " autocast" : (tf32 ? std::string("f32/tf32") : std::string("f32"));
+    if (cuda_graph) precision += " cuda_graph";
     std::printf("kiln %s %s %s batch %lld threads %d: %.1f images/s, %.2f ms/step",
                 model_name.c_str(), device.str().c_str(), precision.c_str(),
                 static_cast<long long>(batch_size), threads,

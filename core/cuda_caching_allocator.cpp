@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -40,16 +41,23 @@ CachingAllocator::CachingAllocator(SegmentBackend& backend, bool caching)
     : backend_(backend), caching_(caching) {}
 
 CachingAllocator::~CachingAllocator() {
+  routes_.clear();
   release_free_segments();
-  // Every block is in exactly one of the pools, in_use_ or waiting_. Blocks still in use belong to
-  // tensors that outlive the allocator (process exit): their memory stays with the driver, which
-  // frees it with the context; only the bookkeeping goes.
+  // Every block is in exactly one of the pools, in_use_, waiting_ or set_aside_. Blocks still in
+  // use belong to tensors that outlive the allocator (process exit): their memory stays with the
+  // driver, which frees it with the context; only the bookkeeping goes.
   for (Waiting& w : waiting_) {
     for (SegmentBackend::EventId event : w.events) backend_.release_event(event);
     delete w.block;
   }
+  for (Block* block : set_aside_) delete block;
   for (Block* block : small_pool_) delete block;
   for (Block* block : large_pool_) delete block;
+  for (auto& [id, pool] : private_pools_) {
+    for (Block* block : pool->small) delete block;
+    for (Block* block : pool->large) delete block;
+    delete pool;
+  }
   for (auto& entry : in_use_) delete entry.second;
 }
 
@@ -68,18 +76,28 @@ void* CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   if (nbytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!caching_) {
-    Block* block = new_segment(nbytes, nbytes, stream, false);
+    Block* block = new_segment(nbytes, nbytes, stream, false, nullptr);
     on_allocated(block);
     return block->ptr;
   }
-  return_waiting_blocks();
+  PrivatePool* owner = route(stream);
+  // Event queries wait for the GPU's answer, which a capture forbids: after it.
+  if (routes_.empty()) return_waiting_blocks();
   size_t size = round_size(nbytes);
   bool small = size <= kSmallSize;
-  Block* block = take_free_block(size, stream, small);
-  if (block == nullptr) block = new_segment(nbytes, segment_size(size), stream, small);
+  Block* block = take_free_block(size, stream, small, owner);
+  if (block == nullptr) block = new_segment(nbytes, segment_size(size), stream, small, owner);
   split(block, size);
   on_allocated(block);
   return block->ptr;
+}
+
+CachingAllocator::PrivatePool* CachingAllocator::route(StreamId stream) {
+  if (routes_.empty()) return nullptr;
+  const uint64_t capture = backend_.capture_of(stream);
+  if (capture == 0) return nullptr;
+  auto it = routes_.find(capture);
+  return it == routes_.end() ? nullptr : it->second;
 }
 
 void CachingAllocator::free(void* ptr) {
@@ -93,6 +111,7 @@ void CachingAllocator::free(void* ptr) {
   in_use_.erase(it);
   stats_.current_bytes -= static_cast<int64_t>(block->size);
   stats_.live_allocations -= 1;
+  if (block->owner != nullptr) block->owner->stats.allocated_bytes -= static_cast<int64_t>(block->size);
   profiler::on_free(static_cast<int64_t>(block->size));
   if (!caching_) {
     // cudaFree waits for the whole device, other streams' work included.
@@ -104,6 +123,11 @@ void CachingAllocator::free(void* ptr) {
   }
   if (block->used_on.empty()) {
     return_to_pool(block);
+    return;
+  }
+  if (!routes_.empty()) {
+    // Its events would be recorded on streams that may be capturing: after the capture.
+    set_aside_.push_back(block);
     return;
   }
   Waiting waiting{block, {}};
@@ -152,8 +176,69 @@ void CachingAllocator::return_waiting_blocks() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!routes_.empty()) return;  // cudaFree waits for the GPU, which a capture forbids
   return_waiting_blocks();
   release_free_segments();
+}
+
+void CachingAllocator::begin_allocate_to_pool(PoolId pool, uint64_t capture) {
+  KILN_CHECK(pool != 0 && capture != 0, ValueError,
+             "cuda caching allocator: a private pool and a capture need nonzero ids, got pool {} "
+             "and capture {}",
+             pool, capture);
+  std::lock_guard<std::mutex> lock(mutex_);
+  KILN_CHECK(routes_.count(capture) == 0, ValueError,
+             "cuda caching allocator: capture {} already allocates from a private pool on {}",
+             capture, backend_.device_name());
+  PrivatePool*& owner = private_pools_[pool];
+  if (owner == nullptr) owner = new PrivatePool{pool, {}, {}, 0, {}};
+  owner->holders += 1;
+  routes_[capture] = owner;
+}
+
+void CachingAllocator::end_allocate_to_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = routes_.begin(); it != routes_.end();)
+    it = it->second->id == pool ? routes_.erase(it) : std::next(it);
+  if (!routes_.empty()) return;
+  for (Block* block : set_aside_) {
+    Waiting waiting{block, {}};
+    for (StreamId stream : block->used_on) waiting.events.push_back(backend_.record_event(stream));
+    block->used_on.clear();
+    waiting_.push_back(std::move(waiting));
+  }
+  set_aside_.clear();
+}
+
+void CachingAllocator::retain_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = private_pools_.find(pool);
+  KILN_CHECK(it != private_pools_.end(), ValueError,
+             "cuda caching allocator: no private pool {} on {}", pool, backend_.device_name());
+  it->second->holders += 1;
+}
+
+void CachingAllocator::release_pool(PoolId pool) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = private_pools_.find(pool);
+  KILN_CHECK(it != private_pools_.end() && it->second->holders > 0, ValueError,
+             "cuda caching allocator: private pool {} on {} is not held", pool,
+             backend_.device_name());
+  it->second->holders -= 1;
+}
+
+CachingAllocator::PoolStats CachingAllocator::pool_stats(PoolId pool) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = private_pools_.find(pool);
+  if (it == private_pools_.end()) return {};
+  PoolStats out = it->second->stats;
+  out.holders = it->second->holders;
+  return out;
+}
+
+bool CachingAllocator::capturing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !routes_.empty();
 }
 
 MemoryStats CachingAllocator::stats() const {
@@ -168,9 +253,9 @@ void CachingAllocator::reset_peak() {
 }
 
 CachingAllocator::Block* CachingAllocator::take_free_block(size_t size, StreamId stream,
-                                                           bool small) {
-  Pool& pool = small ? small_pool_ : large_pool_;
-  Block probe{nullptr, size, stream, small};
+                                                           bool small, PrivatePool* owner) {
+  Block probe{nullptr, size, stream, small, owner};
+  Pool& pool = pool_of(&probe);
   auto it = pool.lower_bound(&probe);
   if (it == pool.end() || (*it)->stream != stream) return nullptr;
   Block* block = *it;
@@ -179,20 +264,30 @@ CachingAllocator::Block* CachingAllocator::take_free_block(size_t size, StreamId
 }
 
 CachingAllocator::Block* CachingAllocator::new_segment(size_t nbytes, size_t segment_bytes,
-                                                       StreamId stream, bool small) {
-  void* ptr = backend_.allocate(segment_bytes);
-  if (ptr == nullptr) {
-    // Cached segments may be exactly what the driver lacks: give them all back and try once more.
+                                                       StreamId stream, bool small,
+                                                       PrivatePool* owner) {
+  auto from_backend = [&] {
+    return owner != nullptr ? backend_.allocate_for_capture(segment_bytes)
+                            : backend_.allocate(segment_bytes);
+  };
+  void* ptr = from_backend();
+  if (ptr == nullptr && routes_.empty()) {
+    // Cached segments may be exactly what the driver lacks: give them all back and try once more
+    // (not during a capture, which forbids the cudaFree).
     stats_.alloc_retries += 1;
     return_waiting_blocks();
     release_free_segments();
-    ptr = backend_.allocate(segment_bytes);
+    ptr = from_backend();
   }
   if (ptr == nullptr) throw_out_of_memory(nbytes, segment_bytes);
   stats_.device_allocs += 1;
   stats_.reserved_bytes += static_cast<int64_t>(segment_bytes);
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
-  return new Block{ptr, segment_bytes, stream, small};
+  if (owner != nullptr) {
+    owner->stats.reserved_bytes += static_cast<int64_t>(segment_bytes);
+    owner->stats.segments += 1;
+  }
+  return new Block{ptr, segment_bytes, stream, small, owner};
 }
 
 void CachingAllocator::split(Block* block, size_t size) {
@@ -201,8 +296,8 @@ void CachingAllocator::split(Block* block, size_t size) {
   // requests, which the small pool serves anyway, and it would fragment the segment.
   bool worth_it = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (!worth_it) return;
-  auto* rest =
-      new Block{static_cast<char*>(block->ptr) + size, remaining, block->stream, block->small};
+  auto* rest = new Block{static_cast<char*>(block->ptr) + size, remaining, block->stream,
+                         block->small, block->owner};
   rest->prev = block;
   rest->next = block->next;
   if (block->next != nullptr) block->next->prev = rest;
@@ -232,25 +327,49 @@ CachingAllocator::Block* CachingAllocator::merge_into_neighbours(Block* block) {
 }
 
 void CachingAllocator::release_free_segments() {
-  for (Pool* pool : {&small_pool_, &large_pool_}) {
-    for (auto it = pool->begin(); it != pool->end();) {
-      Block* block = *it;
-      // Free blocks are always merged, so a whole free segment is a block with no neighbours.
-      if (block->prev != nullptr || block->next != nullptr) {
-        ++it;
-        continue;
-      }
-      backend_.free(block->ptr, block->size);
-      stats_.reserved_bytes -= static_cast<int64_t>(block->size);
-      stats_.device_frees += 1;
-      it = pool->erase(it);
-      delete block;
+  release_segments_of(small_pool_, nullptr);
+  release_segments_of(large_pool_, nullptr);
+  // A private pool's only once no graph holds it; the pool itself once it has no segment left.
+  for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+    PrivatePool* pool = it->second;
+    if (pool->holders > 0) {
+      ++it;
+      continue;
     }
+    release_segments_of(pool->small, pool);
+    release_segments_of(pool->large, pool);
+    if (pool->stats.segments > 0) {
+      ++it;
+      continue;
+    }
+    delete pool;
+    it = private_pools_.erase(it);
+  }
+}
+
+void CachingAllocator::release_segments_of(Pool& pool, PrivatePool* owner) {
+  for (auto it = pool.begin(); it != pool.end();) {
+    Block* block = *it;
+    // Free blocks are always merged, so a whole free segment is a block with no neighbours.
+    if (block->prev != nullptr || block->next != nullptr) {
+      ++it;
+      continue;
+    }
+    backend_.free(block->ptr, block->size);
+    stats_.reserved_bytes -= static_cast<int64_t>(block->size);
+    stats_.device_frees += 1;
+    if (owner != nullptr) {
+      owner->stats.reserved_bytes -= static_cast<int64_t>(block->size);
+      owner->stats.segments -= 1;
+    }
+    it = pool.erase(it);
+    delete block;
   }
 }
 
 void CachingAllocator::on_allocated(Block* block) {
   block->allocated = true;
+  if (block->owner != nullptr) block->owner->stats.allocated_bytes += static_cast<int64_t>(block->size);
   in_use_.emplace(block->ptr, block);
   stats_.current_bytes += static_cast<int64_t>(block->size);
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);

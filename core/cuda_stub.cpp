@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "kiln/core/cuda.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/cuda_simulated.h"
 #include "kiln/core/error.h"
 
@@ -160,5 +162,33 @@ void copy_bytes_async(void*, Device, const void*, Device, size_t) {
 void memset_zero(void*, Device, size_t) {
   not_built("cuda::memset_zero");
 }
+
+GraphPool graph_pool_handle() {
+  not_built("cuda::graph_pool_handle");
+}
+GraphPoolStats graph_pool_stats(GraphPool, int) {
+  not_built("cuda::graph_pool_stats");
+}
+bool is_current_stream_capturing(int) {
+  return false;
+}
+void check_not_capturing(const std::string&) {}
+
+// Nothing can have been captured, so there is nothing to reset.
+CUDAGraph::~CUDAGraph() = default;
+void CUDAGraph::capture(const std::function<void()>&, const CaptureOptions&) {
+  not_built("cuda::CUDAGraph::capture");
+}
+void CUDAGraph::capture_begin(const CaptureOptions&) {
+  not_built("cuda::CUDAGraph::capture_begin");
+}
+void CUDAGraph::capture_end() {
+  not_built("cuda::CUDAGraph::capture_end");
+}
+void CUDAGraph::replay() {
+  not_built("cuda::CUDAGraph::replay");
+}
+void CUDAGraph::reset() {}
+void CUDAGraph::abandon() noexcept {}
 
 }  // namespace kiln::cuda

@@ -47,6 +47,11 @@ class NotImplementedError : public Error {
 class OutOfMemoryError : public Error {
   using Error::Error;
 };
+// Work that a CUDA graph cannot hold, asked for while one is being captured (a host
+// synchronisation, random numbers), or a graph used out of order. The message names the op.
+class GraphCaptureError : public Error {
+  using Error::Error;
+};
 // A distributed job failed: a rank died or hung past the timeout, a collective's peers
 // disagreed, the rendezvous could not be reached. The message names the rank and the collective.
 class DistError : public Error {

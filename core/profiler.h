@@ -19,7 +19,8 @@
 //   prof.export_chrome_trace("trace.json");   // open in Perfetto or chrome://tracing
 //
 // With no Profile recording, an OpScope costs one relaxed atomic load and a branch that is always
-// taken the same way. In a CUDA build, ops and ranges are also NVTX ranges while recording, so
+// taken the same way, and the few thread-local stores that name the op (core/op_name.h). In a CUDA
+// build, ops and ranges are also NVTX ranges while recording, so
 // Nsight tools that work show kiln's names.
 #pragma once
 
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "kiln/core/device.h"
+#include "kiln/core/op_name.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln::profiler {
@@ -194,12 +196,16 @@ class Scope {
   uint64_t session_ = 0;  // the profile it opened in: a later one's events are not its to close
 };
 
-// An op entry point's event: its name and inputs, and for a collective the bytes it carries.
+// An op entry point's event: its name and inputs, and for a collective the bytes it carries. It
+// also names the op for errors raised below it, profiling or not (core/op_name.h).
 class OpScope : public Scope {
  public:
   OpScope(const char* op, std::initializer_list<const Tensor*> inputs, int64_t bytes = 0)
-      : Scope(op, inputs, bytes) {}
-  OpScope(const char* op, Device device, int64_t bytes) : Scope(op, device, bytes) {}
+      : Scope(op, inputs, bytes), name_(op) {}
+  OpScope(const char* op, Device device, int64_t bytes) : Scope(op, device, bytes), name_(op) {}
+
+ private:
+  OpNameScope name_;
 };
 
 // A named range of the user's (record_function("data") in PyTorch).

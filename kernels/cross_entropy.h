@@ -22,9 +22,11 @@ struct CrossEntropyKernels {
   // weighted smoothed target) per row, 0 on ignored rows. grad is contiguous in lse's dtype: [R]
   // when per_row, else one element for every row. weight_sum is sum_c w[c] as a one-element
   // tensor of lse's dtype, needed only when weight is defined and label_smoothing > 0.
+  // denominator is one element of lse's dtype on the device (the mean's total weight, read there
+  // so that a CUDA graph holds it), or undefined for 1.
   void (*backward)(const Tensor& grad, bool per_row, const Tensor& logits, const Tensor& target,
                    const Tensor& weight, const Tensor& weight_sum, const Tensor& lse,
-                   int64_t ignore_index, double label_smoothing, double denominator,
+                   int64_t ignore_index, double label_smoothing, const Tensor& denominator,
                    const Tensor& grad_logits);
 
   static const CrossEntropyKernels cpu;

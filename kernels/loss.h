@@ -2,7 +2,8 @@
 // kernels/cuda/loss.cu). The op entry point lays log_probs out as a contiguous [N, C, S] tensor
 // (S = the product of the trailing dims, 1 for [N, C]) and the targets as contiguous i64 [N, S];
 // weight is a contiguous [C] tensor of log_probs' dtype, or undefined for weight 1 everywhere.
-// scan_nll_targets and nll_loss_forward return host values, so on a GPU each waits for it.
+// scan_nll_targets and nll_loss_forward return host values, so on a GPU each waits for it, except
+// the scan while a CUDA graph is being captured (below).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,12 @@ namespace kiln {
 struct NllTargetScan {
   int64_t bad_position = -1;  // the first target outside [0, C) that is not ignore_index, or -1
   double total_weight = 0.0;  // sum of w[target] over the targets that are not ignored
+  // On a GPU, the same total as a 0-dim f64 tensor on the targets' device, NaN when a target is
+  // out of range; undefined on the CPU. While this thread captures a CUDA graph the GPU's scan
+  // reads nothing back (a graph cannot hold the wait): bad_position is then -1 and total_weight
+  // NaN, and only this tensor holds the total, so the mean's division is the graph's own at every
+  // replay, and a bad target makes the loss and gradients NaN rather than an error.
+  Tensor total_weight_tensor;
 };
 
 struct LossKernels {

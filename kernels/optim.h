@@ -28,6 +28,22 @@ struct AdamStep {
   double bias1 = 1, bias2 = 1;
 };
 
+// What a capturable step (optim's `capturable`, core/cuda_graph.h) reads on the parameters'
+// device instead of taking from the host, so that a CUDA graph holding the step uses the values
+// the device holds at each replay. Undefined tensors: the host's SgdStep or AdamStep.
+struct DeviceStep {
+  // f64 [2]: SGD's lr and momentum, or Adam's lr and beta1, in place of the step's; the derived
+  // scalars (lr * weight_decay, 1 - beta1, the bias corrections) are computed from them there as
+  // the host computes them.
+  Tensor options;
+  // f32 [1], the GradScaler's flag: nonzero leaves every parameter and state as it was.
+  Tensor found_inf;
+  // Adam: each parameter's step count before this step (0-dim f64), in the params' order. The
+  // bias corrections take t = count + 1 in place of AdamStep's bias1 and bias2, and every count
+  // goes up by one after the update, unless found_inf.
+  std::vector<Tensor> steps;
+};
+
 struct OptimizerKernels {
   // Every list has one entry per parameter, all contiguous, of one floating dtype and on one
   // device. momentum_buffers is empty when momentum is 0; first[i] != 0 marks a buffer that is new
@@ -37,13 +53,14 @@ struct OptimizerKernels {
   //   or buf p = p - lr * d
   void (*sgd)(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_buffers, const std::vector<uint8_t>& first,
-              const SgdStep& step);
+              const SgdStep& step, const DeviceStep& device);
   // Adam and AdamW; max_exp_avg_sq is empty unless amsgrad.
   //   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
   //   p = p - lr / bias1 * m / (sqrt(max(v_max, v) or v) / sqrt(bias2) + eps)
   void (*adam)(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-               const std::vector<Tensor>& max_exp_avg_sq, const AdamStep& step);
+               const std::vector<Tensor>& max_exp_avg_sq, const AdamStep& step,
+               const DeviceStep& device);
 
   static const OptimizerKernels cpu;
   static const OptimizerKernels* const cuda;  // null in a build without CUDA

@@ -9,6 +9,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/cuda.h"
+#include "kiln/core/op_name.h"
 #include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/copy.h"
@@ -138,6 +139,7 @@ Tensor Tensor::contiguous() const {
 }
 
 double item_as_double(const Tensor& t) {
+  const OpNameScope name("item");
   KILN_CHECK(t.numel() == 1, ValueError, "item: expected a tensor with one element, got shape {}",
              shape_str(t.shape()));
   Tensor host = t.to(Device::cpu());
@@ -148,6 +150,7 @@ double item_as_double(const Tensor& t) {
 }
 
 std::vector<double> Tensor::tolist() const {
+  const OpNameScope name("tolist");
   Tensor host = to(Device::cpu()).to(DType::f64).contiguous();
   const double* p = static_cast<const double*>(host.data_ptr());
   return std::vector<double>(p, p + host.numel());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/generator.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/dropout.h"
@@ -19,6 +20,13 @@
 namespace kiln {
 
 namespace {
+
+// Why a graph cannot hold a draw: the kernels take the generator's offset as an argument, which
+// a capture freezes.
+constexpr const char* kRandomInGraph =
+    "draws random numbers on the GPU, and a graph would repeat the same draw at every replay (the "
+    "generator's offset would be frozen into it; kiln does not register generator state with "
+    "graphs as PyTorch does): run dropout in eval mode or outside the graph,";
 
 struct DropoutBackward : Node {
   SavedTensor mask;  // 0 or 1 / (1 - p), in x's dtype
@@ -44,6 +52,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
     out = mul(x.detach(), mask);
   } else {
     // One fused pass: element i is kept iff philox_uniform(seed, offset, i) >= p, on every device.
+    if (x.device().is_cuda() && cuda::is_current_stream_capturing(x.device().index))
+      cuda::check_not_capturing(kRandomInGraph);
     Generator& gen = generator ? *generator : default_generator();
     const uint64_t seed = gen.seed(), offset = gen.next_offset();
     mask = empty(x.shape(), x.dtype(), x.device());

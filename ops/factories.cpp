@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/core/cuda_graph.h"
+#include "kiln/core/op_name.h"
 #include "kiln/core/philox.h"
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/random.h"
@@ -88,7 +90,15 @@ Tensor eye(int64_t n, int64_t m, DType dtype, Device device) {
 }
 
 namespace {
-Generator& pick(Generator* generator) {
+// The generator of a random factory, unless the tensor is made on a GPU during a graph capture: its
+// draw would be frozen into the graph (the offset is a kernel argument, or the values are copied
+// from the host), so every replay would repeat it.
+Generator& pick(Generator* generator, Device device) {
+  if (device.is_cuda() && cuda::is_current_stream_capturing(device.index))
+    cuda::check_not_capturing(
+        "draws random numbers for a tensor on the GPU, and a graph would repeat the same draw at "
+        "every replay (kiln does not register generator state with graphs as PyTorch does): make "
+        "it before the capture,");
   return generator ? *generator : default_generator();
 }
 }  // namespace
@@ -99,7 +109,8 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device 
   KILN_CHECK(is_floating(dtype), DTypeError, "uniform: expected a floating dtype, got {}",
              dtype_name(dtype));
   KILN_CHECK(low <= high, ValueError, "uniform: low {} is greater than high {}", low, high);
-  Generator& gen = pick(generator);
+  const OpNameScope name("uniform");
+  Generator& gen = pick(generator, device);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
   Tensor out = empty(shape, dtype, device);
   if (out.numel() > 0)
@@ -115,7 +126,8 @@ Tensor randn(const Shape& shape, DType dtype, Device device, Generator* generato
   check_shape("randn", shape);
   KILN_CHECK(is_floating(dtype), DTypeError, "randn: expected a floating dtype, got {}",
              dtype_name(dtype));
-  Generator& gen = pick(generator);
+  const OpNameScope name("randn");
+  Generator& gen = pick(generator, device);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
   return generate(shape, dtype, device, [&](int64_t i) {
     return static_cast<double>(philox_normal(seed, offset, static_cast<uint64_t>(i)));
@@ -126,7 +138,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
                Generator* generator) {
   check_shape("randint", shape);
   KILN_CHECK(low < high, ValueError, "randint: low {} must be less than high {}", low, high);
-  Generator& gen = pick(generator);
+  const OpNameScope name("randint");
+  Generator& gen = pick(generator, device);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
   uint64_t range = static_cast<uint64_t>(high - low);
   return generate(shape, dtype, device, [&](int64_t i) {

@@ -31,6 +31,9 @@ struct NllArgs {
   Shape input_3d;       // [N, C, S]
   Shape loss_shape;     // the target's shape: the loss's shape under Reduction::none
   double total_weight;  // sum of w[target] over the targets not ignored: the mean's denominator
+  // The same on a GPU, as a 0-dim f64 tensor there (kernels/loss.h): what the fused path divides
+  // by, so that a CUDA graph holds the division rather than this capture's value.
+  Tensor total_weight_tensor;
 };
 
 // `input` is log_probs for nll_loss and logits for cross_entropy: both [C], [N, C] or [N, C, d...].
@@ -79,6 +82,7 @@ NllArgs check_nll_args(const char* op, const Tensor& input, const Tensor& target
         op, bad, scan.bad_position, classes, classes - 1, ignore_index));
   }
   a.total_weight = scan.total_weight;
+  a.total_weight_tensor = scan.total_weight_tensor;
   return a;
 }
 
@@ -148,25 +152,28 @@ void check_reduction(const char* op, Reduction reduction) {
 // The fused GPU cross_entropy's gradient: one kernel recomputes softmax from the saved logits
 // and per-row logsumexp.
 struct CrossEntropyBackward : Node {
-  SavedTensor logits, target, weight, lse;  // logits as [N, C, S]; lse [N * S]
+  // logits as [N, C, S]; lse [N * S]; the mean's total weight (0-dim f64)
+  SavedTensor logits, target, weight, lse, total_weight;
   Shape input_shape;
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::mean;
-  double total_weight = 0.0, label_smoothing = 0.0;
+  double label_smoothing = 0.0;
   std::string name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     const Tensor x = logits.unpack(*this), w = weight.unpack(*this), l = lse.unpack(*this);
     const Tensor per_row = g.to(l.dtype()).contiguous();
-    Tensor weight_sum;
+    Tensor weight_sum, denominator;
     if (w.defined() && label_smoothing != 0.0) weight_sum = sum(w.to(l.dtype()));
+    if (reduction == Reduction::mean) denominator = total_weight.unpack(*this).to(l.dtype());
     Tensor grad = empty(x.shape(), x.dtype(), x.device());
     kernels_for<CrossEntropyKernels>("cross_entropy", x.device())
         .backward(per_row, reduction == Reduction::none, x, target.unpack(*this), w, weight_sum, l,
-                  ignore_index, label_smoothing, reduction == Reduction::mean ? total_weight : 1.0,
-                  grad);
+                  ignore_index, label_smoothing, denominator, grad);
     return {grad.reshape(input_shape)};
   }
-  void release_saved() override { logits.reset(), target.reset(), weight.reset(), lse.reset(); }
+  void release_saved() override {
+    logits.reset(), target.reset(), weight.reset(), lse.reset(), total_weight.reset();
+  }
 };
 
 // cross_entropy where the device has fused kernels (the GPU): one kernel for the per-row losses
@@ -188,7 +195,7 @@ Tensor cross_entropy_fused(const CrossEntropyKernels& fused, const Tensor& logit
     fused.forward(x, a.target, a.weight, ignore_index, label_smoothing, lse, losses);
     Tensor total = sum(losses);
     // As PyTorch: a mean over no (or zero-weight) targets is 0 / 0 = nan.
-    if (reduction == Reduction::mean) total = div(total, a.total_weight);
+    if (reduction == Reduction::mean) total = div(total, a.total_weight_tensor);
     out = total.to(logits.dtype());
   }
   if (should_record({&logits})) {
@@ -200,7 +207,7 @@ Tensor cross_entropy_fused(const CrossEntropyKernels& fused, const Tensor& logit
     node->input_shape = logits.shape();
     node->ignore_index = ignore_index;
     node->reduction = reduction;
-    node->total_weight = a.total_weight;
+    node->total_weight = SavedTensor(a.total_weight_tensor);
     node->label_smoothing = label_smoothing;
     record(out, node, {&logits});
   }

@@ -1,10 +1,12 @@
 #include "kiln/optim/adam.h"
 
 #include <cmath>
+#include <cstddef>
 #include <utility>
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/op_name.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/optim.h"
 #include "kiln/ops/dispatch.h"
@@ -33,15 +35,17 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options)
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options)
     : Adam(std::move(groups), options, false) {}
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
-    : Optimizer(decoupled ? "AdamW" : "Adam", to_options(options)),
+    : Optimizer(decoupled ? "AdamW" : "Adam", to_options(options), options.capturable),
       decoupled_(decoupled),
       foreach_(options.foreach) {
+  KILN_CHECK(!options.capturable || options.foreach, ValueError,
+             "{}: capturable needs the fused step (foreach = true)", name());
   add_param_groups(std::move(groups));
 }
 
 namespace {
 AdamOptions as_adam(const AdamWOptions& o) {
-  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.foreach};
+  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.foreach, o.capturable};
 }
 }  // namespace
 
@@ -61,25 +65,55 @@ void Adam::check_options(const Options& o) const {
 }
 
 void Adam::step() {
+  update(Tensor());
+}
+
+void Adam::step_unless(const Tensor& found_inf) {
+  if (!capturable()) Optimizer::step_unless(found_inf);
+  update(found_inf);
+}
+
+void Adam::update(const Tensor& found_inf) {
+  const OpNameScope op_name(decoupled_ ? "AdamW.step" : "Adam.step");
   NoGradGuard no_grad;
-  for (auto& group : param_groups()) {
+  for (size_t group_index = 0; group_index < param_groups().size(); ++group_index) {
+    auto& group = param_groups()[group_index];
     const double lr = group.options["lr"], beta1 = group.options["beta1"],
                  beta2 = group.options["beta2"];
     const double eps = group.options["eps"], weight_decay = group.options["weight_decay"];
     const bool amsgrad = group.options["amsgrad"] != 0.0;
+    if (capturable()) refresh_device_options(group_index);
     FusedBatches batches;
     for (Tensor& p : group.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       auto& state = state_of(p);
       if (state.empty()) {
-        state["step"] = zeros({}, DType::f64);
+        // A capturable step counts on the device, where the graph reads and advances it.
+        state["step"] = zeros({}, DType::f64, capturable() ? p.device() : Device::cpu());
         state["exp_avg"] = zeros_like(p);
         state["exp_avg_sq"] = zeros_like(p);
       }
       // Created apart from the rest: amsgrad may be switched on for a group that already has state.
       if (amsgrad && !state.count("max_exp_avg_sq")) state["max_exp_avg_sq"] = zeros_like(p);
       Tensor& step_count = state["step"];
+      if (capturable()) {
+        // A loaded checkpoint's count may be elsewhere (before the capture, this copy is fine).
+        if (step_count.device() != p.device()) step_count = step_count.to(p.device());
+        const Tensor v_max = amsgrad ? state["max_exp_avg_sq"] : Tensor();
+        KILN_CHECK(fusable(p, g, {&state["exp_avg"], &state["exp_avg_sq"], &v_max}), ValueError,
+                   "{}: capturable needs the fused step, which takes contiguous parameters, "
+                   "gradients and state of one dtype; got a parameter {} with gradient {}",
+                   name(), describe(p), describe(g));
+        FusedBatch& batch = batches.of(p);
+        batch.params.push_back(p);
+        batch.grads.push_back(g);
+        batch.state[0].push_back(state["exp_avg"]);
+        batch.state[1].push_back(state["exp_avg_sq"]);
+        if (amsgrad) batch.state[2].push_back(v_max);
+        batch.steps.push_back(step_count);
+        continue;
+      }
       step_count.add_(1.0);
       const double t = step_count.item<double>();
       Tensor& m = state["exp_avg"];
@@ -124,8 +158,14 @@ void Adam::step() {
                           1.0 - std::pow(beta2, b.step)};
       profiler::OpScope event(decoupled_ ? "AdamW::fused_step" : "Adam::fused_step", b.device,
                               b.param_bytes());
+      DeviceStep device;
+      if (capturable()) {
+        device.options = device_options(group_index, b.device);
+        device.found_inf = checked_found_inf(name(), found_inf, b.device);
+        device.steps = b.steps;
+      }
       kernels_for<OptimizerKernels>("Adam.step", b.device)
-          .adam(b.params, b.grads, b.state[0], b.state[1], b.state[2], step);
+          .adam(b.params, b.grads, b.state[0], b.state[1], b.state[2], step, device);
       b.bump_versions();
     }
   }

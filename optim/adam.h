@@ -4,6 +4,7 @@
 //   amsgrad) p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "kiln/optim/optimizer.h"
@@ -18,6 +19,10 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
   bool foreach = true;  // as SGDOptions::foreach
+  // A step a CUDA graph can hold (Optimizer::capturable): lr and beta1 read on the device, the
+  // step counts kept there (0-dim f64 "step" state on the parameter's device), and GradScaler's
+  // skip decided there. Needs the fused step (foreach, contiguous parameters and gradients).
+  bool capturable = false;
 };
 
 // Adam(model.parameters()) takes PyTorch's defaults (lr 1e-3, betas 0.9 and 0.999, eps 1e-8).
@@ -26,12 +31,17 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
   void step() override;
+  void step_unless(const Tensor& found_inf) override;
 
  protected:
   Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void check_options(const Options& options) const override;
+  std::pair<const char*, const char*> device_option_names() const override {
+    return {"lr", "beta1"};
+  }
 
  private:
+  void update(const Tensor& found_inf);
   bool decoupled_ = false;
   bool foreach_ = true;
 };
@@ -46,6 +56,7 @@ struct AdamWOptions {
   double weight_decay = 0.01;
   bool amsgrad = false;
   bool foreach = true;
+  bool capturable = false;
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter).

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 #include "kiln/core/storage.h"
 
@@ -21,6 +22,7 @@ void FusedBatch::bump_versions() const {
   for (const Tensor& p : params) p.storage()->bump_version();
   for (const auto& list : state)
     for (const Tensor& t : list) t.storage()->bump_version();
+  for (const Tensor& t : steps) t.storage()->bump_version();
 }
 
 int64_t FusedBatch::param_bytes() const {
@@ -37,6 +39,20 @@ FusedBatch& FusedBatches::of(const Tensor& p, double step) {
   b.dtype = p.dtype();
   b.step = step;
   return b;
+}
+
+}  // namespace kiln::optim
+
+namespace kiln::optim {
+
+Tensor checked_found_inf(const std::string& optimizer, const Tensor& found_inf, Device device) {
+  if (!found_inf.defined()) return found_inf;
+  KILN_CHECK(found_inf.device() == device && found_inf.dtype() == DType::f32 &&
+                 found_inf.numel() == 1,
+             DeviceError,
+             "{}.step_unless: found_inf must be one f32 value on the parameters' device {}, got {}",
+             optimizer, device.str(), describe(found_inf));
+  return found_inf;
 }
 
 }  // namespace kiln::optim

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "kiln/core/tensor.h"
@@ -22,6 +23,7 @@ struct FusedBatch {
   std::vector<Tensor> params, grads;
   std::vector<Tensor> state[3];  // SGD: momentum buffers; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq
   std::vector<uint8_t> first;    // SGD: the buffer is new this step
+  std::vector<Tensor> steps;     // a capturable Adam's step counts, on the device
   // The kernels write parameters and state in place: their version counters move as an in-place
   // op's would.
   void bump_versions() const;
@@ -33,5 +35,9 @@ struct FusedBatches {
   std::vector<FusedBatch> all;
   FusedBatch& of(const Tensor& p, double step = 0);
 };
+
+// The GradScaler's flag for a capturable step of parameters on `device`: undefined (no skip), or
+// an f32 [1] tensor there; else a DeviceError naming the optimizer.
+Tensor checked_found_inf(const std::string& optimizer, const Tensor& found_inf, Device device);
 
 }  // namespace kiln::optim

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/cuda_graph.h"
+#include "kiln/core/op_name.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/amp.h"
 #include "kiln/ops/dispatch.h"
@@ -67,15 +69,48 @@ GradScaler::GradScaler(GradScalerOptions options)
                 options.backoff_factor, static_cast<double>(options.growth_interval));
 }
 
+void GradScaler::make_device_state(Device device) const {
+  if (scale_on_device_.defined()) {
+    KILN_CHECK(scale_on_device_.device() == device, DeviceError,
+               "GradScaler: the capturable scale lives on {}, but this loss is on {} (a "
+               "capturable GradScaler works on one device)",
+               scale_on_device_.device().str(), device.str());
+    return;
+  }
+  KILN_CHECK(!device.is_cuda() || !cuda::is_current_stream_capturing(device.index),
+             GraphCaptureError,
+             "GradScaler.scale: a capturable GradScaler puts its scale on the device at its first "
+             "scale(), which must run before the capture (warm up with a few eager steps, as "
+             "PyTorch's documentation asks)");
+  NoGradGuard no_grad;
+  scale_on_device_ = full({}, scale_, DType::f32, device);
+  tracker_on_device_ = full({}, static_cast<double>(growth_tracker_), DType::i64, device);
+}
+
+double GradScaler::get_scale() const {
+  if (!options_.enabled) return 1.0;
+  return scale_on_device_.defined() ? scale_on_device_.item<double>() : scale_;
+}
+
+int64_t GradScaler::growth_tracker() const {
+  if (!options_.enabled) return 0;
+  return tracker_on_device_.defined() ? tracker_on_device_.item<int64_t>() : growth_tracker_;
+}
+
 Tensor GradScaler::scale(const Tensor& loss) const {
   if (!options_.enabled) return loss;
   KILN_CHECK(loss.defined() && is_floating(loss.dtype()), DTypeError,
              "GradScaler.scale: expected a floating loss tensor, got {}", describe(loss));
+  if (options_.capturable) {
+    make_device_state(loss.device());
+    return mul(loss, scale_on_device_);
+  }
   return mul(loss, scalar_tensor(scale_, DType::f32, loss.device()));
 }
 
 void GradScaler::unscale_(Optimizer& optimizer) {
   if (!options_.enabled) return;
+  const OpNameScope op_name("GradScaler.unscale_");
   OptimizerState& state = per_optimizer_[&optimizer];
   KILN_CHECK(state.stage != Stage::unscaled, Error,
              "GradScaler.unscale_: already called on this {} since the last update()",
@@ -86,7 +121,20 @@ void GradScaler::unscale_(Optimizer& optimizer) {
              optimizer.name());
   NoGradGuard no_grad;
   std::vector<std::pair<Device, Tensor>> found_infs;
-  for (auto& [device, grads] : grads_by_device(optimizer)) {
+  auto by_device = grads_by_device(optimizer);
+  // Capturable: PyTorch's inv_scale, 1 / scale in f64 rounded to f32, made on the device.
+  Tensor inv_scale;
+  if (options_.capturable && !by_device.empty()) {
+    KILN_CHECK(by_device.size() == 1, DeviceError,
+               "GradScaler.unscale_: a capturable GradScaler works on one device, but the "
+               "gradients of this {} are on {} devices",
+               optimizer.name(), by_device.size());
+    KILN_CHECK(scale_on_device_.defined(), Error,
+               "GradScaler.unscale_: no loss was scaled yet (scale() puts a capturable "
+               "GradScaler's scale on the device)");
+    inv_scale = reciprocal(scale_on_device_.to(DType::f64)).to(DType::f32);
+  }
+  for (auto& [device, grads] : by_device) {
     // The kernels want contiguous gradients: any other is unscaled in a copy and copied back.
     std::vector<Tensor> contiguous;
     for (const Tensor& g : grads) contiguous.push_back(g.contiguous());
@@ -95,8 +143,12 @@ void GradScaler::unscale_(Optimizer& optimizer) {
     for (const Tensor& g : contiguous)
       bytes += g.numel() * static_cast<int64_t>(dtype_size(g.dtype()));
     profiler::OpScope event("GradScaler::unscale_", device, bytes);
-    kernels_for<AmpKernels>("GradScaler.unscale_", device)
-        .unscale_and_check(contiguous, 1.0 / scale_, found_inf);
+    if (inv_scale.defined())
+      kernels_for<AmpKernels>("GradScaler.unscale_", device)
+          .unscale_and_check_on_device(contiguous, inv_scale, found_inf);
+    else
+      kernels_for<AmpKernels>("GradScaler.unscale_", device)
+          .unscale_and_check(contiguous, 1.0 / scale_, found_inf);
     for (size_t i = 0; i < grads.size(); ++i) {
       if (contiguous[i].is_same(grads[i]))
         grads[i].storage()->bump_version();  // written in place behind the version counter
@@ -110,10 +162,15 @@ void GradScaler::unscale_(Optimizer& optimizer) {
 }
 
 bool GradScaler::step(Optimizer& optimizer) {
+  const OpNameScope op_name("GradScaler.step");
   if (!options_.enabled) {
     optimizer.step();
     return true;
   }
+  KILN_CHECK(!options_.capturable || optimizer.capturable(), ValueError,
+             "GradScaler.step: a capturable GradScaler skips an overflowing step on the device, "
+             "which needs a capturable {} (its options' capturable = true)",
+             optimizer.name());
   // A reference into the map stays valid while unscale_ works on the same entry.
   OptimizerState& state = per_optimizer_[&optimizer];
   KILN_CHECK(state.stage != Stage::stepped, Error,
@@ -124,6 +181,11 @@ bool GradScaler::step(Optimizer& optimizer) {
              "GradScaler.step: no parameter of this {} has a gradient (call backward on "
              "scale(loss) first)",
              optimizer.name());
+  if (options_.capturable) {
+    optimizer.step_unless(state.found_inf_per_device.front().second);
+    state.stage = Stage::stepped;
+    return true;
+  }
   bool found = false;
   for (const auto& [device, flag] : state.found_inf_per_device)
     found = flag.item<float>() != 0.0f || found;
@@ -135,6 +197,24 @@ bool GradScaler::step(Optimizer& optimizer) {
 
 void GradScaler::update() {
   if (!options_.enabled) return;
+  const OpNameScope op_name("GradScaler.update");
+  if (options_.capturable) {
+    // PyTorch's: the flags of every optimizer added up, and the scale updated where it lives.
+    NoGradGuard no_grad;
+    Tensor found;
+    for (const auto& [optimizer, state] : per_optimizer_)
+      for (const auto& [device, flag] : state.found_inf_per_device)
+        found = found.defined() ? add(found, flag) : flag;
+    KILN_CHECK(found.defined(), Error,
+               "GradScaler.update: no inf checks were recorded since the last update() (call "
+               "step() or unscale_() first)");
+    kernels_for<AmpKernels>("GradScaler.update", scale_on_device_.device())
+        .update_scale(scale_on_device_, tracker_on_device_, found, options_.growth_factor,
+                      options_.backoff_factor, options_.growth_interval);
+    last_found_inf_ = found;
+    per_optimizer_.clear();
+    return;
+  }
   bool found = false, recorded = false;
   for (const auto& [optimizer, state] : per_optimizer_) {
     recorded = recorded || !state.found_inf_per_device.empty();
@@ -169,17 +249,18 @@ void GradScaler::update(double new_scale) {
              "GradScaler.update: the new scale must be positive and finite in f32, got {}",
              new_scale);
   scale_ = scale;
+  if (scale_on_device_.defined()) scale_on_device_.fill_(scale);
   per_optimizer_.clear();
 }
 
 StateDict GradScaler::state_dict() const {
   if (!options_.enabled) return {};
   return {
-      {"scale", scalar_tensor(scale_, DType::f64)},
+      {"scale", scalar_tensor(get_scale(), DType::f64)},
       {"growth_factor", scalar_tensor(options_.growth_factor, DType::f64)},
       {"backoff_factor", scalar_tensor(options_.backoff_factor, DType::f64)},
       {"growth_interval", scalar_tensor(static_cast<double>(options_.growth_interval), DType::f64)},
-      {"_growth_tracker", scalar_tensor(static_cast<double>(growth_tracker_), DType::f64)}};
+      {"_growth_tracker", scalar_tensor(static_cast<double>(growth_tracker()), DType::f64)}};
 }
 
 void GradScaler::load_state_dict(const StateDict& state) {
@@ -225,6 +306,10 @@ void GradScaler::load_state_dict(const StateDict& state) {
   options_.growth_interval = growth_interval;
   scale_ = to_f32(scale);
   growth_tracker_ = tracker;
+  if (scale_on_device_.defined()) {
+    scale_on_device_.fill_(scale_);
+    tracker_on_device_.fill_(static_cast<double>(tracker));
+  }
 }
 
 }  // namespace kiln::optim

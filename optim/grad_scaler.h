@@ -13,7 +13,9 @@
 //
 // The scale is kept on the host (a float value, as PyTorch's f32 scale tensor holds it); each
 // device's inf flag stays on its device until step() reads it: the one device-to-host read of an
-// iteration.
+// iteration. With `capturable` the whole iteration stays on the device instead (for a CUDA graph,
+// core/cuda_graph.h): the scale and its growth tracker are tensors there, the optimizer skips a
+// step there (Optimizer::step_unless), and update() is PyTorch's _amp_update_scale_ kernel.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,11 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
   bool enabled = true;
+  // Nothing read back to the host in scale/unscale_/step/update: the scale lives on the device of
+  // the first scaled loss (made by that first scale(), which must come before a graph's capture),
+  // step() needs a capturable optimizer, whose update the device skips on an overflow, and
+  // returns true for "queued" (found_inf() holds the device's answer). Gradients on one device.
+  bool capturable = false;
 };
 
 class GradScaler {
@@ -52,7 +59,7 @@ class GradScaler {
   void unscale_(Optimizer& optimizer);
   // Unscales (unless unscale_ already did), then runs optimizer.step() unless a gradient held inf
   // or NaN; returns whether it stepped. Once per optimizer between update()s. Disabled, it only
-  // steps.
+  // steps. Capturable: optimizer.step_unless(the flag), which the device skips, and true.
   bool step(Optimizer& optimizer);
   // PyTorch's _amp_update_scale_: after an overflow in any optimizer's gradients the scale is
   // multiplied by backoff_factor and the growth tracker reset; otherwise the tracker counts one
@@ -63,9 +70,14 @@ class GradScaler {
   // Sets the scale (rounded to f32) instead, leaving the tracker as it is; ends the iteration.
   void update(double new_scale);
 
-  double get_scale() const { return options_.enabled ? scale_ : 1.0; }
-  int64_t growth_tracker() const { return options_.enabled ? growth_tracker_ : 0; }
+  // Capturable: read from the device (a wait for the GPU).
+  double get_scale() const;
+  int64_t growth_tracker() const;
   bool is_enabled() const { return options_.enabled; }
+  bool is_capturable() const { return options_.capturable; }
+  // Capturable: the f32 [1] flag the last update() decided with (nonzero: that iteration's step was
+  // skipped), on the device; undefined before the first update().
+  const Tensor& found_inf() const { return last_found_inf_; }
   double growth_factor() const { return options_.growth_factor; }
   double backoff_factor() const { return options_.backoff_factor; }
   int64_t growth_interval() const { return options_.growth_interval; }
@@ -88,10 +100,17 @@ class GradScaler {
     std::optional<bool> found_inf;
   };
 
+  // Capturable: the scale and tracker on `device`, made from the host values at the first call.
+  void make_device_state(Device device) const;
+
   GradScalerOptions options_;
-  double scale_;  // always a value of f32
+  double scale_;  // always a value of f32; capturable: only until the device state is made
   int64_t growth_tracker_ = 0;
   std::map<const Optimizer*, OptimizerState> per_optimizer_;
+  // Capturable: made by the first scale(), a const call, hence mutable.
+  mutable Tensor scale_on_device_;    // 0-dim f32
+  mutable Tensor tracker_on_device_;  // 0-dim i64
+  Tensor last_found_inf_;
 };
 
 }  // namespace kiln::optim

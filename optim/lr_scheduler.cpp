@@ -37,6 +37,8 @@ void LRScheduler::set_last_epoch(int64_t epoch) {
     groups[g].options["lr"] = lrs[g];
     apply_extra(g, epoch);
   }
+  // A capturable optimizer's replayed steps read the rates on the device.
+  optimizer_.copy_options_to_device();
 }
 
 std::vector<double> LRScheduler::get_last_lr() const {

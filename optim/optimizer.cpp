@@ -10,12 +10,56 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/ops/factories.h"
 
 namespace kiln::optim {
 
-Optimizer::Optimizer(std::string name, Options defaults)
-    : name_(std::move(name)), defaults_(std::move(defaults)) {}
+Optimizer::Optimizer(std::string name, Options defaults, bool capturable)
+    : name_(std::move(name)), defaults_(std::move(defaults)), capturable_(capturable) {}
+
+void Optimizer::step_unless(const Tensor&) {
+  throw NotImplementedError(fmt::format(
+      "{}.step_unless: only a capturable optimizer skips a step on the device (make it with "
+      "capturable = true)",
+      name_));
+}
+
+Tensor Optimizer::device_options(std::size_t group, Device device) {
+  auto key = std::make_pair(group, device.is_cuda() ? device.index : -1);
+  auto it = device_options_.find(key);
+  if (it != device_options_.end()) return it->second;
+  KILN_CHECK(!device.is_cuda() || !cuda::is_current_stream_capturing(device.index),
+             GraphCaptureError,
+             "{}.step: its options' device tensor on {} is made by the first step, which must run "
+             "before the capture (warm up with a few eager steps, as PyTorch's documentation asks)",
+             name_, device.str());
+  Tensor options = empty({2}, DType::f64, device);
+  device_options_.emplace(key, options);
+  refresh_device_options(group);
+  return options;
+}
+
+void Optimizer::refresh_device_options(std::size_t group) {
+  const auto [first, second] = device_option_names();
+  const Options& options = groups_.at(group).options;
+  for (auto& [key, tensor] : device_options_) {
+    if (key.first != group) continue;
+    if (key.second >= 0 && cuda::is_current_stream_capturing(key.second)) continue;
+    // fill_ queues a kernel with the value as its argument: no wait for the GPU.
+    tensor.select(0, 0).fill_(options.at(first));
+    tensor.select(0, 1).fill_(options.at(second));
+  }
+}
+
+void Optimizer::copy_options_to_device() {
+  for (const auto& [key, tensor] : device_options_)
+    KILN_CHECK(key.second < 0 || !cuda::is_current_stream_capturing(key.second), GraphCaptureError,
+               "{}.copy_options_to_device: writing the options during a capture would freeze "
+               "this step's values into the graph; call it before replay() instead",
+               name_);
+  for (std::size_t g = 0; g < groups_.size(); ++g) refresh_device_options(g);
+}
 
 void Optimizer::add_param_groups(std::vector<ParamGroup> groups) {
   KILN_CHECK(!groups.empty(), ValueError, "{}: got an empty list of parameter groups", name_);

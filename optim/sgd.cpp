@@ -1,9 +1,11 @@
 #include "kiln/optim/sgd.h"
 
+#include <cstddef>
 #include <utility>
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/op_name.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/optim.h"
 #include "kiln/ops/dispatch.h"
@@ -24,12 +26,12 @@ Options to_options(const SGDOptions& o) {
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : Optimizer("SGD", to_options(options)), foreach_(options.foreach) {
-  add_param_groups({ParamGroup{std::move(params), {}}});
-}
+    : SGD(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
-    : Optimizer("SGD", to_options(options)), foreach_(options.foreach) {
+    : Optimizer("SGD", to_options(options), options.capturable), foreach_(options.foreach) {
+  KILN_CHECK(!options.capturable || options.foreach, ValueError,
+             "SGD: capturable needs the fused step (foreach = true)");
   add_param_groups(std::move(groups));
 }
 
@@ -42,13 +44,30 @@ void SGD::check_options(const Options& o) const {
              "SGD: Nesterov momentum requires a momentum and zero dampening, got momentum {} and "
              "dampening {}",
              momentum, o.at("dampening"));
+  KILN_CHECK(!capturable() || momentum == 0 || o.at("dampening") == 0, ValueError,
+             "SGD: capturable with momentum needs dampening 0, got {} (a buffer's first step, "
+             "which the GradScaler may skip on the device unseen by the host, must equal a later "
+             "one from a zero buffer)",
+             o.at("dampening"));
 }
 
 void SGD::step() {
+  update(Tensor());
+}
+
+void SGD::step_unless(const Tensor& found_inf) {
+  if (!capturable()) Optimizer::step_unless(found_inf);
+  update(found_inf);
+}
+
+void SGD::update(const Tensor& found_inf) {
+  const OpNameScope op_name("SGD.step");
   NoGradGuard no_grad;
-  for (auto& group : param_groups()) {
+  for (size_t group_index = 0; group_index < param_groups().size(); ++group_index) {
+    auto& group = param_groups()[group_index];
     SgdStep step{group.options["lr"], group.options["momentum"], group.options["dampening"],
                  group.options["weight_decay"], group.options["nesterov"] != 0.0};
+    if (capturable()) refresh_device_options(group_index);
     FusedBatches batches;
     for (Tensor& p : group.params) {
       Tensor g = p.grad();
@@ -62,12 +81,20 @@ void SGD::step() {
         batch.grads.push_back(g);
         if (step.momentum != 0) {
           const bool first = it == state.end();
-          if (first) it = state.emplace("momentum_buffer", empty_like(p)).first;
+          // Zeros when capturable: a first step the device skips leaves a buffer the next step
+          // reads as a later one's.
+          if (first)
+            it = state.emplace("momentum_buffer", capturable() ? zeros_like(p) : empty_like(p))
+                     .first;
           batch.state[0].push_back(it->second);
           batch.first.push_back(first ? 1 : 0);
         }
         continue;
       }
+      KILN_CHECK(!capturable(), ValueError,
+                 "SGD: capturable needs the fused step, which takes contiguous parameters, "
+                 "gradients and buffers of one dtype; got a parameter {} with gradient {}",
+                 describe(p), describe(g));
       if (step.weight_decay != 0) g = add(g, p, step.weight_decay);
       if (step.momentum != 0) {
         if (it == state.end()) {
@@ -81,8 +108,13 @@ void SGD::step() {
     }
     for (FusedBatch& b : batches.all) {
       profiler::OpScope event("SGD::fused_step", b.device, b.param_bytes());
+      DeviceStep device;
+      if (capturable()) {
+        device.options = device_options(group_index, b.device);
+        device.found_inf = checked_found_inf(name(), found_inf, b.device);
+      }
       kernels_for<OptimizerKernels>("SGD.step", b.params[0].device())
-          .sgd(b.params, b.grads, b.state[0], b.first, step);
+          .sgd(b.params, b.grads, b.state[0], b.first, step, device);
       b.bump_versions();
     }
   }

@@ -5,6 +5,7 @@
 //   p = p - lr * g
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "kiln/optim/optimizer.h"
@@ -22,6 +23,11 @@ struct SGDOptions {
   // as PyTorch's foreach/fused; false: the update op by op. The two agree to an ulp or so per step
   // (kernels/optim.h). Parameters or gradients that are not contiguous always go op by op.
   bool foreach = true;
+  // A step a CUDA graph can hold (Optimizer::capturable): lr and momentum read on the device, and
+  // GradScaler's skip decided there. Needs the fused step (foreach, contiguous parameters and
+  // gradients), and with momentum a dampening of 0: a buffer's first step, which the device may
+  // skip unseen by the host, then equals a later one from a zero buffer.
+  bool capturable = false;
 };
 
 class SGD : public Optimizer {
@@ -29,11 +35,16 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options = {});
   SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
   void step() override;
+  void step_unless(const Tensor& found_inf) override;
 
  protected:
   void check_options(const Options& options) const override;
+  std::pair<const char*, const char*> device_option_names() const override {
+    return {"lr", "momentum"};
+  }
 
  private:
+  void update(const Tensor& found_inf);
   bool foreach_ = true;
 };
 

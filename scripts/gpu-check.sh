@@ -19,7 +19,8 @@
 # 5. The same recipe with --amp fp16 and --amp bf16, each within 0.3 points of step 4's f32 run.
 # 6. Training throughput against PyTorch in the same call (BENCH=0 skips it): ResNet-50 on
 #    ImageNet shapes, batch 128, f32 with TF32 and with autocast bf16/fp16 (PyTorch's with
-#    channels-last), and ResNet-20 on 28x28, both with cuDNN's benchmark search, after the op
+#    channels-last), and ResNet-20 on 28x28, eager and captured as a CUDA graph (--cuda-graph:
+#    kiln's CUDAGraph against torch.cuda.graph), all with cuDNN's benchmark search, after the op
 #    bandwidths and matmul rates of `kiln-bench ops` and its peer ops_torch.py; bench.log. Then
 #    the profiler's table of one ResNet-50 step on the GPU (profile.log).
 # 7. compute-sanitizer memcheck and racecheck on every GPU test but the nccl one (NCCL's kernels
@@ -150,8 +151,9 @@ bench_all() {
     python3 benchmarks/kiln_bench/ops_torch.py --device cuda --csv "$LOG_DIR/ops-torch.csv" || return 1
   fi
   local r50=(--model resnet50 --imagenet --batch-size 128 --steps 30 --warmup 5)
+  local r20=(--model resnet20 --batch-size 128 --steps 100 --warmup 10 --tf32)
   bench "${r50[@]}" --tf32 && bench "${r50[@]}" --amp bf16 && bench "${r50[@]}" --amp fp16 &&
-    bench --model resnet20 --batch-size 128 --steps 100 --warmup 10 --tf32
+    bench "${r20[@]}" && bench "${r20[@]}" --cuda-graph
 }
 export -f bench bench_all
 if [ "${BENCH:-1}" != 0 ]; then

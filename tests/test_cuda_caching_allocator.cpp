@@ -70,6 +70,17 @@ class FakeSegments final : public cuda::SegmentBackend {
   void release_event(EventId event) noexcept override { events.erase(event); }
   void finish_work_on(size_t k) { events.at(first_event_ + k) = true; }  // the k-th event recorded
 
+  std::map<std::uintptr_t, uint64_t> captures;  // stream -> the capture it takes part in
+  int capture_allocations = 0;                  // segments asked for through allocate_for_capture
+  uint64_t capture_of(std::uintptr_t stream) override {
+    auto it = captures.find(stream);
+    return it == captures.end() ? 0 : it->second;
+  }
+  void* allocate_for_capture(size_t nbytes) override {
+    ++capture_allocations;
+    return allocate(nbytes);
+  }
+
  private:
   std::uintptr_t next_ = std::uintptr_t{1} << 40;
   static constexpr EventId first_event_ = 0xE000;
@@ -225,6 +236,92 @@ TEST_CASE("caching allocator: a block used on another stream waits for that stre
   CHECK(fake.events.empty());  // every event released
   pool.free(next);
   CHECK(fake.event_streams.size() == 2);  // a block freed without marks records no event
+}
+
+TEST_CASE("caching allocator: a capture's allocations come from its private pool") {
+  constexpr CachingAllocator::PoolId kPool = 7;
+  constexpr uint64_t kCapture = 42;
+  FakeSegments fake;
+  CachingAllocator pool(fake);
+  void* before = pool.allocate(1000, kStream1);  // the default pool's
+  pool.free(before);
+
+  fake.captures[kStream1] = kCapture;
+  pool.begin_allocate_to_pool(kPool, kCapture);
+  CHECK(pool.capturing());
+  void* a = pool.allocate(1000, kStream1);
+  CHECK(a != before);  // a cached block of the default pool is not the capture's
+  CHECK(fake.capture_allocations == 1);
+  void* outside = pool.allocate(1000, kStream2);  // a stream outside the capture: the default pool
+  CHECK(fake.capture_allocations == 1);
+  CHECK(fake.requested.size() == 3);
+  CachingAllocator::PoolStats s = pool.pool_stats(kPool);
+  CHECK(s.segments == 1);
+  CHECK(s.reserved_bytes == static_cast<int64_t>(2 * MiB));
+  CHECK(s.allocated_bytes == 1024);
+  CHECK(s.holders == 1);
+  // Freed during the capture, a block is the capture's to reuse.
+  pool.free(a);
+  void* b = pool.allocate(1000, kStream1);
+  CHECK(b == a);
+  // Nothing goes back to the backend while a capture routes here: not at empty_cache, not on an
+  // out-of-memory retry (which then fails at once).
+  pool.free(outside);
+  pool.empty_cache();
+  CHECK(fake.freed.empty());
+  fake.fail_next = 1;
+  CHECK_THROWS_AS(pool.allocate(4 * MiB, kStream1), OutOfMemoryError);
+  CHECK(fake.freed.empty());
+  CHECK(pool.stats().alloc_retries == 0);
+
+  fake.captures.clear();
+  pool.end_allocate_to_pool(kPool);
+  CHECK_FALSE(pool.capturing());
+  // The pool's blocks serve no one outside it, even on the capture's stream after it.
+  void* after = pool.allocate(1000, kStream1);
+  CHECK(after == before);
+  pool.free(after);
+  pool.free(b);  // back to the private pool, which a graph still holds
+  pool.empty_cache();
+  CHECK(pool.pool_stats(kPool).segments == 1);
+  pool.retain_pool(kPool);  // a second graph captured into it
+  pool.release_pool(kPool);
+  pool.release_pool(kPool);
+  CHECK(pool.pool_stats(kPool).holders == 0);
+  pool.empty_cache();
+  CHECK(pool.pool_stats(kPool).segments == 0);
+  CHECK(pool.pool_stats(kPool).reserved_bytes == 0);
+  CHECK(pool.stats().reserved_bytes == 0);
+  CHECK_THROWS_AS(pool.release_pool(kPool), ValueError);  // gone with its last segment
+  CHECK_FALSE(fake.bad_free);
+}
+
+TEST_CASE("caching allocator: a block used on another stream and freed in a capture waits after it") {
+  FakeSegments fake;
+  CachingAllocator pool(fake);
+  fake.captures[kStream1] = 9;
+  pool.begin_allocate_to_pool(3, 9);
+  void* shared = pool.allocate(1000, kStream1);
+  pool.record_stream(shared, kStream2);
+  pool.free(shared);
+  CHECK(fake.event_streams.empty());  // no event recorded (nor queried) during the capture
+  CHECK(pool.allocate(1000, kStream1) != shared);
+  fake.captures.clear();
+  pool.end_allocate_to_pool(3);
+  CHECK(fake.event_streams == std::vector<std::uintptr_t>{kStream2});  // recorded at the end
+  pool.release_pool(3);
+}
+
+TEST_CASE("caching allocator: private pools need ids, and one pool per capture") {
+  FakeSegments fake;
+  CachingAllocator pool(fake);
+  CHECK_THROWS_AS(pool.begin_allocate_to_pool(0, 5), ValueError);
+  CHECK_THROWS_AS(pool.begin_allocate_to_pool(5, 0), ValueError);
+  pool.begin_allocate_to_pool(5, 1);
+  CHECK_THROWS_AS(pool.begin_allocate_to_pool(6, 1), ValueError);
+  pool.end_allocate_to_pool(5);
+  CHECK_THROWS_AS(pool.retain_pool(99), ValueError);
+  CHECK(pool.pool_stats(99).segments == 0);
 }
 
 TEST_CASE("caching allocator: a waiting block is not merged, nor its segment given back") {

@@ -244,6 +244,90 @@ TEST_CASE("grad_scaler: an overflowing gradient skips the step and backs the sca
   }
 }
 
+TEST_CASE("grad_scaler: capturable decides on the device what the host scaler decides, bit for bit") {
+  // The same training run twice: the host scaler with plain optimizers, and the capturable scaler
+  // (scale, tracker and skip in tensors, nothing read on the host) with capturable ones, whose
+  // options and step counts are tensors; a scripted overflow in between, growth every 2 steps, and
+  // a schedule changing lr and momentum (beta1) at every step.
+  using Make = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>, bool)>;
+  const std::vector<std::pair<std::string, Make>> optimizers = {
+      {"SGD, Nesterov, weight decay",
+       [](std::vector<Tensor> p, bool capturable) {
+         return std::make_unique<SGD>(std::move(p),
+                                      SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01,
+                                                 .nesterov = true, .capturable = capturable});
+       }},
+      {"Adam", [](std::vector<Tensor> p, bool capturable) {
+         return std::make_unique<Adam>(std::move(p),
+                                       AdamOptions{.weight_decay = 0.1, .capturable = capturable});
+       }},
+      {"AdamW amsgrad", [](std::vector<Tensor> p, bool capturable) {
+         return std::make_unique<AdamW>(std::move(p),
+                                        AdamWOptions{.amsgrad = true, .capturable = capturable});
+       }}};
+  for (const auto& [name, make] : optimizers) {
+    INFO(name);
+    struct Run {
+      std::unique_ptr<nn::Linear> model = std::make_unique<nn::Linear>(3, 2);
+      std::unique_ptr<Optimizer> optimizer;
+      std::unique_ptr<GradScaler> scaler;
+      std::unique_ptr<OneCycleLR> schedule;
+    };
+    auto make_run = [&](bool capturable) {
+      manual_seed(3);
+      Run run;
+      run.optimizer = make(run.model->parameters(), capturable);
+      run.scaler = std::make_unique<GradScaler>(GradScalerOptions{
+          .init_scale = 1024.0, .growth_interval = 2, .capturable = capturable});
+      run.schedule = std::make_unique<OneCycleLR>(*run.optimizer, 0.2, 12);
+      return run;
+    };
+    Run host = make_run(false), device = make_run(true);
+    const Tensor x = random_f64({4, 3}, 5).to(DType::f32);
+    auto iteration = [&](Run& run, std::optional<double> poison) {
+      run.optimizer->zero_grad();
+      run.scaler->scale(sum(square(run.model->forward(x)))).backward();
+      if (poison) poison_grad(run.model->bias, 1, *poison);
+      run.scaler->step(*run.optimizer);
+      run.scaler->update();
+      run.schedule->step();
+    };
+    for (int step = 0; step < 8; ++step) {
+      INFO("step " << step);
+      const std::optional<double> poison =
+          step == 3 ? std::optional<double>(kInf) : std::optional<double>();
+      iteration(host, poison);
+      iteration(device, poison);
+      CHECK(device.model->weight.tolist() == host.model->weight.tolist());
+      CHECK(device.model->bias.tolist() == host.model->bias.tolist());
+      CHECK(snapshot(*device.optimizer) == snapshot(*host.optimizer));
+      CHECK(device.scaler->get_scale() == host.scaler->get_scale());
+      CHECK(device.scaler->growth_tracker() == host.scaler->growth_tracker());
+      CHECK(device.scaler->found_inf().item() == (step == 3 ? 1.0 : 0.0));
+    }
+    CHECK(host.scaler->get_scale() == 2048.0);  // doubled at steps 1, 6; halved at 3
+    CHECK(device.scaler->state_dict().at("scale").item() == 2048.0);
+  }
+}
+
+TEST_CASE("grad_scaler: capturable needs a capturable optimizer, and refuses a second device") {
+  Tensor w = param({1.0, 2.0}, DType::f32);
+  SGD plain({w}, {0.1});
+  w.set_grad(ones({2}));
+  GradScaler scaler({.capturable = true});
+  CHECK_THROWS_WITH(scaler.unscale_(plain), Catch::Contains("no loss was scaled yet"));
+  scaler = GradScaler({.capturable = true});
+  scaler.scale(sum(w)).backward();
+  CHECK_THROWS_WITH(scaler.step(plain), Catch::Contains("needs a capturable SGD"));
+  CHECK_THROWS_AS(plain.step_unless(zeros({1})), NotImplementedError);
+  CHECK_THROWS_WITH(SGD({w}, {.momentum = 0.9, .dampening = 0.1, .capturable = true}),
+                    Catch::Contains("capturable with momentum needs dampening 0"));
+  CHECK_THROWS_WITH(Adam({w}, {.foreach = false, .capturable = true}),
+                    Catch::Contains("capturable needs the fused step"));
+  SGD capturable({w}, {.lr = 0.1, .capturable = true});
+  CHECK_THROWS_AS(capturable.step_unless(zeros({1}, DType::f64)), DeviceError);
+}
+
 TEST_CASE("grad_scaler: a clean step is the plain step on the true gradients") {
   // A power-of-two scale commutes with every rounding on the way (no overflow, no underflow), so
   // the unscaled gradients, and the weights after the step, are exactly the unscaled run's.

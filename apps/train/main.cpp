@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "command_line.h"
@@ -193,10 +195,39 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
           static_cast<double>(correct5) / static_cast<double>(seen)};
 }
 
+// --cuda-graph's limits, checked before any data is read: a graph needs a GPU, and holds neither
+// a collective (DDP) nor the profiler's per-op events.
+void check_cuda_graph_recipe(const apps::Recipe& r, Device device) {
+  if (!r.cuda_graph) return;
+  KILN_CHECK(device.is_cuda(), ValueError,
+             "kiln-train: --cuda-graph captures the training step as a CUDA graph, which needs a "
+             "GPU, but the device is {}{}",
+             device.str(),
+             cuda::is_available() ? "" : " (no GPU is visible, or kiln was built without CUDA)");
+  KILN_CHECK(!r.distributed, ValueError,
+             "kiln-train: --cuda-graph cannot capture --distributed training: DDP's gradient "
+             "all-reduces are not capturable in kiln");
+  KILN_CHECK(r.profile_steps == 0, ValueError,
+             "kiln-train: --cuda-graph and --profile-steps do not go together: the profiler times "
+             "the ops of a step, and a replayed step runs none on the host");
+}
+
+// --cuda-graph: the training step captured once with static inputs, then replayed (core/
+// cuda_graph.h). Warm-up steps run eagerly on the capture's stream first, so that the optimizer's
+// state and the GradScaler's device state exist before the capture.
+struct GraphedStep {
+  explicit GraphedStep(const cuda::Stream& capture_stream) : stream(capture_stream) {}
+  cuda::Stream stream;
+  cuda::CUDAGraph graph;
+  Tensor x, y, logits, loss;  // the static inputs and outputs
+  int64_t eager_steps = 0;
+};
+
 int run_training(const apps::Recipe& r) {
   if (r.threads > 0) omp_set_num_threads(r.threads);
   manual_seed(r.seed);
   Device device = pick_device(r.device);
+  check_cuda_graph_recipe(r, device);
   if (r.distributed) {
     dist::init_process_group(device.is_cuda() ? "nccl" : "gloo");
     // init_process_group made the rank's GPU current (dist::local_device).
@@ -246,16 +277,20 @@ int run_training(const apps::Recipe& r) {
         nn::make_resnet(r.model, {split.classes, split.channels, !r.large_input_stem, false});
     model->to(device);
     std::vector<Tensor> params = model->parameters();
+    // A graph holds only capturable optimizers and loss scaling: their decisions stay on the GPU.
     std::unique_ptr<optim::Optimizer> optimizer;
     if (r.optimizer == "sgd")
       optimizer = std::make_unique<optim::SGD>(
-          params, optim::SGDOptions{r.lr, r.momentum, 0.0, r.weight_decay, r.nesterov});
+          params,
+          optim::SGDOptions{r.lr, r.momentum, 0.0, r.weight_decay, r.nesterov, true, r.cuda_graph});
     else if (r.optimizer == "adam")
       optimizer = std::make_unique<optim::Adam>(
-          params, optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
+          params,
+          optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false, true, r.cuda_graph});
     else
       optimizer = std::make_unique<optim::AdamW>(
-          params, optim::AdamWOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false});
+          params,
+          optim::AdamWOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false, true, r.cuda_graph});
 
     const int64_t steps_per_epoch =
         r.max_batches > 0 ? std::min(r.max_batches, loader.num_batches()) : loader.num_batches();
@@ -278,7 +313,7 @@ int run_training(const apps::Recipe& r) {
     }
 
     // f16's range needs the loss scaled (PyTorch's dynamic scaling); bf16 has f32's range.
-    optim::GradScaler scaler({.enabled = r.amp == "fp16"});
+    optim::GradScaler scaler({.enabled = r.amp == "fp16", .capturable = r.cuda_graph});
     train::TrainingState state{model.get(),
                                optimizer.get(),
                                scheduler.get(),
@@ -336,6 +371,62 @@ int run_training(const apps::Recipe& r) {
     nn::CrossEntropyLoss criterion(loss_options);
 
     apps::StepProfile step_profile(r.profile_warmup, r.profile_steps, r.checkpoint_dir, lead);
+    // One training step: the logits and the loss of a batch, after backward and the update.
+    auto train_step = [&](const Tensor& x, const Tensor& y) {
+      Tensor logits, loss;
+      {
+        profiler::RecordFunction range("forward");
+        autocast amp(amp_dtype(r), r.amp != "off");
+        logits = trained->forward(x);
+        loss = criterion(logits, y);
+      }
+      {
+        profiler::RecordFunction range("backward");
+        optimizer->zero_grad();
+        scaler.scale(loss).backward();
+      }
+      {
+        profiler::RecordFunction range("optimizer");
+        scaler.step(*optimizer);
+        scaler.update();
+      }
+      return std::make_pair(logits, loss);
+    };
+    std::optional<GraphedStep> graphed;
+    if (r.cuda_graph) graphed.emplace(cuda::Stream::create(device.index));
+    // The step for one batch: eager, or with --cuda-graph the replay of the captured step once
+    // the warm-up is done (a batch of another size, the last one, runs eagerly).
+    auto run_step = [&](const Tensor& x, const Tensor& y) {
+      if (!graphed) return train_step(x, y);
+      GraphedStep& g = *graphed;
+      const bool full = x.size(0) == r.batch_size;
+      if (g.eager_steps < r.cuda_graph_warmup || !full) {
+        // On the capture's stream, after the batch's copies on the current one.
+        const cuda::Stream current = cuda::current_stream(device.index);
+        g.stream.wait_stream(current);
+        std::pair<Tensor, Tensor> out;
+        {
+          const cuda::StreamGuard on_capture_stream(g.stream);
+          out = train_step(x, y);
+        }
+        current.wait_stream(g.stream);
+        ++g.eager_steps;
+        return out;
+      }
+      if (!g.graph.has_graph()) {
+        g.x = empty_like(x);
+        g.y = empty_like(y);
+        g.graph.capture([&] { std::tie(g.logits, g.loss) = train_step(g.x, g.y); },
+                        {.stream = g.stream});
+        if (lead)
+          std::printf("captured the training step as a CUDA graph of %zu nodes\n",
+                      g.graph.num_nodes());
+      }
+      g.x.copy_(x);
+      g.y.copy_(y);
+      g.graph.replay();
+      return std::make_pair(g.logits, g.loss);
+    };
     EpochStats test;
     const int64_t first_epoch = state.position.epoch;
     int64_t trained_here = 0;  // batches this process ran, for --interrupt-after
@@ -354,23 +445,7 @@ int run_training(const apps::Recipe& r) {
         }
         step_profile.before_step(trained_here);
         Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
-        Tensor logits, loss;
-        {
-          profiler::RecordFunction range("forward");
-          autocast amp(amp_dtype(r), r.amp != "off");
-          logits = trained->forward(x);
-          loss = criterion(logits, y);
-        }
-        {
-          profiler::RecordFunction range("backward");
-          optimizer->zero_grad();
-          scaler.scale(loss).backward();
-        }
-        {
-          profiler::RecordFunction range("optimizer");
-          scaler.step(*optimizer);
-          scaler.update();
-        }
+        const auto [logits, loss] = run_step(x, y);
         if (scheduler && per_batch_schedule &&
             state.position.global_step + 1 < steps_per_epoch * r.epochs)
           scheduler->step();

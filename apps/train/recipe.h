@@ -76,6 +76,8 @@ struct Recipe {
   std::string amp = "off";      // mixed precision: off, fp16 (with loss scaling) or bf16
   int64_t profile_steps = 0;    // steps to profile after profile_warmup, 0: none
   int64_t profile_warmup = 2;
+  bool cuda_graph = false;  // capture the training step as a CUDA graph and replay it
+  int64_t cuda_graph_warmup = 3;  // eager steps before the capture
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
@@ -163,6 +165,16 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
       ->check(integer_in(0, INT64_MAX));
   app.add_option("--resume", r.resume,
                  "checkpoint to resume from, or 'last' for <checkpoint-dir>/last.safetensors");
+  app.add_flag("--cuda-graph", r.cuda_graph,
+               "GPU: after --cuda-graph-warmup eager steps, capture the whole training step "
+               "(forward, backward, optimizer, loss scaling) once as a CUDA graph and replay it "
+               "for every later batch of the full batch size (a last, smaller batch runs "
+               "eagerly); not with --distributed or --profile-steps");
+  app.add_option("--cuda-graph-warmup", r.cuda_graph_warmup,
+                 "eager steps before --cuda-graph's capture (they make the optimizer's and the "
+                 "loss scaler's state)")
+      ->capture_default_str()
+      ->check(integer_in(1, INT64_MAX));
 }
 
 }  // namespace kiln::apps

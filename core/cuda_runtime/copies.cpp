@@ -1,11 +1,15 @@
 // Copies of a build with CUDA: copy_bytes, copy_bytes_async and memset_zero, between host and
 // device and between two devices, ordered on the current streams.
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kiln/core/cuda.h"
+#include "kiln/core/cuda_caching_allocator.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/cuda_runtime/internal.h"
 
 namespace kiln::cuda {
@@ -39,6 +43,20 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   KILN_CHECK(dst_device.is_cuda() || src_device.is_cuda(), DeviceError,
              "cuda::copy_bytes: one side must be a GPU, got {} -> {}", src_device.str(),
              dst_device.str());
+  // Only a copy within one GPU is stream-ordered work a graph can hold: one with the host waits
+  // for it (or leaves a pinned block to events a capture cannot query), and one between GPUs
+  // orders two devices' streams.
+  if (!(dst_device == src_device)) {
+    const bool host = !(dst_device.is_cuda() && src_device.is_cuda());
+    check_not_capturing(fmt::format(
+        "copies {} from {} to {}{}", format_bytes(static_cast<int64_t>(nbytes)),
+        src_device.is_cpu() ? std::string("the host") : src_device.str(),
+        dst_device.is_cpu() ? std::string("the host") : dst_device.str(),
+        !host         ? " (between two GPUs)"
+        : non_blocking ? " asynchronously, which a graph would repeat from the same host memory "
+                         "at every replay,"
+                       : ", which waits for the GPU,"));
+  }
   if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
     copy_between_devices(dst, dst_device.index, src, src_device.index, nbytes);
     return;

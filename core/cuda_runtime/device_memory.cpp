@@ -12,8 +12,10 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_caching_allocator.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/cuda_runtime/internal.h"
 #include "kiln/core/error.h"
+#include "kiln/core/op_name.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln::cuda {
@@ -25,6 +27,43 @@ class CudaSegments final : public SegmentBackend {
   explicit CudaSegments(int device) : device_(device) {}
 
   void* allocate(size_t nbytes) override {
+    check_not_capturing(fmt::format(
+        "asks for a new segment of {} on cuda:{} outside the graph's memory pool (a cudaMalloc, "
+        "which a capture forbids; only the capture's stream allocates from its pool)",
+        format_bytes(static_cast<int64_t>(nbytes)), device_));
+    return cuda_malloc(nbytes);
+  }
+
+  // CUDA forbids cudaMalloc during a capture (it is not stream-ordered), but a segment of the
+  // capture's own pool is what the graph will use at every replay, allocated once: this thread's
+  // capture mode is relaxed for the call, as PyTorch's allocator does.
+  void* allocate_for_capture(size_t nbytes) override {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    KILN_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    void* ptr = nullptr;
+    try {
+      ptr = cuda_malloc(nbytes);
+    } catch (...) {
+      cudaThreadExchangeStreamCaptureMode(&mode);
+      throw;
+    }
+    KILN_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    return ptr;
+  }
+
+  uint64_t capture_of(std::uintptr_t stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    // The legacy stream answers an error while a blocking stream captures: it is in no capture.
+    if (cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(stream), &status, &id) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return status == cudaStreamCaptureStatusNone ? 0 : id;
+  }
+
+  void* cuda_malloc(size_t nbytes) {
     DeviceGuard guard(device_);
     void* ptr = nullptr;
     cudaError_t status = cudaMalloc(&ptr, nbytes);
@@ -106,6 +145,7 @@ class CudaCachingAllocator final : public Allocator {
   MemoryStats stats() const override { return pool_.stats(); }
   void reset_peak() override { pool_.reset_peak(); }
   void empty_cache() { pool_.empty_cache(); }
+  CachingAllocator& pool() { return pool_; }
 
  private:
   int device_;
@@ -154,7 +194,31 @@ void record_stream(const Tensor& tensor, const Stream& stream) {
 }
 
 void empty_cache() {
+  const OpNameScope name("cuda::empty_cache");
+  check_not_capturing("gives cached memory back with cudaFree, which waits for the GPU,");
   for (CudaCachingAllocator* allocator : device_allocators()) allocator->empty_cache();
+}
+
+namespace {
+CudaCachingAllocator& device_allocator(int device) {
+  return *device_allocators().at(static_cast<size_t>(device));
+}
+}  // namespace
+
+bool detail::caching_allocator_enabled() {
+  return caching_enabled();
+}
+void detail::begin_allocate_to_pool(int device, uint64_t pool, uint64_t capture) {
+  device_allocator(device).pool().begin_allocate_to_pool(pool, capture);
+}
+void detail::end_allocate_to_pool(int device, uint64_t pool) {
+  device_allocator(device).pool().end_allocate_to_pool(pool);
+}
+void detail::release_pool(int device, uint64_t pool) {
+  device_allocator(device).pool().release_pool(pool);
+}
+CachingAllocator::PoolStats detail::pool_stats(int device, uint64_t pool) {
+  return device_allocator(device).pool().pool_stats(pool);
 }
 
 int64_t memory_allocated(int device) {

@@ -15,7 +15,9 @@
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/cuda_runtime/internal.h"
+#include "kiln/core/op_name.h"
 
 namespace kiln::cuda {
 
@@ -174,6 +176,8 @@ DeviceGuard::~DeviceGuard() {
 }
 
 void synchronize(int device) {
+  const OpNameScope name("cuda::synchronize");
+  check_not_capturing("waits for the whole device");
   DeviceGuard guard(device);
   KILN_CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -5,7 +5,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <vector>
+
+#include "kiln/core/cuda_caching_allocator.h"
 
 namespace kiln::cuda::detail {
 
@@ -29,5 +32,14 @@ void restore_device(int previous) noexcept;
 
 // Keeps host_ptr's pinned block unreused until the copy just queued is done; false: not pinned.
 bool record_pinned_use(const void* host_ptr, cudaStream_t stream, int device);
+
+// The private pools of `device`'s caching allocator, for CUDAGraph (graphs.cpp): allocations on
+// the streams of capture `capture` come from `pool` until the end; a graph holds its pool until
+// release_pool.
+bool caching_allocator_enabled();
+void begin_allocate_to_pool(int device, uint64_t pool, uint64_t capture);
+void end_allocate_to_pool(int device, uint64_t pool);
+void release_pool(int device, uint64_t pool);
+CachingAllocator::PoolStats pool_stats(int device, uint64_t pool);
 
 }  // namespace kiln::cuda::detail

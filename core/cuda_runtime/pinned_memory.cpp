@@ -13,6 +13,7 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_caching_allocator.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/cuda_runtime/internal.h"
 
 namespace kiln::cuda {
@@ -26,6 +27,10 @@ namespace {
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
+    // cudaHostAlloc and the event queries that find a reusable block are what a capture forbids
+    // the capturing thread.
+    check_not_capturing(fmt::format("allocates {} of pinned host memory",
+                                    format_bytes(static_cast<int64_t>(nbytes))));
     size_t size = size_class(nbytes);
     // cudaHostAlloc and the event queries need a context. On a thread that never chose a device
     // (a DataLoader worker) the runtime would bind device 0's, making one on GPU 0 in every rank

@@ -12,7 +12,9 @@
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/cuda_runtime/internal.h"
+#include "kiln/core/op_name.h"
 
 namespace kiln::cuda {
 
@@ -76,11 +78,15 @@ Stream Stream::create(int device) {
 }
 
 void Stream::synchronize() const {
+  const OpNameScope name("cuda::Stream::synchronize");
+  check_not_capturing("waits for a stream");
   DeviceGuard guard(device_);
   KILN_CUDA_CHECK(cudaStreamSynchronize(handle_));
 }
 
 bool Stream::query() const {
+  const OpNameScope name("cuda::Stream::query");
+  check_not_capturing("asks whether a stream's work is done");
   DeviceGuard guard(device_);
   return detail::done(cudaStreamQuery(handle_), "cudaStreamQuery");
 }
@@ -164,10 +170,14 @@ void Event::wait(const Stream& stream) const {
 }
 
 void Event::synchronize() const {
+  const OpNameScope name("cuda::Event::synchronize");
+  check_not_capturing("waits for an event");
   if (event_ != nullptr) KILN_CUDA_CHECK(cudaEventSynchronize(event_));
 }
 
 bool Event::query() const {
+  const OpNameScope name("cuda::Event::query");
+  check_not_capturing("asks whether an event has happened");
   return event_ == nullptr || detail::done(cudaEventQuery(event_), "cudaEventQuery");
 }
 

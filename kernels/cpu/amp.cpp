@@ -37,9 +37,9 @@ bool unscale_one(T* data, int64_t n, float inv_scale) {
 
 }  // namespace
 
-void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
-                       const Tensor& found_inf) {
-  const float inv_scale_f32 = static_cast<float>(inv_scale);
+namespace {
+
+void unscale_all(const std::vector<Tensor>& grads, float inv_scale_f32, const Tensor& found_inf) {
   bool found = false;
   for (const Tensor& g : grads) {
     visit_dtype(g.dtype(), [&](auto tag) {
@@ -55,10 +55,43 @@ void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
   if (found) found_inf.data<float>()[0] = 1.0f;
 }
 
+}  // namespace
+
+void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
+                       const Tensor& found_inf) {
+  unscale_all(grads, static_cast<float>(inv_scale), found_inf);
+}
+
+void unscale_and_check_on_device(const std::vector<Tensor>& grads, const Tensor& inv_scale,
+                                 const Tensor& found_inf) {
+  unscale_all(grads, inv_scale.data<float>()[0], found_inf);
+}
+
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                  double growth_factor, double backoff_factor, int64_t growth_interval) {
+  float& s = scale.data<float>()[0];
+  int64_t& tracker = growth_tracker.data<int64_t>()[0];
+  if (found_inf.data<float>()[0] != 0.0f) {
+    s = static_cast<float>(static_cast<double>(s) * backoff_factor);
+    tracker = 0;
+    return;
+  }
+  const int64_t successful = tracker + 1;
+  if (successful == growth_interval) {
+    const float grown = static_cast<float>(static_cast<double>(s) * growth_factor);
+    if (std::isfinite(grown)) s = grown;
+    tracker = 0;
+  } else {
+    tracker = successful;
+  }
+}
+
 }  // namespace kiln::cpu
 
 namespace kiln {
 
-const AmpKernels AmpKernels::cpu{.unscale_and_check = cpu::unscale_and_check};
+const AmpKernels AmpKernels::cpu{.unscale_and_check = cpu::unscale_and_check,
+                                 .unscale_and_check_on_device = cpu::unscale_and_check_on_device,
+                                 .update_scale = cpu::update_scale};
 
 }  // namespace kiln

@@ -31,11 +31,14 @@ void visit_parameter_dtype(const char* op, DType dtype, F&& f) {
   });
 }
 
+// lr and momentum: the step's, or a capturable step's from the device (kernels/optim.h);
+// s.momentum != 0 still decides whether there are buffers.
 template <class T>
-void sgd_one(T* p, const T* g, T* buf, bool first, int64_t n, const SgdStep& s) {
+void sgd_one(T* p, const T* g, T* buf, bool first, int64_t n, const SgdStep& s, double lr,
+             double momentum_value) {
   using A = acc_type_t<T>;
-  const A weight_decay = static_cast<A>(s.weight_decay), momentum = static_cast<A>(s.momentum);
-  const A keep = static_cast<A>(1.0 - s.dampening), step = static_cast<A>(-s.lr);
+  const A weight_decay = static_cast<A>(s.weight_decay), momentum = static_cast<A>(momentum_value);
+  const A keep = static_cast<A>(1.0 - s.dampening), step = static_cast<A>(-lr);
   const bool decay = s.weight_decay != 0, has_momentum = s.momentum != 0;
   parallel_for(n, 8, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -96,30 +99,53 @@ void adam_one(T* p, const T* g, T* m, T* v, T* v_max, int64_t n, const AdamStep&
   });
 }
 
+bool skipped(const DeviceStep& device) {
+  return device.found_inf.defined() && device.found_inf.data<float>()[0] != 0.0f;
+}
+
 void sgd(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
          const std::vector<Tensor>& momentum_buffers, const std::vector<uint8_t>& first,
-         const SgdStep& s) {
+         const SgdStep& s, const DeviceStep& device) {
+  if (skipped(device)) return;
+  double lr = s.lr, momentum = s.momentum;
+  if (device.options.defined()) {
+    lr = device.options.data<double>()[0];
+    momentum = device.options.data<double>()[1];
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     visit_parameter_dtype("sgd", params[i].dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* buf = s.momentum != 0 ? momentum_buffers[i].data<T>() : nullptr;
       sgd_one<T>(params[i].data<T>(), grads[i].data<T>(), buf, s.momentum != 0 && first[i] != 0,
-                 params[i].numel(), s);
+                 params[i].numel(), s, lr, momentum);
     });
   }
 }
 
 void adam(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
           const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-          const std::vector<Tensor>& max_exp_avg_sq, const AdamStep& s) {
+          const std::vector<Tensor>& max_exp_avg_sq, const AdamStep& s, const DeviceStep& device) {
+  if (skipped(device)) return;
   for (size_t i = 0; i < params.size(); ++i) {
+    // A capturable step's scalars, from the device values as adam.cpp makes them on the host.
+    AdamStep step = s;
+    if (device.options.defined()) {
+      step.lr = device.options.data<double>()[0];
+      step.beta1 = device.options.data<double>()[1];
+    }
+    if (!device.steps.empty()) {
+      const double t = device.steps[i].data<double>()[0] + 1.0;
+      step.bias1 = 1.0 - std::pow(step.beta1, t);
+      step.bias2 = 1.0 - std::pow(step.beta2, t);
+    }
     visit_parameter_dtype("adam", params[i].dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* v_max = s.amsgrad ? max_exp_avg_sq[i].data<T>() : nullptr;
       adam_one<T>(params[i].data<T>(), grads[i].data<T>(), exp_avg[i].data<T>(),
-                  exp_avg_sq[i].data<T>(), v_max, params[i].numel(), s);
+                  exp_avg_sq[i].data<T>(), v_max, params[i].numel(), step);
     });
   }
+  for (const Tensor& count : device.steps) count.data<double>()[0] += 1.0;
 }
 
 }  // namespace

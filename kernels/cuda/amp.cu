@@ -27,12 +27,13 @@ constexpr int kTensorsPerLaunch = 96;
 using GradLists = TensorLists<1, kTensorsPerLaunch>;
 
 // PyTorch's arithmetic: the value in its accumulation type (float, or double for f64) times the
-// f32 inv_scale.
+// f32 inv_scale, read from the device when inv_scale_on_device is given.
 template <class T>
 __global__ void unscale_and_check_kernel(const __grid_constant__ GradLists lists, float inv_scale,
+                                         const float* __restrict__ inv_scale_on_device,
                                          float* __restrict__ found_inf) {
   using A = device_acc_t<T>;
-  const A factor = static_cast<A>(inv_scale);
+  const A factor = static_cast<A>(inv_scale_on_device ? *inv_scale_on_device : inv_scale);
   const int64_t chunks = lists.first_chunk[lists.count];
   bool found = false;
   int t = 0;
@@ -49,10 +50,27 @@ __global__ void unscale_and_check_kernel(const __grid_constant__ GradLists lists
   if (found) *found_inf = 1.0f;
 }
 
-}  // namespace
+// One thread: the whole update of the scale and its growth tracker (kernels/amp.h).
+__global__ void update_scale_kernel(float* scale, int64_t* growth_tracker, const float* found_inf,
+                                    double growth_factor, double backoff_factor,
+                                    int64_t growth_interval) {
+  if (*found_inf != 0.0f) {
+    *scale = static_cast<float>(static_cast<double>(*scale) * backoff_factor);
+    *growth_tracker = 0;
+    return;
+  }
+  const int64_t successful = *growth_tracker + 1;
+  if (successful == growth_interval) {
+    const float grown = static_cast<float>(static_cast<double>(*scale) * growth_factor);
+    if (isfinite(grown)) *scale = grown;
+    *growth_tracker = 0;
+  } else {
+    *growth_tracker = successful;
+  }
+}
 
-void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
-                       const Tensor& found_inf) {
+void unscale(const std::vector<Tensor>& grads, float inv_scale_f32,
+             const float* inv_scale_on_device, const Tensor& found_inf) {
   // The gradients by dtype, each dtype checked before the first launch, so a bad list leaves
   // every gradient as it was.
   std::vector<DType> dtypes;
@@ -68,7 +86,6 @@ void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
     by_dtype[k].push_back(g);
   }
   const DeviceGuard guard(found_inf.device());
-  const float inv_scale_f32 = static_cast<float>(inv_scale);
   float* flag = found_inf.data<float>();
   for (size_t k = 0; k < dtypes.size(); ++k) {
     visit_floating_device("unscale_and_check", dtypes[k], [&](auto tag) {
@@ -76,11 +93,32 @@ void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
       for_each_batch<1, kTensorsPerLaunch>(
           {&by_dtype[k]}, [&](const GradLists& lists, int64_t chunks) {
             KILN_LAUNCH(grid_for(chunks, 1), kThreads, 0, stream(), unscale_and_check_kernel<T>)
-            (lists, inv_scale_f32, flag);
+            (lists, inv_scale_f32, inv_scale_on_device, flag);
             KILN_CUDA_CHECK_LAUNCH();
           });
     });
   }
+}
+
+}  // namespace
+
+void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
+                       const Tensor& found_inf) {
+  unscale(grads, static_cast<float>(inv_scale), nullptr, found_inf);
+}
+
+void unscale_and_check_on_device(const std::vector<Tensor>& grads, const Tensor& inv_scale,
+                                 const Tensor& found_inf) {
+  unscale(grads, 0.0f, inv_scale.data<float>(), found_inf);
+}
+
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                  double growth_factor, double backoff_factor, int64_t growth_interval) {
+  const DeviceGuard guard(scale.device());
+  KILN_LAUNCH(1, 1, 0, stream(), update_scale_kernel)
+  (scale.data<float>(), growth_tracker.data<int64_t>(), found_inf.data<float>(), growth_factor,
+   backoff_factor, growth_interval);
+  KILN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace kiln::cuda
@@ -88,7 +126,9 @@ void unscale_and_check(const std::vector<Tensor>& grads, double inv_scale,
 namespace kiln {
 
 namespace {
-constexpr AmpKernels kCuda{.unscale_and_check = cuda::unscale_and_check};
+constexpr AmpKernels kCuda{.unscale_and_check = cuda::unscale_and_check,
+                           .unscale_and_check_on_device = cuda::unscale_and_check_on_device,
+                           .update_scale = cuda::update_scale};
 }  // namespace
 
 const AmpKernels* const AmpKernels::cuda = &kCuda;

@@ -77,7 +77,7 @@ template <class D, class Acc>
 __global__ void ce_backward_kernel(const Acc* g, bool per_row, const D* x, const int64_t* t,
                                    const D* w, const Acc* weight_sum, const Acc* lse, int64_t rows,
                                    int64_t classes, int64_t inner, int64_t ignore_index, Acc eps,
-                                   Acc denominator, D* gx) {
+                                   const Acc* denominator, D* gx) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < rows;
        r += step) {
@@ -88,7 +88,7 @@ __global__ void ce_backward_kernel(const Acc* g, bool per_row, const D* x, const
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) gx[base + c * inner] = D(0);
       continue;
     }
-    const Acc gr = g[per_row ? r : 0] / denominator;
+    const Acc gr = g[per_row ? r : 0] / (denominator ? *denominator : Acc(1));
     const Acc wt = w ? device_convert<Acc>(w[target]) : Acc(1);
     const Acc on_target = (Acc(1) - eps) * wt;
     const Acc smooth = eps / static_cast<Acc>(classes);
@@ -181,7 +181,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, const Ten
 void cross_entropy_backward(const Tensor& grad, bool per_row, const Tensor& logits,
                             const Tensor& target, const Tensor& weight, const Tensor& weight_sum,
                             const Tensor& lse, int64_t ignore_index, double label_smoothing,
-                            double denominator, const Tensor& grad_logits) {
+                            const Tensor& denominator, const Tensor& grad_logits) {
   check_layout(logits, target, lse);
   const int64_t rows = target.numel(), classes = logits.shape()[1], inner = logits.shape()[2];
   if (rows == 0) return;
@@ -190,7 +190,8 @@ void cross_entropy_backward(const Tensor& grad, bool per_row, const Tensor& logi
       grad.numel() != (per_row ? rows : 1) || !grad_logits.is_contiguous() ||
       grad_logits.dtype() != logits.dtype() || grad_logits.shape() != logits.shape() ||
       (need_weight_sum &&
-       (!weight_sum.defined() || weight_sum.dtype() != lse.dtype() || weight_sum.numel() != 1)))
+       (!weight_sum.defined() || weight_sum.dtype() != lse.dtype() || weight_sum.numel() != 1)) ||
+      (denominator.defined() && (denominator.dtype() != lse.dtype() || denominator.numel() != 1)))
     throw ShapeError(std::string("cross_entropy: bad arguments to the GPU backward"));
   const Launch l = launch_for(rows, classes);
   visit_ce_dtype(logits.dtype(), [&](auto d, auto acc) {
@@ -202,7 +203,8 @@ void cross_entropy_backward(const Tensor& grad, bool per_row, const Tensor& logi
      weight.defined() ? static_cast<const D*>(weight.data_ptr()) : nullptr,
      need_weight_sum ? static_cast<const Acc*>(weight_sum.data_ptr()) : nullptr,
      static_cast<const Acc*>(lse.data_ptr()), rows, classes, inner, ignore_index,
-     static_cast<Acc>(label_smoothing), static_cast<Acc>(denominator),
+     static_cast<Acc>(label_smoothing),
+     denominator.defined() ? static_cast<const Acc*>(denominator.data_ptr()) : nullptr,
      static_cast<D*>(grad_logits.data_ptr()));
     KILN_CUDA_CHECK_LAUNCH();
   });

@@ -4,16 +4,19 @@
 //
 // The two sums (the scan's total weight, the forward's total loss) are taken in double in two
 // stages: row_allreduce (block_reduce.cuh) combines each block's threads, each block leaves its
-// total in a small array, and the host adds those in block order. The grid for them is capped at
-// kSumBlocks whatever the device, so a result depends only on the problem size and repeats bit for
-// bit; the cap is also what keeps the array the host reads back small.
+// total in a small array, and those are added in block order (by one GPU thread for the scan, whose
+// total stays on the device for a CUDA graph's sake; by the host for the forward). The grid for
+// them is capped at kSumBlocks whatever the device, so a result depends only on the problem size
+// and repeats bit for bit; the cap is also what keeps the array the host reads back small.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
 #include "kiln/kernels/cuda/device_types.cuh"
 #include "kiln/kernels/cuda/launch.h"
@@ -55,6 +58,19 @@ __global__ void scan_targets_kernel(const int64_t* t, int64_t count, const W* w,
   }
   acc = row_allreduce(acc, ScanCombine{}, none, smem);
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// The scan's partials in block order, as one value on the device: the total weight, NaN when a
+// target is out of range.
+__global__ void scan_total_kernel(const ScanAcc* partial, unsigned blocks, ScanAcc* total,
+                                  double* total_weight) {
+  ScanAcc acc{INT64_MAX, 0.0};
+  for (unsigned b = 0; b < blocks; ++b) {
+    acc.bad = partial[b].bad < acc.bad ? partial[b].bad : acc.bad;
+    acc.weight += partial[b].weight;
+  }
+  *total = acc;
+  *total_weight = acc.bad == INT64_MAX ? acc.weight : nan("");
 }
 
 template <class D>
@@ -106,10 +122,14 @@ NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, int64
   check_target(target);
   NllTargetScan scan;
   const int64_t count = target.numel();
-  if (count == 0) return scan;
+  scan.total_weight_tensor = empty({}, DType::f64, target.device());
+  if (count == 0) {
+    memset_zero(scan.total_weight_tensor.data_ptr(), target.device(), sizeof(double));
+    return scan;
+  }
   const unsigned grid = grid_for(count, kThreads, kSumBlocks);
   Tensor partial =
-      empty({static_cast<int64_t>(grid * sizeof(ScanAcc))}, DType::u8, target.device());
+      empty({static_cast<int64_t>((grid + 1) * sizeof(ScanAcc))}, DType::u8, target.device());
   ScanAcc* p = static_cast<ScanAcc*>(partial.data_ptr());
   const int64_t* t = static_cast<const int64_t*>(target.data_ptr());
   if (!weight.defined()) {
@@ -124,22 +144,23 @@ NllTargetScan scan_nll_targets(const Tensor& target, const Tensor& weight, int64
       KILN_CUDA_CHECK_LAUNCH();
     });
   }
-  // On partial's device's current stream, which the kernel went on (the device switch made that
-  // device current, ops/dispatch.h), and waited for: the read follows the kernel.
-  std::vector<ScanAcc> h(grid);
-  copy_bytes(h.data(), Device::cpu(), partial.data_ptr(), partial.device(), grid * sizeof(ScanAcc));
-  int64_t bad = INT64_MAX;
-  double total = 0.0;
-  for (unsigned b = 0; b < grid; ++b) {
-    bad = std::min(bad, h[b].bad);
-    total += h[b].weight;
-  }
-  // As the CPU: a bad target ends the scan, and the total is not used.
-  if (bad != INT64_MAX) {
-    scan.bad_position = bad;
+  KILN_LAUNCH(1, 1, 0, stream(), scan_total_kernel)
+  (p, grid, p + grid, scan.total_weight_tensor.data<double>());
+  KILN_CUDA_CHECK_LAUNCH();
+  if (is_current_stream_capturing(target.device().index)) {
+    scan.total_weight = nan("");
     return scan;
   }
-  scan.total_weight = total;
+  // On partial's device's current stream, which the kernels went on (the device switch made that
+  // device current, ops/dispatch.h), and waited for: the read follows them.
+  ScanAcc h{};
+  copy_bytes(&h, Device::cpu(), p + grid, partial.device(), sizeof(ScanAcc));
+  // As the CPU: a bad target ends the scan, and the total is not used.
+  if (h.bad != INT64_MAX) {
+    scan.bad_position = h.bad;
+    return scan;
+  }
+  scan.total_weight = h.weight;
   return scan;
 }
 

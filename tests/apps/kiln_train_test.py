@@ -242,6 +242,14 @@ class KilnTrainTest(unittest.TestCase):
             self.assertRegex(out, r"device (cpu|cuda:0)")
 
 
+    def test_cuda_graph_needs_a_gpu_and_says_what_it_cannot_capture(self):
+        rc, out, err = run(*QUICK, "--epochs", "1", "--device", "cpu", "--cuda-graph")
+        self.assert_one_line_error(rc, err, "--cuda-graph", "needs a GPU", "the device is cpu")
+        rc, out, err = run(*QUICK, "--epochs", "1", "--device", "cpu", "--cuda-graph",
+                           "--cuda-graph-warmup", "0")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--cuda-graph-warmup", err)
+
     # ---- mixed precision ----
 
     def test_amp_fp16_keeps_f32_weights_and_saves_the_scaler(self):

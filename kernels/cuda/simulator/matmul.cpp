@@ -3,11 +3,16 @@
 // simulated device memory, which is host memory, and cuda::gemm is a plain loop on the host; each
 // call is noted as a library call (sim::library_calls) where cuBLAS would launch its kernels.
 // Streams run in order and at once in the simulator, so the work queued before a product has
-// finished when it reads its operands. Replaces kernels/cuda/matmul.cpp in this build only
-// (CMakeLists.txt).
+// finished when it reads its operands; on a capturing stream the product is recorded
+// (sim::library_call) to run at each launch of the graph. Replaces kernels/cuda/matmul.cpp in this
+// build only (CMakeLists.txt).
 #include <cstdint>
 
+#include "kiln/core/cuda.h"
+#include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/gemm.h"
+#include "kiln/kernels/cuda/simulator/borrowed.h"
+#include "kiln/kernels/layout.h"
 #include "kiln/kernels/matmul.h"
 #include "kiln/sim/grid.h"
 
@@ -38,13 +43,19 @@ namespace kiln {
 
 namespace {
 
+using sim_library::Borrowed;
+
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
-  sim::note_library_call();
-  MatmulKernels::cpu.batched_matmul(a, b, out, accumulate);
+  sim::library_call("cuBLAS gemm", cuda::current_stream_handle(),
+                    [a = Borrowed(a), b = Borrowed(b), out = Borrowed(out), accumulate] {
+                      MatmulKernels::cpu.batched_matmul(*a, *b, *out, accumulate);
+                    });
 }
 
+// As the CPU's, but a copy is made by the GPU's copy kernel: stream-ordered, so recorded in a
+// capture like the product that reads it.
 Tensor as_gemm_operand(const Tensor& t) {
-  return MatmulKernels::cpu.as_gemm_operand(t);
+  return matrix_layout(t).ok ? t : contiguous_with(*CopyKernels::cuda, t);
 }
 
 // takes_half false, as the CPU's table: f16 and bf16 go through f32 copies.
