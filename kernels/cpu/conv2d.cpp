@@ -417,6 +417,7 @@ namespace kiln {
 const Conv2dKernels Conv2dKernels::cpu{.forward = cpu::conv2d_forward,
                                        .backward_input = cpu::conv2d_backward_input,
                                        .backward_weight = cpu::conv2d_backward_weight,
-                                       .takes_half = false};
+                                       .takes_half = false,
+                                       .takes_channels_last = false};
 
 }  // namespace kiln

@@ -18,8 +18,10 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   Tensor leaf(leaf_);
   Tensor current = leaf.grad();
   if (!current.defined()) {
-    // A fresh contiguous copy: grad_output may be an expanded view or alias another tensor.
-    leaf.set_grad(grad.to(leaf.dtype()).contiguous().clone());
+    // A fresh copy, in the leaf's memory format (PyTorch's layout contract for .grad: an
+    // optimizer then walks a parameter, its gradient and its state in one order), since
+    // grad_output may be an expanded view or alias another tensor.
+    leaf.set_grad(grad.to(leaf.dtype()).clone(leaf.suggest_memory_format()));
   } else {
     // The += that lets gradients accumulate across backward passes (gradient accumulation).
     current.add_(grad);

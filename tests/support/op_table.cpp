@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,17 @@ OpInput indices(const Shape& shape, int64_t high, uint64_t seed) {
 
 OpInput mask(const Shape& shape, uint64_t seed) {
   return {gt(random_f64(shape, seed), 0.0), false};
+}
+
+// The channels-last entries run an op on NHWC operands (the conversion is differentiable, so the
+// gradients reach the NCHW leaves) and fail when its result lost the layout.
+Tensor nhwc(const Tensor& x) {
+  return x.to(MemoryFormat::channels_last);
+}
+Tensor kept_nhwc(const char* op, const Tensor& out) {
+  if (out.suggest_memory_format() != MemoryFormat::channels_last)
+    throw std::runtime_error(std::string(op) + ": the result lost the channels-last layout");
+  return out;
 }
 
 OpEntry with(OpEntry entry, Allowance allowance) {
@@ -208,6 +220,12 @@ std::vector<OpEntry> binary_entries() {
           {4, 6}, {}, {}, positive),
       binary("sub of transposed operands",
              [](const Tensor& a, const Tensor& b) { return sub(a.t(), b); }, {6, 4}, {4, 6}),
+      binary("mul channels-last",
+             [](const Tensor& a, const Tensor& b) { return kept_nhwc("mul", mul(nhwc(a), nhwc(b))); },
+             {2, 3, 4, 5}, {2, 3, 4, 5}),
+      binary("add channels-last and NCHW",
+             [](const Tensor& a, const Tensor& b) { return kept_nhwc("add", add(nhwc(a), b)); },
+             {2, 3, 4, 5}, {2, 3, 4, 5}),
   };
 }
 
@@ -437,16 +455,20 @@ std::vector<OpEntry> convolution_entries() {
   // sums: five times the table's f16 value (tests/cuda/test_conv2d.cpp finds the same).
   const Allowance cudnn_f16{DType::f16, 5.0, 5.0,
                             "cuDNN's f16 algorithms round transformed operands to f16", true};
-  auto conv = [&](std::string name, ConvGeometry g, bool bias) {
+  auto conv = [&](std::string name, ConvGeometry g, bool bias, bool channels_last = false) {
     return with({std::move(name), OpFamily::convolution,
                  [g, bias](uint64_t seed) {
                    Inputs in{uniform(g.x, seed), uniform(g.w, seed + 1)};
                    if (bias) in.push_back(uniform({g.w[0]}, seed + 2));
                    return in;
                  },
-                 [g](const Args& in) {
-                   return Outputs{conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), g.stride,
-                                         g.padding, g.dilation, g.groups)};
+                 [g, channels_last](const Args& in) {
+                   const Tensor b = in.size() > 2 ? in[2] : Tensor();
+                   if (channels_last)
+                     return Outputs{kept_nhwc("conv2d", conv2d(nhwc(in[0]), nhwc(in[1]), b, g.stride,
+                                                               g.padding, g.dilation, g.groups))};
+                   return Outputs{
+                       conv2d(in[0], in[1], b, g.stride, g.padding, g.dilation, g.groups)};
                  }},
                 cudnn_f16);
   };
@@ -455,6 +477,11 @@ std::vector<OpEntry> convolution_entries() {
       conv("conv2d 3x3 padding 1 with bias", {{2, 3, 7, 6}, {4, 3, 3, 3}, {1, 1}, {1, 1}}, true),
       conv("conv2d stride 2 dilation 2 groups 2", strided, true),
       conv("conv2d 1x1 without bias", {{2, 3, 5, 5}, {2, 3, 1, 1}}, false),
+      conv("conv2d channels-last 3x3 padding 1 with bias",
+           {{2, 3, 7, 6}, {4, 3, 3, 3}, {1, 1}, {1, 1}}, true, true),
+      conv("conv2d channels-last stride 2 dilation 2 groups 2", strided, false, true),
+      conv("conv2d channels-last 1x1 on a single channel", {{2, 1, 5, 5}, {3, 1, 1, 1}}, false,
+           true),
       with(not_differentiable(
                {"conv2d_backward_input", OpFamily::convolution,
                 [=](uint64_t seed) {
@@ -521,6 +548,19 @@ std::vector<OpEntry> pooling_entries() {
       pool("adaptive_avg_pool2d 1x1",
            [](const Tensor& x) {
              return adaptive_avg_pool2d(x, {1, 1});
+           }),
+      pool("max_pool2d channels-last 3x3 stride 2 padding 1",
+           [](const Tensor& x) {
+             return kept_nhwc("max_pool2d", max_pool2d(nhwc(x), {3, 3}, {2, 2}, {1, 1}));
+           }),
+      pool("avg_pool2d channels-last ceil_mode without the padding",
+           [](const Tensor& x) {
+             return kept_nhwc("avg_pool2d",
+                              avg_pool2d(nhwc(x), {3, 2}, {2, 1}, {1, 1}, true, false));
+           }),
+      pool("adaptive_avg_pool2d channels-last 4x3",
+           [](const Tensor& x) {
+             return kept_nhwc("adaptive_avg_pool2d", adaptive_avg_pool2d(nhwc(x), {4, 3}));
            }),
       not_differentiable(
           {"max_pool2d_backward", OpFamily::pooling,
