@@ -4,6 +4,7 @@
 // (cuDNN's NHWC path, the pooling kernels' strides) is in tests/cuda/test_conv2d.cpp and the
 // parity table's channels-last entries.
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -5,6 +5,7 @@
 // Tolerances: parity.h's table (inputs in [-1, 1), TF32 off, the default), five times looser in
 // f16 (conv_tolerance).
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
