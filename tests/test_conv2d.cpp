@@ -325,12 +325,15 @@ TEST_CASE("conv2d: images batched into one product, with a single image left ove
   check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), tolerance(DType::f64));
 }
 
-// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp. The shapes
-// cover output-channel counts that leave part of a tile's rows, odd tap counts, pads narrower
+namespace {
+
+// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp, whose
+// micro-kernels exist once per instruction set (core/cpu_isa.h): each set runs these cases. The
+// shapes cover output-channel counts that leave part of a tile's rows, odd tap counts, pads narrower
 // and wider than the kernel's reach, dilation, groups, batches that fill several chunks with one
 // image left over, a single image split across threads, and strides 2 and 3 (phase planes, one
 // of them shorter when the size is odd; a 1x1 stride-2 kernel that reads only one phase).
-TEST_CASE("conv2d: f32 forward and gradients match the direct loops") {
+void check_f32_cases() {
   struct Case {
     Shape x, w;
     Conv p;
@@ -373,6 +376,35 @@ TEST_CASE("conv2d: f32 forward and gradients match the direct loops") {
       check_close(w.grad(), want.w, tolerance(DType::f32).times(kLongSumFactor));
     }
   }
+}
+
+// Runs the f32 cases with the kernels of `isa`, or says why not: a set this CPU cannot run is
+// reported skipped (ctest SKIP), never passed.
+void check_f32_cases_with(CpuIsa isa) {
+  if (isa > cpu_isa_supported()) {
+    WARN("SKIPPED: this CPU cannot run the " << cpu_isa_name(isa) << " kernels (its best is "
+                                             << cpu_isa_name(cpu_isa_supported()) << ")");
+    return;
+  }
+  struct IsaScope {
+    CpuIsa previous;
+    ~IsaScope() { set_cpu_isa(previous); }
+  } scope{set_cpu_isa(isa)};
+  check_f32_cases();
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, portable kernels") {
+  check_f32_cases_with(CpuIsa::baseline);
+}
+
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX2 kernels") {
+  check_f32_cases_with(CpuIsa::avx2);
+}
+
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX-512 kernels") {
+  check_f32_cases_with(CpuIsa::avx512);
 }
 
 TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {

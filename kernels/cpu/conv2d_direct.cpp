@@ -17,18 +17,22 @@
 // the tap's phase. Phases no tap reads (three of the four of a 1x1 stride-2 shortcut) are not
 // packed.
 //
-// The forward micro-kernel: a tile of 4 output channels x 24 positions held in twelve 8-float
-// registers; per tap, three loads of the padded input and four broadcast weights feed 12 FMAs.
-// The input gradient runs on it too: each stride x stride phase of grad_x is a stride-1
-// convolution of grad_out with the taps that land on that phase, flipped
-// (direct_conv2d_backward_input, at the end of this file).
+// The forward micro-kernel: a tile of 4 output channels x 3 vectors of positions (24 with AVX2's
+// 8 floats, 48 with AVX-512's 16) held in 12 registers; per tap, three loads of the padded input
+// and four broadcast weights feed 12 FMAs. The input gradient runs on it too: each stride x stride
+// phase of grad_x is a stride-1 convolution of grad_out with the taps that land on that phase,
+// flipped (direct_conv2d_backward_input, at the end of this file).
 //
 // The weight-gradient micro-kernel: grad_weight[o][k] = sum_p grad[o][p] * input[p + offset_k],
 // the forward kernel turned around. grad is packed transposed, [p][16 output channels] with zeros
-// at the padding positions; a tile of 6 taps x 16 output channels keeps its 12 sums in registers
-// and, per position, broadcasts one input value per tap against two vectors of grad. (Summing
+// at the padding positions; a tile of taps x 16 output channels keeps its 12 sums in registers
+// and, per position, broadcasts one input value per tap against the 16 channels of grad. (Summing
 // along positions instead, with 8-wide vectors of grad and input reduced at the end, ran at half
 // this speed: 8 loads per 12 FMAs, a third of them split across cache lines.)
+//
+// The micro-kernels are compiled once per instruction set (conv2d_direct_tiles_impl.h) and the
+// one core/cpu_isa.h chose is called through a table; this file, which packs the layout, splits
+// the work and stores the tiles, is the same for all of them.
 #include "kiln/kernels/cpu/conv2d_direct.h"
 
 #include <algorithm>
@@ -36,9 +40,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "kiln/kernels/cpu/conv2d_direct_tiles.h"
 #include "kiln/kernels/cpu/loops.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -46,76 +51,21 @@ namespace kiln::cpu {
 
 namespace {
 
-#if defined(__AVX2__) && defined(__FMA__)
-using Vec = __m256;
-inline Vec vzero() {
-  return _mm256_setzero_ps();
-}
-inline Vec vbroadcast(float v) {
-  return _mm256_set1_ps(v);
-}
-inline Vec vload(const float* p) {
-  return _mm256_loadu_ps(p);
-}
-inline void vstore(float* p, Vec v) {
-  _mm256_storeu_ps(p, v);
-}
-inline Vec vfma(Vec a, Vec b, Vec c) {
-  return _mm256_fmadd_ps(a, b, c);
-}
 // Copies n floats, n mostly below 32 (a row of a late-layer image, a run of a tile). A call to
 // memmove per run cost about a sixth of the forward kernel's time at 7x7, and AVX2's masked
-// store is microcoded on AMD cores, slower still, so the tail goes as one 4-wide copy and up to
-// three single floats.
+// store is microcoded on AMD cores, slower still, so short runs go 4 floats at a time with SSE,
+// which every x86-64 has, and the tail one by one.
 inline void copy_short(const float* src, float* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
-  if (i + 4 <= n) {
-    _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
-    i += 4;
-  }
+#if defined(__x86_64__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i));
+#endif
   for (; i < n; ++i) dst[i] = src[i];
 }
-#else
-inline void copy_short(const float* src, float* dst, int64_t n) {
-  std::copy(src, src + n, dst);
-}
-// The same kernels on 8-float arrays, for builds without AVX2 + FMA.
-struct Vec {
-  float v[8];
-};
-inline Vec vzero() {
-  return Vec{};
-}
-inline Vec vbroadcast(float x) {
-  Vec r;
-  std::fill(r.v, r.v + 8, x);
-  return r;
-}
-inline Vec vload(const float* p) {
-  Vec r;
-  std::copy(p, p + 8, r.v);
-  return r;
-}
-inline void vstore(float* p, Vec v) {
-  std::copy(v.v, v.v + 8, p);
-}
-inline Vec vfma(Vec a, Vec b, Vec c) {
-  for (int i = 0; i < 8; ++i) c.v[i] += a.v[i] * b.v[i];
-  return c;
-}
-#endif
 
-constexpr int kLanes = 8;
-constexpr int kTileChannels = 4;  // forward: output channels per tile
-constexpr int kTileVectors = 3;   // forward: 24 positions per tile
-constexpr int64_t kTilePositions = kTileVectors * kLanes;
-constexpr int64_t kTapBlock = 160;  // forward: taps per pass over a tile
-// Weight gradient: taps x output channels per tile, the forward kernel's shape turned around:
-// 6 taps' input values broadcast against 16 output channels' grad (two vectors), 12 sums.
-constexpr int kWeightTileTaps = 6;
-constexpr int kWeightTileVectors = 2;
-constexpr int64_t kOutputBlock = kWeightTileVectors * kLanes;
+constexpr int64_t kTileChannels = kDirectTileChannels;  // forward: output channels per tile
+constexpr int64_t kTapBlock = 160;                      // forward: taps per pass over a tile
+constexpr int64_t kOutputBlock = kDirectOutputBlock;    // weight gradient: channels per block
 // Weight gradient: positions per pass; a block of packed grad (16 KB) stays in L1 while every
 // tap block reads it.
 constexpr int64_t kPositionBlock = 256;
@@ -180,7 +130,7 @@ int64_t used_positions(const Layout& l, int64_t nb) {
   return nb * l.image_rows * l.row_stride;
 }
 
-Layout layout_for(const Conv2dGeometry& g, int64_t images) {
+Layout layout_for(const Conv2dGeometry& g, int64_t images, int64_t tile_positions) {
   Layout l;
   l.rows = axis_for(g.in_h, g.out_h, g.kernel_h, g.stride_h, g.pad_h, g.dilation_h);
   l.cols = axis_for(g.in_w, g.out_w, g.kernel_w, g.stride_w, g.pad_w, g.dilation_w);
@@ -188,12 +138,12 @@ Layout layout_for(const Conv2dGeometry& g, int64_t images) {
   l.image_rows = l.rows.pitch;
   l.planes = l.rows.phases * l.cols.phases;
   l.images = images;
-  l.positions = round_up(used_positions(l, images), kTilePositions);
+  l.positions = round_up(used_positions(l, images), tile_positions);
   // A tile past the last image reads up to positions + the largest tap offset; the packed rows
   // end with the zeros below the last image.
   const int64_t reach = (l.rows.gap + l.rows.highest) * l.row_stride + l.cols.gap + l.cols.highest;
   const int64_t packed = (images * l.image_rows + l.rows.gap) * l.row_stride;
-  l.channel_stride = round_up(std::max(l.positions + reach, packed), kLanes);
+  l.channel_stride = round_up(std::max(l.positions + reach, packed), int64_t{16});
   return l;
 }
 
@@ -324,60 +274,19 @@ std::vector<float> pack_weights(const float* weight, const Conv2dGeometry& g, in
   return packed;
 }
 
-template <int Rows>
-void forward_tile(const float* weights, const float* chunk, const int64_t* offsets, int64_t k_size,
-                  int64_t p0, const float* bias, bool accumulate, float* tile) {
-  Vec acc[Rows][kTileVectors];
-#pragma GCC unroll 4
-  for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < kTileVectors; ++j)
-      acc[r][j] = accumulate ? vload(tile + r * kTilePositions + j * kLanes)
-                  : bias     ? vbroadcast(bias[r])
-                             : vzero();
-  for (int64_t k = 0; k < k_size; ++k) {
-    const float* in = chunk + offsets[k] + p0;
-    const Vec in0 = vload(in), in1 = vload(in + kLanes), in2 = vload(in + 2 * kLanes);
-#pragma GCC unroll 4
-    for (int r = 0; r < Rows; ++r) {
-      const Vec w = vbroadcast(weights[k * Rows + r]);
-      acc[r][0] = vfma(w, in0, acc[r][0]);
-      acc[r][1] = vfma(w, in1, acc[r][1]);
-      acc[r][2] = vfma(w, in2, acc[r][2]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < Rows; ++r)
-#pragma GCC unroll 4
-    for (int j = 0; j < kTileVectors; ++j)
-      vstore(tile + r * kTilePositions + j * kLanes, acc[r][j]);
-}
-
-void forward_tile_rows(int64_t rows, const float* weights, const float* chunk,
-                       const int64_t* offsets, int64_t k_size, int64_t p0, const float* bias,
-                       bool accumulate, float* tile) {
-  switch (rows) {
-    case 4:
-      return forward_tile<4>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
-    case 3:
-      return forward_tile<3>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
-    case 2:
-      return forward_tile<2>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
-    default:
-      return forward_tile<1>(weights, chunk, offsets, k_size, p0, bias, accumulate, tile);
-  }
-}
-
-// The runs of a tile's positions [p0, p0 + 24) that hold outputs, one per output row it crosses:
-// where a run starts in the tile and in the chunk's output (for output channel 0), and its length.
+// The runs of a tile's positions [p0, p0 + tile_positions) that hold outputs, one per output row
+// it crosses: where a run starts in the tile and in the chunk's output (for output channel 0), and
+// its length.
 struct TileRuns {
   int64_t count = 0;
-  int64_t tile_at[kTilePositions], out_at[kTilePositions], length[kTilePositions];
+  int64_t tile_at[kDirectMaxTilePositions], out_at[kDirectMaxTilePositions],
+      length[kDirectMaxTilePositions];
 };
 
-TileRuns tile_runs(int64_t p0, int64_t used, const Layout& l, const Conv2dGeometry& g) {
+TileRuns tile_runs(int64_t p0, int64_t tile_positions, int64_t used, const Layout& l,
+                   const Conv2dGeometry& g) {
   TileRuns runs;
-  const int64_t end = std::min(p0 + kTilePositions, used);
+  const int64_t end = std::min(p0 + tile_positions, used);
   for (int64_t p = p0; p < end;) {
     const int64_t row = p / l.row_stride, col = p - row * l.row_stride;
     const int64_t run_end = std::min(end, (row + 1) * l.row_stride);
@@ -394,56 +303,12 @@ TileRuns tile_runs(int64_t p0, int64_t used, const Layout& l, const Conv2dGeomet
 }
 
 // Copies a tile's `rows` output channels, from o_first on, to the outputs its runs hold.
-void store_tile(const float* tile, int64_t rows, const TileRuns& runs, int64_t plane,
-                int64_t o_first, float* out_chunk) {
+void store_tile(const float* tile, int64_t tile_positions, int64_t rows, const TileRuns& runs,
+                int64_t plane, int64_t o_first, float* out_chunk) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < runs.count; ++i)
-      copy_short(tile + r * kTilePositions + runs.tile_at[i],
+      copy_short(tile + r * tile_positions + runs.tile_at[i],
                  out_chunk + (o_first + r) * plane + runs.out_at[i], runs.length[i]);
-}
-
-// One weight-gradient tile: sums[t][o] += input[offsets[t] + p] * grad[p][o] over positions
-// [p_begin, p_end), for `Taps` taps and one block of 16 output channels.
-template <int Taps>
-void weight_tile(const float* grad, const float* chunk, const int64_t* offsets, int64_t p_begin,
-                 int64_t p_end, float* sums) {
-  Vec acc[Taps][kWeightTileVectors];
-#pragma GCC unroll 8
-  for (int t = 0; t < Taps; ++t)
-#pragma GCC unroll 8
-    for (int j = 0; j < kWeightTileVectors; ++j)
-      acc[t][j] = vload(sums + t * kOutputBlock + j * kLanes);
-  const float* in[Taps];
-#pragma GCC unroll 8
-  for (int t = 0; t < Taps; ++t) in[t] = chunk + offsets[t];
-  for (int64_t p = p_begin; p < p_end; ++p) {
-    Vec gv[kWeightTileVectors];
-#pragma GCC unroll 8
-    for (int j = 0; j < kWeightTileVectors; ++j)
-      gv[j] = vload(grad + p * kOutputBlock + j * kLanes);
-#pragma GCC unroll 8
-    for (int t = 0; t < Taps; ++t) {
-      const Vec x = vbroadcast(in[t][p]);
-#pragma GCC unroll 8
-      for (int j = 0; j < kWeightTileVectors; ++j) acc[t][j] = vfma(x, gv[j], acc[t][j]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < Taps; ++t)
-#pragma GCC unroll 8
-    for (int j = 0; j < kWeightTileVectors; ++j)
-      vstore(sums + t * kOutputBlock + j * kLanes, acc[t][j]);
-}
-
-// Runs the tile kernel compiled for `taps` taps, at most Taps.
-template <int Taps = kWeightTileTaps>
-void weight_tile_for(int64_t taps, const float* grad, const float* chunk, const int64_t* offsets,
-                     int64_t p_begin, int64_t p_end, float* sums) {
-  if constexpr (Taps > 1) {
-    if (taps < Taps)
-      return weight_tile_for<Taps - 1>(taps, grad, chunk, offsets, p_begin, p_end, sums);
-  }
-  weight_tile<Taps>(grad, chunk, offsets, p_begin, p_end, sums);
 }
 
 // The thread's working buffer `slot`, grown to n floats and kept: a fresh allocation per call
@@ -467,8 +332,10 @@ void direct_conv2d_forward(const float* x, const float* weight, const float* bia
   if (g.batch == 0 || g.out_channels == 0 || g.out_h <= 0 || g.out_w <= 0) return;
   const int64_t og = g.out_channels / g.groups;
   const int64_t k_size = g.in_channels / g.groups * g.kernel_h * g.kernel_w;
-  const int64_t per = images_per_chunk(g, layout_for(g, 1), 0);
-  const Layout l = layout_for(g, per);
+  const DirectConvTiles& kernels = direct_conv_tiles();
+  const int64_t tile_positions = kernels.tile_positions;
+  const int64_t per = images_per_chunk(g, layout_for(g, 1, tile_positions), 0);
+  const Layout l = layout_for(g, per, tile_positions);
   const std::vector<int64_t> offsets = tap_offsets(g, l);
   const std::vector<float> weights = pack_weights(weight, g, k_size);
   const int64_t out_image = g.out_channels * g.out_h * g.out_w;
@@ -476,7 +343,7 @@ void direct_conv2d_forward(const float* x, const float* weight, const float* bia
   // cache lines per tap) stays in L1 while every row block of the tile uses it.
   const int64_t k_blocks = std::max<int64_t>(1, (k_size + kTapBlock - 1) / kTapBlock);
   const int64_t k_block = (k_size + k_blocks - 1) / k_blocks;
-  // Positions [p0, p0 + 24) of group grp of the chunk at image n0, every output channel, summed
+  // Positions [p0, p0 + tile_positions) of group grp of the chunk at image n0, every output channel, summed
   // block by block into `tile` [og, 24] and then copied to the outputs.
   auto forward_position_tile = [&](int64_t n0, int64_t used, int64_t p0, int64_t grp,
                                    const float* chunk, float* tile) {
@@ -486,15 +353,15 @@ void direct_conv2d_forward(const float* x, const float* weight, const float* bia
       const int64_t kn = std::min(k_block, k_size - k0);
       for (int64_t o0 = 0; o0 < og; o0 += kTileChannels) {
         const int64_t rows = std::min<int64_t>(kTileChannels, og - o0);
-        forward_tile_rows(rows, group_weights + o0 * k_size + k0 * rows, chunk, group_offsets + k0,
-                          kn, p0, bias ? bias + grp * og + o0 : nullptr, k0 > 0,
-                          tile + o0 * kTilePositions);
+        kernels.forward(rows, group_weights + o0 * k_size + k0 * rows, chunk, group_offsets + k0,
+                        kn, p0, bias ? bias + grp * og + o0 : nullptr, k0 > 0,
+                        tile + o0 * tile_positions);
       }
     }
     // Runs are worked out once per tile (two divisions per output row crossed) rather than once
     // per row block.
-    const TileRuns runs = tile_runs(p0, used, l, g);
-    store_tile(tile, og, runs, g.out_h * g.out_w, grp * og, out + n0 * out_image);
+    const TileRuns runs = tile_runs(p0, tile_positions, used, l, g);
+    store_tile(tile, tile_positions, og, runs, g.out_h * g.out_w, grp * og, out + n0 * out_image);
   };
   parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
     float* chunk = thread_scratch(0, g.in_channels * l.planes * l.channel_stride);
@@ -503,13 +370,13 @@ void direct_conv2d_forward(const float* x, const float* weight, const float* bia
       pack_input(x, g, l, n0, nb, chunk);
       // Inside the loop over images this runs on the calling thread; with a single image it is
       // what spreads the work across threads.
-      const int64_t tiles = (used + kTilePositions - 1) / kTilePositions;
+      const int64_t tiles = (used + tile_positions - 1) / tile_positions;
       parallel_for(tiles, flops_per_image(g) / std::max<int64_t>(tiles, 1) * nb,
                    [&](int64_t t0, int64_t t1) {
-                     float* tile = thread_scratch(1, og * kTilePositions);
+                     float* tile = thread_scratch(1, og * tile_positions);
                      for (int64_t t = t0; t < t1; ++t)
                        for (int64_t grp = 0; grp < g.groups; ++grp)
-                         forward_position_tile(n0, used, t * kTilePositions, grp, chunk, tile);
+                         forward_position_tile(n0, used, t * tile_positions, grp, chunk, tile);
                    });
     }
   });
@@ -523,8 +390,10 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
   std::fill(grad_weight, grad_weight + weight_numel, 0.0f);
   if (g.batch == 0 || weight_numel == 0 || g.out_h <= 0 || g.out_w <= 0) return;
   const int64_t blocks = (og + kOutputBlock - 1) / kOutputBlock;  // per group
-  const int64_t per = images_per_chunk(g, layout_for(g, 1), g.groups * blocks * kOutputBlock);
-  const Layout l = layout_for(g, per);
+  const DirectConvTiles& kernels = direct_conv_tiles();
+  const int64_t per = images_per_chunk(g, layout_for(g, 1, kernels.tile_positions),
+                                       g.groups * blocks * kOutputBlock);
+  const Layout l = layout_for(g, per, kernels.tile_positions);
   const std::vector<int64_t> offsets = tap_offsets(g, l);
   // Per thread, the sums [(grp, block)][K][16]: grad_weight transposed, blocked like packed grad.
   const int64_t sums_size = g.groups * blocks * k_size * kOutputBlock;
@@ -544,8 +413,8 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
           const float* grad = grads + i * used * kOutputBlock;
           float* block_sums = sums + i * k_size * kOutputBlock;
           for (int64_t p = 0; p < used; p += kPositionBlock)
-            for (int64_t k0 = 0; k0 < k_size; k0 += kWeightTileTaps)
-              weight_tile_for(std::min<int64_t>(kWeightTileTaps, k_size - k0), grad, chunk,
+            for (int64_t k0 = 0; k0 < k_size; k0 += kernels.weight_taps)
+              kernels.weight(std::min<int64_t>(kernels.weight_taps, k_size - k0), grad, chunk,
                               group_offsets + k0, p, std::min(used, p + kPositionBlock),
                               block_sums + k0 * kOutputBlock);
         }
@@ -633,6 +502,14 @@ void direct_conv2d_backward_input(const float* grad_out, const float* weight, fl
           for (int64_t j = 0; j < t.out_w; ++j) dst[j * g.stride_w] = *src++;
         }
     }
+}
+
+const DirectConvTiles& direct_conv_tiles(CpuIsa isa) {
+#if defined(__x86_64__)
+  if (isa >= CpuIsa::avx512) return direct_conv_tiles_avx512;
+  if (isa >= CpuIsa::avx2) return direct_conv_tiles_avx2;
+#endif
+  return direct_conv_tiles_baseline;
 }
 
 }  // namespace kiln::cpu
