@@ -38,9 +38,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "kiln/core/half.h"
+
 #include "kiln/kernels/cpu/conv2d_direct_tiles.h"
+#include "kiln/kernels/cpu/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
 #if defined(__x86_64__)
@@ -175,38 +179,84 @@ void pack_row(const float* src, const Conv2dGeometry& g, const Axis& cols, int64
   std::fill(dst + valid, dst + cols.plane, 0.0f);
 }
 
-// Copies images [n0, n0 + nb) of x into the padded chunk layout described at the top: for each
-// channel, each packed phase plane, each image, rows.gap zero rows then the plane's rows, each
-// after cols.gap zeros.
-void pack_input(const float* x, const Conv2dGeometry& g, const Layout& l, int64_t n0, int64_t nb,
-                float* chunk) {
+// The same for the bf16 kernels' elements: value(iw) gives the element of input column iw.
+template <class E, class Value>
+void pack_row_of(const Conv2dGeometry& g, const Axis& cols, int64_t phase, E* dst, Value&& value) {
+  const int64_t valid = std::max<int64_t>(0, (g.in_w - phase + cols.stride - 1) / cols.stride);
+  for (int64_t j = 0; j < valid; ++j) dst[j] = value(phase + j * cols.stride);
+  std::fill(dst + valid, dst + cols.plane, E(0));
+}
+
+// Copies images [n0, n0 + nb) into the padded chunk layout described at the top: for each of the
+// `channels` packed channels, each packed phase plane, each image, rows.gap zero rows then the
+// plane's rows, each after cols.gap zeros. row(n, c, ih, phase, dst) writes the cols.plane
+// elements of column phase `phase` of input row ih of packed channel c of image n.
+template <class E, class Row>
+void pack_input(int64_t channels, const Layout& l, int64_t in_h, int64_t n0, int64_t nb, E* chunk,
+                Row&& row) {
   const int64_t gap_rows = l.rows.gap * l.row_stride;
-  for (int64_t c = 0; c < g.in_channels; ++c)
+  for (int64_t c = 0; c < channels; ++c)
     for (int64_t a = 0; a < l.rows.stride; ++a) {
       if (l.rows.phase_slot[a] < 0) continue;
       for (int64_t b = 0; b < l.cols.stride; ++b) {
         if (l.cols.phase_slot[b] < 0) continue;
-        float* plane = chunk + ((c * l.rows.phases + l.rows.phase_slot[a]) * l.cols.phases +
-                                l.cols.phase_slot[b]) *
-                                   l.channel_stride;
-        float* line = plane;
+        E* plane = chunk + ((c * l.rows.phases + l.rows.phase_slot[a]) * l.cols.phases +
+                            l.cols.phase_slot[b]) *
+                               l.channel_stride;
+        E* line = plane;
         for (int64_t n = n0; n < n0 + nb; ++n) {
-          std::fill(line, line + gap_rows, 0.0f);
+          std::fill(line, line + gap_rows, E(0));
           line += gap_rows;
-          const float* image = x + (n * g.in_channels + c) * g.in_h * g.in_w;
           for (int64_t i = 0; i < l.rows.plane; ++i, line += l.row_stride) {
-            std::fill(line, line + l.cols.gap, 0.0f);
+            std::fill(line, line + l.cols.gap, E(0));
             const int64_t ih = i * l.rows.stride + a;
-            if (ih < g.in_h) {
-              pack_row(image + ih * g.in_w, g, l.cols, b, line + l.cols.gap);
+            if (ih < in_h) {
+              row(n, c, ih, b, line + l.cols.gap);
             } else {
-              std::fill(line + l.cols.gap, line + l.row_stride, 0.0f);
+              std::fill(line + l.cols.gap, line + l.row_stride, E(0));
             }
           }
         }
-        std::fill(line, plane + l.channel_stride, 0.0f);
+        std::fill(line, plane + l.channel_stride, E(0));
       }
     }
+}
+
+// The f32 input's rows.
+auto f32_rows(const float* x, const Conv2dGeometry& g, const Layout& l) {
+  return [x, &g, &l](int64_t n, int64_t c, int64_t ih, int64_t phase, float* dst) {
+    pack_row(x + ((n * g.in_channels + c) * g.in_h + ih) * g.in_w, g, l.cols, phase, dst);
+  };
+}
+
+// bf16 input rows, one channel per packed channel (the weight gradient's input).
+auto bf16_rows(const BFloat16* x, const Conv2dGeometry& g, const Layout& l) {
+  return [x, &g, &l](int64_t n, int64_t c, int64_t ih, int64_t phase, uint16_t* dst) {
+    const BFloat16* src = x + ((n * g.in_channels + c) * g.in_h + ih) * g.in_w;
+    pack_row_of(g, l.cols, phase, dst, [src](int64_t iw) { return src[iw].bits; });
+  };
+}
+
+// bf16 input rows, channels 2c and 2c + 1 (zero past the last channel) as one 32-bit pair per
+// column, the lower channel in the low half: the forward_bf16 kernel's taps.
+auto bf16_pair_rows(const BFloat16* x, const Conv2dGeometry& g, const Layout& l) {
+  return [x, &g, &l](int64_t n, int64_t c, int64_t ih, int64_t phase, uint32_t* dst) {
+    const BFloat16* low = x + ((n * g.in_channels + 2 * c) * g.in_h + ih) * g.in_w;
+    if (2 * c + 1 < g.in_channels) {
+      const BFloat16* high = low + g.in_h * g.in_w;
+      if (l.cols.stride == 1) {
+        // The common case as a plain loop over the two rows, which the compiler vectorises.
+        for (int64_t iw = 0; iw < g.in_w; ++iw)
+          dst[iw] = uint32_t{low[iw].bits} | uint32_t{high[iw].bits} << 16;
+        return;
+      }
+      pack_row_of(g, l.cols, phase, dst, [low, high](int64_t iw) {
+        return uint32_t{low[iw].bits} | uint32_t{high[iw].bits} << 16;
+      });
+    } else {
+      pack_row_of(g, l.cols, phase, dst, [low](int64_t iw) { return uint32_t{low[iw].bits}; });
+    }
+  };
 }
 
 // Copies grad_out of images [n0, n0 + nb) to the output positions of the layout, transposed
@@ -237,6 +287,33 @@ void pack_grad(const float* grad, const Conv2dGeometry& g, const Layout& l, int6
           }
       }
     }
+}
+
+// The bf16 weight gradient's grad (one group): packed[block][p / 2][16][2], each cell the
+// values of positions p and p + 1 for one output channel, over `positions` positions (even, at
+// least the chunk's used ones); zeros where p is not an output or past the channels.
+void pack_grad_pairs(const BFloat16* grad, const Conv2dGeometry& g, const Layout& l, int64_t n0,
+                     int64_t nb, int64_t positions, uint16_t* packed) {
+  const int64_t blocks = (g.out_channels + kOutputBlock - 1) / kOutputBlock;
+  const int64_t plane = g.out_h * g.out_w;
+  for (int64_t block = 0; block < blocks; ++block) {
+    uint16_t* out = packed + block * positions * kOutputBlock;
+    const int64_t width = std::min(kOutputBlock, g.out_channels - block * kOutputBlock);
+    int64_t p = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BFloat16* planes = grad + ((n0 + b) * g.out_channels + block * kOutputBlock) * plane;
+      for (int64_t oh = 0; oh < l.image_rows; ++oh)
+        for (int64_t ow = 0; ow < l.row_stride; ++ow, ++p) {
+          uint16_t* cell = out + (p / 2) * 2 * kOutputBlock + (p % 2);
+          int64_t j = 0;
+          if (oh < g.out_h && ow < g.out_w)
+            for (const BFloat16* src = planes + oh * g.out_w + ow; j < width; ++j)
+              cell[2 * j] = src[j * plane].bits;
+          for (; j < kOutputBlock; ++j) cell[2 * j] = 0;
+        }
+    }
+    std::fill(out + p * kOutputBlock, out + positions * kOutputBlock, uint16_t{0});
+  }
 }
 
 // offsets[grp * K + k]: where tap k = (c, ki, kj) of group grp reads, relative to the position.
@@ -274,6 +351,26 @@ std::vector<float> pack_weights(const float* weight, const Conv2dGeometry& g, in
   return packed;
 }
 
+// The same for forward_bf16 (one group): taps are (pair of channels, ki, kj), each weight the
+// pair's two bf16 values, the lower channel's in the low half.
+std::vector<uint32_t> pack_weights(const BFloat16* weight, const Conv2dGeometry& g,
+                                   int64_t k_size) {
+  const int64_t taps = g.kernel_h * g.kernel_w, k_full = g.in_channels * taps;
+  std::vector<uint32_t> packed(static_cast<size_t>(g.out_channels * k_size));
+  uint32_t* dst = packed.data();
+  for (int64_t o0 = 0; o0 < g.out_channels; o0 += kTileChannels) {
+    const int64_t rows = std::min<int64_t>(kTileChannels, g.out_channels - o0);
+    for (int64_t k = 0; k < k_size; ++k) {
+      const int64_t c = 2 * (k / taps), tap = k % taps;
+      for (int64_t r = 0; r < rows; ++r) {
+        const BFloat16* w = weight + (o0 + r) * k_full + c * taps + tap;
+        *dst++ = uint32_t{w[0].bits} | (c + 1 < g.in_channels ? uint32_t{w[taps].bits} << 16 : 0u);
+      }
+    }
+  }
+  return packed;
+}
+
 // The runs of a tile's positions [p0, p0 + tile_positions) that hold outputs, one per output row
 // it crosses: where a run starts in the tile and in the chunk's output (for output channel 0), and
 // its length.
@@ -302,7 +399,8 @@ TileRuns tile_runs(int64_t p0, int64_t tile_positions, int64_t used, const Layou
   return runs;
 }
 
-// Copies a tile's `rows` output channels, from o_first on, to the outputs its runs hold.
+// Copies a tile's `rows` output channels, from o_first on, to the outputs its runs hold, rounded
+// to bf16 when the output is.
 void store_tile(const float* tile, int64_t tile_positions, int64_t rows, const TileRuns& runs,
                 int64_t plane, int64_t o_first, float* out_chunk) {
   for (int64_t r = 0; r < rows; ++r)
@@ -311,11 +409,22 @@ void store_tile(const float* tile, int64_t tile_positions, int64_t rows, const T
                  out_chunk + (o_first + r) * plane + runs.out_at[i], runs.length[i]);
 }
 
-// The thread's working buffer `slot`, grown to n floats and kept: a fresh allocation per call
-// would be mmapped and page-faulted in again every time at these sizes.
-float* thread_scratch(int slot, int64_t n) {
-  thread_local std::vector<float> buffers[3];
-  std::vector<float>& b = buffers[slot];
+void store_tile(const float* tile, int64_t tile_positions, int64_t rows, const TileRuns& runs,
+                int64_t plane, int64_t o_first, BFloat16* out_chunk) {
+  const auto to_bf16 = convert_kernels().f32_to_bf16;
+  uint16_t* out = &out_chunk->bits;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < runs.count; ++i)
+      to_bf16(tile + r * tile_positions + runs.tile_at[i],
+              out + (o_first + r) * plane + runs.out_at[i], runs.length[i]);
+}
+
+// The thread's working buffer `slot` of E, grown to n elements and kept: a fresh allocation per
+// call would be mmapped and page-faulted in again every time at these sizes.
+template <class E = float>
+E* thread_scratch(int slot, int64_t n) {
+  thread_local std::vector<E> buffers[3];
+  std::vector<E>& b = buffers[slot];
   if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
   return b.data();
 }
@@ -325,37 +434,52 @@ int64_t flops_per_image(const Conv2dGeometry& g) {
       1, g.out_channels * (g.in_channels / g.groups) * g.kernel_h * g.kernel_w * g.out_h * g.out_w);
 }
 
-}  // namespace
-
-void direct_conv2d_forward(const float* x, const float* weight, const float* bias, float* out,
-                           const Conv2dGeometry& g) {
+// The forward, f32 or bf16 (T): the bf16 one packs pairs of channels (one group only) and runs
+// forward_bf16; both sum in f32 tiles.
+template <class T>
+void forward(const T* x, const T* weight, const T* bias, T* out, const Conv2dGeometry& g) {
   if (g.batch == 0 || g.out_channels == 0 || g.out_h <= 0 || g.out_w <= 0) return;
-  const int64_t og = g.out_channels / g.groups;
-  const int64_t k_size = g.in_channels / g.groups * g.kernel_h * g.kernel_w;
+  constexpr bool pairs = std::is_same_v<T, BFloat16>;
+  using E = std::conditional_t<pairs, uint32_t, float>;
   const DirectConvTiles& kernels = direct_conv_tiles();
   const int64_t tile_positions = kernels.tile_positions;
-  const int64_t per = images_per_chunk(g, layout_for(g, 1, tile_positions), 0);
-  const Layout l = layout_for(g, per, tile_positions);
-  const std::vector<int64_t> offsets = tap_offsets(g, l);
-  const std::vector<float> weights = pack_weights(weight, g, k_size);
+  // The layout's view: a packed channel is a pair of input channels in bf16.
+  Conv2dGeometry packed = g;
+  if (pairs) packed.in_channels = (g.in_channels + 1) / 2;
+  const int64_t og = g.out_channels / g.groups;
+  const int64_t k_size = packed.in_channels / g.groups * g.kernel_h * g.kernel_w;
+  const int64_t per = images_per_chunk(packed, layout_for(packed, 1, tile_positions), 0);
+  const Layout l = layout_for(packed, per, tile_positions);
+  const std::vector<int64_t> offsets = tap_offsets(packed, l);
+  const std::vector<E> weights = pack_weights(weight, g, k_size);
+  std::vector<float> bias_f32;
+  if (bias) bias_f32.assign(bias, bias + g.out_channels);
+  const float* bias_sums = bias ? bias_f32.data() : nullptr;
   const int64_t out_image = g.out_channels * g.out_h * g.out_w;
   // Taps are taken in blocks of about 150 so that the input a tile reads for one block (a few
   // cache lines per tap) stays in L1 while every row block of the tile uses it.
   const int64_t k_blocks = std::max<int64_t>(1, (k_size + kTapBlock - 1) / kTapBlock);
   const int64_t k_block = (k_size + k_blocks - 1) / k_blocks;
-  // Positions [p0, p0 + tile_positions) of group grp of the chunk at image n0, every output channel, summed
-  // block by block into `tile` [og, 24] and then copied to the outputs.
+  // Positions [p0, p0 + tile_positions) of group grp of the chunk at image n0, every output
+  // channel, summed block by block into `tile` [og, tile_positions] and then copied to the
+  // outputs.
   auto forward_position_tile = [&](int64_t n0, int64_t used, int64_t p0, int64_t grp,
-                                   const float* chunk, float* tile) {
-    const float* group_weights = weights.data() + grp * og * k_size;
+                                   const E* chunk, float* tile) {
+    const E* group_weights = weights.data() + grp * og * k_size;
     const int64_t* group_offsets = offsets.data() + grp * k_size;
     for (int64_t k0 = 0; k0 < k_size; k0 += k_block) {
       const int64_t kn = std::min(k_block, k_size - k0);
       for (int64_t o0 = 0; o0 < og; o0 += kTileChannels) {
         const int64_t rows = std::min<int64_t>(kTileChannels, og - o0);
-        kernels.forward(rows, group_weights + o0 * k_size + k0 * rows, chunk, group_offsets + k0,
-                        kn, p0, bias ? bias + grp * og + o0 : nullptr, k0 > 0,
-                        tile + o0 * tile_positions);
+        const float* row_bias = bias_sums ? bias_sums + grp * og + o0 : nullptr;
+        if constexpr (pairs) {
+          kernels.forward_bf16(rows, group_weights + o0 * k_size + k0 * rows, chunk,
+                               group_offsets + k0, kn, p0, row_bias, k0 > 0,
+                               tile + o0 * tile_positions);
+        } else {
+          kernels.forward(rows, group_weights + o0 * k_size + k0 * rows, chunk, group_offsets + k0,
+                          kn, p0, row_bias, k0 > 0, tile + o0 * tile_positions);
+        }
       }
     }
     // Runs are worked out once per tile (two divisions per output row crossed) rather than once
@@ -364,10 +488,14 @@ void direct_conv2d_forward(const float* x, const float* weight, const float* bia
     store_tile(tile, tile_positions, og, runs, g.out_h * g.out_w, grp * og, out + n0 * out_image);
   };
   parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
-    float* chunk = thread_scratch(0, g.in_channels * l.planes * l.channel_stride);
+    E* chunk = thread_scratch<E>(0, packed.in_channels * l.planes * l.channel_stride);
     for (int64_t n0 = begin; n0 < end; n0 += per) {
       const int64_t nb = std::min(per, end - n0), used = used_positions(l, nb);
-      pack_input(x, g, l, n0, nb, chunk);
+      if constexpr (pairs) {
+        pack_input(packed.in_channels, l, g.in_h, n0, nb, chunk, bf16_pair_rows(x, g, l));
+      } else {
+        pack_input(g.in_channels, l, g.in_h, n0, nb, chunk, f32_rows(x, g, l));
+      }
       // Inside the loop over images this runs on the calling thread; with a single image it is
       // what spreads the work across threads.
       const int64_t tiles = (used + tile_positions - 1) / tile_positions;
@@ -380,6 +508,22 @@ void direct_conv2d_forward(const float* x, const float* weight, const float* bia
                    });
     }
   });
+}
+
+}  // namespace
+
+void direct_conv2d_forward(const float* x, const float* weight, const float* bias, float* out,
+                           const Conv2dGeometry& g) {
+  forward(x, weight, bias, out, g);
+}
+
+bool direct_conv2d_takes_bf16(const Conv2dGeometry& g) {
+  return g.groups == 1 && direct_conv_tiles().forward_bf16 != nullptr;
+}
+
+void direct_conv2d_forward(const BFloat16* x, const BFloat16* weight, const BFloat16* bias,
+                           BFloat16* out, const Conv2dGeometry& g) {
+  forward(x, weight, bias, out, g);
 }
 
 void direct_conv2d_backward_weight(const float* grad_out, const float* x, float* grad_weight,
@@ -404,7 +548,7 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
     std::fill(sums, sums + sums_size, 0.0f);
     for (int64_t n0 = begin; n0 < end; n0 += per) {
       const int64_t nb = std::min(per, end - n0), used = used_positions(l, nb);
-      pack_input(x, g, l, n0, nb, chunk);
+      pack_input(g.in_channels, l, g.in_h, n0, nb, chunk, f32_rows(x, g, l));
       pack_grad(grad_out, g, l, n0, nb, grads);
       // Blocks write disjoint sums, so a single image can split them across threads.
       parallel_for(g.groups * blocks, k_size * kOutputBlock * used, [&](int64_t i0, int64_t i1) {
@@ -432,6 +576,53 @@ void direct_conv2d_backward_weight(const float* grad_out, const float* x, float*
   });
 }
 
+void direct_conv2d_backward_weight(const BFloat16* grad_out, const BFloat16* x,
+                                   BFloat16* grad_weight, const Conv2dGeometry& g) {
+  const int64_t k_size = g.in_channels * g.kernel_h * g.kernel_w;
+  const int64_t weight_numel = g.out_channels * k_size;
+  std::vector<float> total(static_cast<size_t>(weight_numel), 0.0f);
+  const DirectConvTiles& kernels = direct_conv_tiles();
+  if (g.batch > 0 && weight_numel > 0 && g.out_h > 0 && g.out_w > 0) {
+    const int64_t blocks = (g.out_channels + kOutputBlock - 1) / kOutputBlock;
+    const int64_t per = images_per_chunk(g, layout_for(g, 1, kernels.tile_positions),
+                                         blocks * kOutputBlock);
+    const Layout l = layout_for(g, per, kernels.tile_positions);
+    const std::vector<int64_t> offsets = tap_offsets(g, l);
+    const int64_t sums_size = blocks * k_size * kOutputBlock;
+    parallel_for(g.batch, flops_per_image(g), [&](int64_t begin, int64_t end) {
+      uint16_t* chunk = thread_scratch<uint16_t>(0, g.in_channels * l.planes * l.channel_stride);
+      uint16_t* grads = thread_scratch<uint16_t>(1, blocks * l.positions * kOutputBlock);
+      float* sums = thread_scratch(2, sums_size);
+      std::fill(sums, sums + sums_size, 0.0f);
+      for (int64_t n0 = begin; n0 < end; n0 += per) {
+        const int64_t nb = std::min(per, end - n0);
+        // Positions go in pairs: an odd count gets one more, whose grad is zero.
+        const int64_t used = round_up(used_positions(l, nb), 2);
+        pack_input(g.in_channels, l, g.in_h, n0, nb, chunk, bf16_rows(x, g, l));
+        pack_grad_pairs(grad_out, g, l, n0, nb, used, grads);
+        parallel_for(blocks, k_size * kOutputBlock * used, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const uint16_t* grad = grads + i * used * kOutputBlock;
+            float* block_sums = sums + i * k_size * kOutputBlock;
+            for (int64_t p = 0; p < used; p += kPositionBlock)
+              for (int64_t k0 = 0; k0 < k_size; k0 += kernels.weight_taps)
+                kernels.weight_bf16(std::min<int64_t>(kernels.weight_taps, k_size - k0), grad,
+                                    chunk, offsets.data() + k0, p, std::min(used, p + kPositionBlock),
+                                    block_sums + k0 * kOutputBlock);
+          }
+        });
+      }
+#pragma omp critical(kiln_direct_conv2d_backward_weight_bf16)
+      for (int64_t o = 0; o < g.out_channels; ++o) {
+        const float* from = sums + (o / kOutputBlock) * k_size * kOutputBlock + o % kOutputBlock;
+        float* to = total.data() + o * k_size;
+        for (int64_t k = 0; k < k_size; ++k) to[k] += from[k * kOutputBlock];
+      }
+    });
+  }
+  for (int64_t i = 0; i < weight_numel; ++i) grad_weight[i] = BFloat16(total[static_cast<size_t>(i)]);
+}
+
 namespace {
 
 // The taps of one axis that land on input phase `phase` (k * dilation - pad = stride * shift +
@@ -453,14 +644,12 @@ PhaseTaps phase_taps(int64_t kernel, int64_t stride, int64_t pad, int64_t dilati
   return p;
 }
 
-}  // namespace
-
-void direct_conv2d_backward_input(const float* grad_out, const float* weight, float* grad_x,
-                                  const Conv2dGeometry& g) {
+template <class T>
+void backward_input(const T* grad_out, const T* weight, T* grad_x, const Conv2dGeometry& g) {
   const int64_t og = g.out_channels / g.groups, cg = g.in_channels / g.groups;
   const int64_t image = g.in_h * g.in_w;
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  if (strided) std::fill(grad_x, grad_x + g.batch * g.in_channels * image, 0.0f);
+  if (strided) std::fill(grad_x, grad_x + g.batch * g.in_channels * image, T(0.0f));
   for (int64_t a = 0; a < std::min(g.stride_h, g.in_h); ++a)
     for (int64_t b = 0; b < std::min(g.stride_w, g.in_w); ++b) {
       const PhaseTaps rows = phase_taps(g.kernel_h, g.stride_h, g.pad_h, g.dilation_h, a);
@@ -478,7 +667,7 @@ void direct_conv2d_backward_input(const float* grad_out, const float* weight, fl
       t.dilation_h = rows.dilation, t.dilation_w = cols.dilation;
       t.groups = g.groups;
       // The phase's taps with the channel dims swapped: [C, O/groups, kh, kw].
-      std::vector<float> taps(static_cast<size_t>(g.in_channels * og * kh * kw));
+      std::vector<T> taps(static_cast<size_t>(g.in_channels * og * kh * kw));
       for (int64_t grp = 0; grp < g.groups; ++grp)
         for (int64_t c = 0; c < cg; ++c)
           for (int64_t o = 0; o < og; ++o)
@@ -488,24 +677,37 @@ void direct_conv2d_backward_input(const float* grad_out, const float* weight, fl
                     weight[(((grp * og + o) * cg + c) * g.kernel_h + rows.taps[i]) * g.kernel_w +
                            cols.taps[j]];
       if (!strided) {
-        direct_conv2d_forward(grad_out, taps.data(), nullptr, grad_x, t);
+        forward<T>(grad_out, taps.data(), nullptr, grad_x, t);
         continue;
       }
       // Each input phase is its own stride-1 convolution, computed whole and then spread out to
       // every stride-th row and column.
-      std::vector<float> phase(static_cast<size_t>(t.batch * t.out_channels * t.out_h * t.out_w));
-      direct_conv2d_forward(grad_out, taps.data(), nullptr, phase.data(), t);
-      const float* src = phase.data();
+      std::vector<T> phase(static_cast<size_t>(t.batch * t.out_channels * t.out_h * t.out_w));
+      forward<T>(grad_out, taps.data(), nullptr, phase.data(), t);
+      const T* src = phase.data();
       for (int64_t nc = 0; nc < g.batch * g.in_channels; ++nc)
         for (int64_t i = 0; i < t.out_h; ++i) {
-          float* dst = grad_x + nc * image + (i * g.stride_h + a) * g.in_w + b;
+          T* dst = grad_x + nc * image + (i * g.stride_h + a) * g.in_w + b;
           for (int64_t j = 0; j < t.out_w; ++j) dst[j * g.stride_w] = *src++;
         }
     }
 }
 
+}  // namespace
+
+void direct_conv2d_backward_input(const float* grad_out, const float* weight, float* grad_x,
+                                  const Conv2dGeometry& g) {
+  backward_input(grad_out, weight, grad_x, g);
+}
+
+void direct_conv2d_backward_input(const BFloat16* grad_out, const BFloat16* weight,
+                                  BFloat16* grad_x, const Conv2dGeometry& g) {
+  backward_input(grad_out, weight, grad_x, g);
+}
+
 const DirectConvTiles& direct_conv_tiles(CpuIsa isa) {
 #if defined(__x86_64__)
+  if (isa >= CpuIsa::avx512_bf16) return direct_conv_tiles_avx512_bf16;
   if (isa >= CpuIsa::avx512) return direct_conv_tiles_avx512;
   if (isa >= CpuIsa::avx2) return direct_conv_tiles_avx2;
 #endif

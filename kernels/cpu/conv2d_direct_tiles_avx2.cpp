@@ -10,6 +10,8 @@ const DirectConvTiles direct_conv_tiles_avx2{
     .weight_taps = avx2::kWeightTaps,
     .forward = avx2::forward,
     .weight = avx2::weight<>,
+    .forward_bf16 = nullptr,
+    .weight_bf16 = nullptr,
 };
 
 }  // namespace kiln::cpu

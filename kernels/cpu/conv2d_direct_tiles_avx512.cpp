@@ -10,6 +10,8 @@ const DirectConvTiles direct_conv_tiles_avx512{
     .weight_taps = avx512::kWeightTaps,
     .forward = avx512::forward,
     .weight = avx512::weight<>,
+    .forward_bf16 = nullptr,
+    .weight_bf16 = nullptr,
 };
 
 }  // namespace kiln::cpu

@@ -10,6 +10,8 @@ const DirectConvTiles direct_conv_tiles_baseline{
     .weight_taps = baseline::kWeightTaps,
     .forward = baseline::forward,
     .weight = baseline::weight<>,
+    .forward_bf16 = nullptr,
+    .weight_bf16 = nullptr,
 };
 
 }  // namespace kiln::cpu

@@ -12,12 +12,20 @@
 #define KILN_SIMD_BASELINE 1
 #define KILN_SIMD_AVX2 2
 #define KILN_SIMD_AVX512 3
+#define KILN_SIMD_AVX512_BF16 4  // AVX-512's Vec, in a namespace of its own, with -mavx512bf16
 
 #if !defined(KILN_SIMD)
 #define KILN_SIMD KILN_SIMD_BASELINE
 #endif
 
-#if KILN_SIMD == KILN_SIMD_AVX512
+#if KILN_SIMD == KILN_SIMD_AVX512_BF16
+#if !defined(__AVX512BF16__)
+#error "the AVX512-BF16 variants need -mavx512bf16 (CMakeLists.txt)"
+#endif
+#define KILN_SIMD_NAMESPACE avx512_bf16
+#define KILN_SIMD_VEC KILN_SIMD_AVX512
+#elif KILN_SIMD == KILN_SIMD_AVX512
+#define KILN_SIMD_VEC KILN_SIMD_AVX512
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512DQ__) || \
     !defined(__AVX512VL__) || !defined(__FMA__)
 #error "the AVX-512 variants need -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma (CMakeLists.txt)"
@@ -28,17 +36,19 @@
 #error "the AVX2 variants need -mavx2 -mfma -mf16c (CMakeLists.txt)"
 #endif
 #define KILN_SIMD_NAMESPACE avx2
+#define KILN_SIMD_VEC KILN_SIMD_AVX2
 #else
 #define KILN_SIMD_NAMESPACE baseline
+#define KILN_SIMD_VEC KILN_SIMD_BASELINE
 #endif
 
-#if KILN_SIMD != KILN_SIMD_BASELINE
+#if KILN_SIMD_VEC != KILN_SIMD_BASELINE
 #include <immintrin.h>
 #endif
 
 namespace kiln::cpu::KILN_SIMD_NAMESPACE {
 
-#if KILN_SIMD == KILN_SIMD_AVX512
+#if KILN_SIMD_VEC == KILN_SIMD_AVX512
 using Vec = __m512;
 inline constexpr int kLanes = 16;
 inline Vec vzero() { return _mm512_setzero_ps(); }
@@ -46,7 +56,7 @@ inline Vec vbroadcast(float v) { return _mm512_set1_ps(v); }
 inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
 inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-#elif KILN_SIMD == KILN_SIMD_AVX2
+#elif KILN_SIMD_VEC == KILN_SIMD_AVX2
 using Vec = __m256;
 inline constexpr int kLanes = 8;
 inline Vec vzero() { return _mm256_setzero_ps(); }
