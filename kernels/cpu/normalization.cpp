@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
+#include "kiln/kernels/cpu/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -41,38 +44,102 @@ T relu_cutoff(DType out_dtype) {
   }
 }
 
+// Batch norm's activations (x, grad, out, grad_x) in f32, f64, f16 or bf16 (takes_half): f(tag)
+// with tag's type the activations' and acc_type_t of it the statistics', weight's and sums'.
+template <class F>
+void visit_activation(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f16:
+      return f(TypeTag<Half>{});
+    case DType::bf16:
+      return f(TypeTag<BFloat16>{});
+    default:
+      return visit_f32_f64(op, dtype, f);
+  }
+}
+
+// Rows of 16-bit activations are widened to f32 (and results narrowed back) a row at a time, in
+// a buffer of the thread's, by the vectorised conversions of the instruction set in use; rows of
+// f32 and f64 are used as they are.
+template <class T>
+class Rows {
+ public:
+  using A = acc_type_t<T>;
+  static constexpr bool kWidened = !std::is_same_v<T, A>;
+
+  // Row `row` (of s elements) as A values; `slot` tells apart the rows one loop holds at once.
+  const A* read(const T* row, int64_t s, int slot) {
+    if constexpr (kWidened) {
+      A* buffer = scratch(slot, s);
+      if constexpr (std::is_same_v<T, Half>)
+        convert_kernels().f16_to_f32(&row->bits, buffer, s);
+      else
+        convert_kernels().bf16_to_f32(&row->bits, buffer, s);
+      return buffer;
+    } else {
+      return row;
+    }
+  }
+  // Where to compute a row whose result goes to `row`: the row itself, or a buffer that write()
+  // then narrows into it.
+  A* target(T* row, int64_t s) {
+    if constexpr (kWidened)
+      return scratch(2, s);
+    else
+      return row;
+  }
+  void write(const A* result, T* row, int64_t s) {
+    if constexpr (kWidened) {
+      if constexpr (std::is_same_v<T, Half>)
+        convert_kernels().f32_to_f16(result, &row->bits, s);
+      else
+        convert_kernels().f32_to_bf16(result, &row->bits, s);
+    }
+  }
+
+ private:
+  static A* scratch(int slot, int64_t s) {
+    thread_local std::vector<A> buffers[3];
+    std::vector<A>& b = buffers[slot];
+    if (b.size() < static_cast<size_t>(s)) b.resize(static_cast<size_t>(s));
+    return b.data();
+  }
+};
+
 }  // namespace
 
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
-  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
+  visit_activation("batch_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using A = acc_type_t<T>;
     const T* in = x.data<T>();
-    T* m = mean.data<T>();
-    T* v = var.data<T>();
+    A* m = mean.data<A>();
+    A* v = var.data<A>();
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
     const int64_t count = n * s;
     parallel_for(channels, count, [&](int64_t begin, int64_t end) {
+      Rows<T> rows;
       for (int64_t c = begin; c < end; ++c) {
         // Two passes: the sum of squared deviations from the mean does not cancel the way
         // E[x^2] - E[x]^2 does when the mean is large next to the spread.
         double total = 0.0;
         for (int64_t i = 0; i < n; ++i) {
-          const T* row = in + (i * channels + c) * s;
+          const A* row = rows.read(in + (i * channels + c) * s, s, 0);
 #pragma omp simd reduction(+ : total)
           for (int64_t j = 0; j < s; ++j) total += row[j];
         }
         double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
         double squares = 0.0;
         for (int64_t i = 0; i < n; ++i) {
-          const T* row = in + (i * channels + c) * s;
+          const A* row = rows.read(in + (i * channels + c) * s, s, 0);
 #pragma omp simd reduction(+ : squares)
           for (int64_t j = 0; j < s; ++j) {
             double d = static_cast<double>(row[j]) - mu;
             squares += d * d;
           }
         }
-        m[c] = static_cast<T>(mu);
-        v[c] = static_cast<T>(count > 0 ? squares / static_cast<double>(count) : 0.0);
+        m[c] = static_cast<A>(mu);
+        v[c] = static_cast<A>(count > 0 ? squares / static_cast<double>(count) : 0.0);
       }
     });
   });
@@ -80,28 +147,31 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
 
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
                       const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu) {
-  visit_f32_f64("batch_norm", x.dtype(), [&](auto tag) {
+  visit_activation("batch_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using A = acc_type_t<T>;
     const T* in = x.data<T>();
-    const T* m = mean.data<T>();
-    const T* r = invstd.data<T>();
-    const T* w = optional_data<T>(weight);
-    const T* b = optional_data<T>(bias);
+    const A* m = mean.data<A>();
+    const A* r = invstd.data<A>();
+    const A* w = optional_data<A>(weight);
+    const A* b = optional_data<A>(bias);
     T* o = out.data<T>();
     const int64_t channels = x.size(1), s = x.size(2);
     parallel_for(x.size(0) * channels, s, [&](int64_t begin, int64_t end) {
+      Rows<T> rows;
       for (int64_t row = begin; row < end; ++row) {
-        const ChannelAffine<T> affine(m, r, w, b, row % channels);
-        const T* src = in + row * s;
-        T* dst = o + row * s;
+        const ChannelAffine<A> affine(m, r, w, b, row % channels);
+        const A* src = rows.read(in + row * s, s, 0);
+        A* dst = rows.target(o + row * s, s);
         if (relu) {
           for (int64_t j = 0; j < s; ++j) {
-            const T y = affine(src[j]);
-            dst[j] = y < T(0) ? T(0) : y;  // NaN passes, as relu
+            const A y = affine(src[j]);
+            dst[j] = y < A(0) ? A(0) : y;  // NaN passes, as relu
           }
         } else {
           for (int64_t j = 0; j < s; ++j) dst[j] = affine(src[j]);
         }
+        rows.write(dst, o + row * s, s);
       }
     });
   });
@@ -111,32 +181,34 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
                          const Tensor& invstd, const Tensor& weight, bool training,
                          const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
                          bool relu, const Tensor& bias, DType out_dtype) {
-  visit_f32_f64("batch_norm_backward", x.dtype(), [&](auto tag) {
+  visit_activation("batch_norm_backward", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T cutoff = relu_cutoff<T>(out_dtype);
+    using A = acc_type_t<T>;
+    const A cutoff = relu_cutoff<A>(out_dtype);
     const T* in = x.data<T>();
     const T* g = grad.data<T>();
-    const T* m = mean.data<T>();
-    const T* r = invstd.data<T>();
-    const T* w = optional_data<T>(weight);
-    const T* bs = optional_data<T>(bias);
-    T* sg = sum_g.data<T>();
-    T* sgx = sum_g_xhat.data<T>();
+    const A* m = mean.data<A>();
+    const A* r = invstd.data<A>();
+    const A* w = optional_data<A>(weight);
+    const A* bs = optional_data<A>(bias);
+    A* sg = sum_g.data<A>();
+    A* sgx = sum_g_xhat.data<A>();
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
     parallel_for(channels, 2 * n * s, [&](int64_t begin, int64_t end) {
+      Rows<T> rows;
       for (int64_t c = begin; c < end; ++c) {
         // Σ g * (x - mean), times invstd once at the end rather than per element.
         double total = 0.0, dot = 0.0;
-        const T mu = m[c];
-        const ChannelAffine<T> affine(m, r, w, bs, c);
+        const A mu = m[c];
+        const ChannelAffine<A> affine(m, r, w, bs, c);
         for (int64_t i = 0; i < n; ++i) {
-          const T* xr = in + (i * channels + c) * s;
-          const T* gr = g + (i * channels + c) * s;
-          T row_total = 0, row_dot = 0;
+          const A* xr = rows.read(in + (i * channels + c) * s, s, 0);
+          const A* gr = rows.read(g + (i * channels + c) * s, s, 1);
+          A row_total = 0, row_dot = 0;
           if (relu) {
 #pragma omp simd reduction(+ : row_total, row_dot)
             for (int64_t j = 0; j < s; ++j) {
-              const T gj = affine(xr[j]) <= cutoff ? T(0) : gr[j];  // NaN passes, as relu
+              const A gj = affine(xr[j]) <= cutoff ? A(0) : gr[j];  // NaN passes, as relu
               row_total += gj;
               row_dot += gj * (xr[j] - mu);
             }
@@ -150,31 +222,33 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
           total += row_total;
           dot += row_dot;
         }
-        sg[c] = static_cast<T>(total);
-        sgx[c] = static_cast<T>(dot * static_cast<double>(r[c]));
+        sg[c] = static_cast<A>(total);
+        sgx[c] = static_cast<A>(dot * static_cast<double>(r[c]));
       }
     });
     if (!grad_x.defined()) return;
     T* dx = grad_x.data<T>();
-    const T count = static_cast<T>(n * s);
+    const A count = static_cast<A>(n * s);
     parallel_for(n * channels, s, [&](int64_t begin, int64_t end) {
+      Rows<T> rows;
       for (int64_t row = begin; row < end; ++row) {
         const int64_t c = row % channels;
-        const T* xr = in + row * s;
-        const T* gr = g + row * s;
-        T* out = dx + row * s;
+        const A* xr = rows.read(in + row * s, s, 0);
+        const A* gr = rows.read(g + row * s, s, 1);
+        A* out = rows.target(dx + row * s, s);
         // dx = a * g - b * x + shift: the training formula expanded so each element costs two
         // multiply-adds; inference keeps only a * g.
-        const T a = r[c] * (w ? w[c] : T(1));
-        const T b = training && count > 0 ? a * sgx[c] * r[c] / count : T(0);
-        const T shift = training && count > 0 ? b * m[c] - a * sg[c] / count : T(0);
+        const A a = r[c] * (w ? w[c] : A(1));
+        const A b = training && count > 0 ? a * sgx[c] * r[c] / count : A(0);
+        const A shift = training && count > 0 ? b * m[c] - a * sg[c] / count : A(0);
         if (relu) {
-          const ChannelAffine<T> affine(m, r, w, bs, c);
+          const ChannelAffine<A> affine(m, r, w, bs, c);
           for (int64_t j = 0; j < s; ++j)
-            out[j] = a * (affine(xr[j]) <= cutoff ? T(0) : gr[j]) - b * xr[j] + shift;
+            out[j] = a * (affine(xr[j]) <= cutoff ? A(0) : gr[j]) - b * xr[j] + shift;
         } else {
           for (int64_t j = 0; j < s; ++j) out[j] = a * gr[j] - b * xr[j] + shift;
         }
+        rows.write(out, dx + row * s, s);
       }
     });
   });
@@ -226,6 +300,6 @@ const NormalizationKernels NormalizationKernels::cpu{
     .batch_norm_backward = cpu::batch_norm_backward,
     .layer_norm = cpu::layer_norm,
     .fuses_relu = true,
-    .takes_half = false};
+    .takes_half = true};
 
 }  // namespace kiln
