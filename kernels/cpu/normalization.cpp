@@ -1,6 +1,7 @@
 #include "kiln/kernels/normalization.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
