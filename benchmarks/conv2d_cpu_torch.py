@@ -24,6 +24,21 @@ LAYERS = [
     ("stage3 64->64 3x3", 64, 64, 7, 3, 1, 1),
 ]
 
+# conv2d_cpu.cpp's kResnet50Layers: ResNet-50's kinds of convolution at 224x224.
+RESNET50_LAYERS = [
+    ("stem 3->64 7x7/2", 3, 64, 224, 7, 2, 3),
+    ("l1 64->64 1x1", 64, 64, 56, 1, 1, 0),
+    ("l1 64->64 3x3", 64, 64, 56, 3, 1, 1),
+    ("l1 64->256 1x1", 64, 256, 56, 1, 1, 0),
+    ("l2 128->128 3x3/2", 128, 128, 56, 3, 2, 1),
+    ("l2 256->512 1x1/2", 256, 512, 56, 1, 2, 0),
+    ("l2 128->128 3x3", 128, 128, 28, 3, 1, 1),
+    ("l3 256->256 3x3", 256, 256, 14, 3, 1, 1),
+    ("l3 1024->256 1x1", 1024, 256, 14, 1, 1, 0),
+    ("l4 512->512 3x3", 512, 512, 7, 3, 1, 1),
+    ("l4 2048->512 1x1", 2048, 512, 7, 1, 1, 0),
+]
+
 
 def best_ms(repeats, fn, clock):
     fn()
@@ -42,6 +57,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"])
     parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    parser.add_argument("--model", default="resnet20", choices=["resnet20", "resnet50"])
     args = parser.parse_args()
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
@@ -52,7 +68,7 @@ def main():
           f"{args.threads} threads, {args.clock} clock: ms per call (GFLOP/s)")
     print(f"{'layer':<20} {'forward':>18} {'input grad':>18} {'weight grad':>18}")
     total = 0.0
-    for name, cin, cout, side, k, s, p in LAYERS:
+    for name, cin, cout, side, k, s, p in (RESNET50_LAYERS if args.model == "resnet50" else LAYERS):
         x = torch.randn(args.batch_size, cin, side, side, dtype=dtype)
         w = torch.randn(cout, cin, k, k, dtype=dtype)
         out = torch.nn.functional.conv2d(x, w, None, s, p)

@@ -28,7 +28,7 @@ void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad
   Conv2dKernels::cpu.backward_weight(grad_out, x, grad_weight, g);
 }
 
-// takes_half false, as the CPU's table: f16 and bf16 go through f32.
+// takes_half false: f16 and bf16 reach the CPU kernels as f32 copies made by the op.
 const Conv2dKernels kSimulated{forward, backward_input, backward_weight, false};
 
 }  // namespace
