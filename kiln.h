@@ -6,6 +6,7 @@
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/autograd/node.h"
 #include "kiln/core/backends.h"
+#include "kiln/core/cpu_isa.h"
 #include "kiln/core/cuda.h"
 #include "kiln/core/device.h"
 #include "kiln/core/dtype.h"

@@ -141,13 +141,14 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    start = 0.0
+    start = cpu_start = 0.0
     for i in range(args.warmup + args.steps):
         if i == args.warmup:
             sync()
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             start = time.perf_counter()
+            cpu_start = time.process_time()
         mixed = (torch.autocast(device.type, dtype=amp_dtype) if args.amp != "off"
                  else contextlib.nullcontext())
         with mixed:
@@ -162,6 +163,7 @@ def main():
             scaler.update()
     sync()
     total = time.perf_counter() - start
+    cpu_total = time.process_time() - cpu_start
     precision = (f"{args.amp} autocast" if args.amp != "off" else "f32/tf32" if args.tf32 else "f32")
     if args.channels_last:
         precision += " channels_last"
@@ -169,7 +171,8 @@ def main():
             if device.type == "cuda" else "")
     print(f"torch {torch.__version__} {args.model} {device} {precision} batch {args.batch_size} "
           f"threads {args.threads}: {args.batch_size * args.steps / total:.1f} images/s, "
-          f"{1e3 * total / args.steps:.2f} ms/step{peak}")
+          f"{1e3 * total / args.steps:.2f} ms/step, cpu {1e3 * cpu_total / args.steps:.1f} ms/step"
+          f"{peak}")
 
 
 if __name__ == "__main__":

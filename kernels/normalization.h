@@ -40,8 +40,8 @@ struct NormalizationKernels {
   // Whether batch_norm_apply and batch_norm_backward take relu (the CPU's and the GPU's); a device
   // without it runs batch_norm_relu as relu(batch_norm(x)).
   bool fuses_relu;
-  // Whether batch norm's kernels read and write 16-bit activations as they are (the GPU's), which
-  // saves a conversion pass each way under autocast.
+  // Whether batch norm's kernels read and write 16-bit activations as they are (the CPU's and the
+  // GPU's), which saves a conversion pass each way under autocast.
   bool takes_half;
 
   static const NormalizationKernels cpu;

@@ -80,8 +80,8 @@ void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad
   into(grad_weight, [&](const Tensor& o) { Conv2dKernels::cpu.backward_weight(cg, cx, o, g); });
 }
 
-// takes_half false, as the CPU's table: f16 and bf16 go through f32. takes_channels_last true, as
-// cuDNN's.
+// takes_half false: f16 and bf16 reach the CPU kernels as f32 copies made by the op.
+// takes_channels_last true, as cuDNN's.
 const Conv2dKernels kSimulated{.forward = forward,
                                .backward_input = backward_input,
                                .backward_weight = backward_weight,
