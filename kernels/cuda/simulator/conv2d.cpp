@@ -12,19 +12,19 @@ namespace {
 
 void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
              const Conv2dGeometry& g) {
-  sim::note_library_call();
+  sim::note_library_call("cudnn convolution forward");
   Conv2dKernels::cpu.forward(x, weight, bias, out, g);
 }
 
 void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                     const Conv2dGeometry& g) {
-  sim::note_library_call();
+  sim::note_library_call("cudnn convolution backward data");
   Conv2dKernels::cpu.backward_input(grad_out, weight, grad_x, g);
 }
 
 void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                      const Conv2dGeometry& g) {
-  sim::note_library_call();
+  sim::note_library_call("cudnn convolution backward filter");
   Conv2dKernels::cpu.backward_weight(grad_out, x, grad_weight, g);
 }
 
