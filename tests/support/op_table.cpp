@@ -610,10 +610,10 @@ std::vector<OpEntry> normalization_entries() {
          return Outputs{batch_norm_relu(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5)};
        }},
       // The GPU splits a channel over several blocks when there are few channels: one channel
-      // of 6 x 600 values, and 130 rows of [N, C] (walked channels-last), on the simulator too.
+      // of 4 x 320 values, and 130 rows of [N, C] (walked channels-last), on the simulator too.
       {"batch_norm training, one channel over several blocks", OpFamily::normalization,
        [](uint64_t seed) {
-         return batch_norm_inputs_of({6, 1, 20, 30}, seed);
+         return batch_norm_inputs_of({4, 1, 16, 20}, seed);
        },
        [](const Args& in) {
          Tensor y = batch_norm(in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
@@ -635,7 +635,7 @@ std::vector<OpEntry> normalization_entries() {
              batch_norm_add_relu(in[0], in[5], in[1], in[2], in[3], in[4], false, 0.1, 1e-5)};
        }},
       batch_norm_add_relu_training("batch_norm_add_relu training, odd shape", {7, 5, 9, 11}),
-      batch_norm_add_relu_training("batch_norm_add_relu training, one channel", {6, 1, 20, 30}),
+      batch_norm_add_relu_training("batch_norm_add_relu training, one channel", {4, 1, 16, 20}),
       batch_norm_add_relu_training("batch_norm_add_relu training, 1x1 spatial", {130, 3, 1, 1}),
       {"layer_norm last dim, affine", OpFamily::normalization,
        [](uint64_t seed) {
