@@ -75,8 +75,10 @@ T* optional_as(const Tensor& t) {
   return t.defined() ? data_as<T>(t) : nullptr;
 }
 
-// Welford's running (count, mean, sum of squared deviations). Counts are P: per thread and per
-// block they stay far below 2^24; the final count is the host's exact M.
+// Welford's running (count, mean, sum of squared deviations). Counts are P, exact up to 2^24
+// values a block: a block holds a channel's whole M only when there are at least eight channels
+// per multiprocessor, so passing that takes tens of gigabytes of activations. The variance divides
+// by the host's exact M.
 template <class P>
 struct Welford {
   P n, mean, m2;
