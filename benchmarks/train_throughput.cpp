@@ -11,16 +11,19 @@
 // On kiln's CUDA simulator (KILN_CUDA=SIM) the times mean nothing, but the kernel launches and
 // library calls per step are counted there and printed; they do not depend on the batch or the
 // image size, so `--device cuda --imagenet --side 32 --batch-size 2 --warmup 1 --steps 1` counts
-// ResNet-50's ImageNet step.
+// ResNet-50's ImageNet step; --launches adds where they go, kernel by kernel.
 #include <omp.h>
 #include <time.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/cuda_simulated.h"
 #include "kiln/kiln.h"
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
   int64_t batch_size = 128, steps = 20, warmup = 3, channels = 1, side = 28, classes = 10;
   int64_t profile_steps = 0, profile_rows = 15;
   int threads = 2;
-  bool imagenet = false, tf32 = false, benchmark = false;
+  bool imagenet = false, tf32 = false, benchmark = false, launches = false;
   CLI::App app{"train_throughput: images/s of training steps"};
   app.add_option("--model", model_name)->capture_default_str();
   app.add_option("--device", device_name, "cpu|cuda|cuda:N")->capture_default_str();
@@ -71,6 +74,8 @@ int main(int argc, char** argv) {
                  "after the timed steps, profile this many more and print the per-op table")
       ->capture_default_str();
   app.add_option("--profile-rows", profile_rows, "rows of that table")->capture_default_str();
+  app.add_flag("--launches", launches,
+               "on the CUDA simulator, also list a step's launches by kernel and library call");
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("train_throughput", [&] {
     omp_set_num_threads(threads);
@@ -163,6 +168,19 @@ int main(int argc, char** argv) {
           static_cast<double>(launches_after.kernels - launches_before.kernels) / steps,
           static_cast<double>(launches_after.library_calls - launches_before.library_calls) /
               steps);
+    if (launches && device.is_cuda() && cuda::is_simulated()) {
+      std::vector<std::pair<std::uint64_t, std::string>> rows;
+      for (const auto& [name, after] : launches_after.by_name) {
+        const auto before = launches_before.by_name.find(name);
+        const std::uint64_t count =
+            after - (before == launches_before.by_name.end() ? 0 : before->second);
+        if (count > 0) rows.emplace_back(count, name);
+      }
+      std::sort(rows.rbegin(), rows.rend());
+      std::printf("per step, by kernel and library call:\n");
+      for (const auto& [count, name] : rows)
+        std::printf("%10.1f  %s\n", static_cast<double>(count) / steps, name.c_str());
+    }
     if (profile) {
       const profiler::KeyAverages averages = profile->key_averages();
       std::printf("profile of %lld step(s):\n%s", static_cast<long long>(profile_steps),

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -58,9 +59,12 @@ void run_grid(const GridLaunch& launch);
 // Grids run so far in this process (launches that passed check_launch), and calls of the libraries
 // the simulator stands in for (cuBLAS and cuDNN, whose work kiln's CPU kernels do in this build),
 // noted by those stand-ins: a training step's launches are the differences across it.
+// launches_by_name splits both: grids by the kernel as KILN_LAUNCH names it ("softmax_rows_kernel<D,
+// Acc, true>"), library calls by the name the stand-in gives ("cudnn convolution forward").
 std::uint64_t grids_run();
-void note_library_call();
+void note_library_call(const char* name);
 std::uint64_t library_calls();
+std::map<std::string, std::uint64_t> launches_by_name();
 
 // CUDA threads run as fibers so far in this process: the blocks that never waited ran fiberless
 // and add none.

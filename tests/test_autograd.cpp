@@ -130,6 +130,30 @@ TEST_CASE("autograd: gradients accumulate across backward calls") {
   CHECK(first.tolist() == std::vector<double>{5, 1});
 }
 
+TEST_CASE("autograd: .grad takes a gradient nothing else holds, and copies a shared one") {
+  // mul's backward makes w's gradient afresh: it becomes w.grad as it is, without a copy.
+  Tensor w = leaf({1, 2});
+  const void* handed = nullptr;
+  w.register_hook([&](const Tensor& grad) {
+    handed = grad.data_ptr();
+    return Tensor();
+  });
+  const Tensor g = tensor<double>({1, 10});
+  mul(w, tensor<double>({5, 6})).backward(g);
+  CHECK(w.grad().data_ptr() == handed);
+  CHECK(w.grad().tolist() == std::vector<double>{5, 60});
+  // add's backward hands the same gradient to both inputs, and the caller still holds it: each
+  // leaf gets storage of its own, so adding into one .grad changes neither the other nor g.
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  add(a, b).backward(g);
+  CHECK(a.grad().storage() != b.grad().storage());
+  CHECK(a.grad().storage() != g.storage());
+  CHECK(b.grad().storage() != g.storage());
+  a.grad().add_(100.0);
+  CHECK(b.grad().tolist() == std::vector<double>{1, 10});
+  CHECK(g.tolist() == std::vector<double>{1, 10});
+}
+
 TEST_CASE("autograd: zero_grad drops .grad") {
   Tensor x = leaf({1, 2});
   sum(x).backward();

@@ -587,14 +587,38 @@ std::vector<OpEntry> pooling_entries() {
   };
 }
 
-// x [4, 3, 5, 6] with a mean far from zero (a one-pass variance would show), running statistics,
-// weight and bias.
+// x of `shape` ([4, 3, 5, 6] unless said) with a mean far from zero (a one-pass variance would
+// show), running statistics, weight and bias.
+Inputs batch_norm_inputs_of(const Shape& shape, uint64_t seed) {
+  const int64_t channels = shape[1];
+  return {{add(random_f64(shape, seed, -2.0, 2.0), 3.0)},
+          fixed(uniform({channels}, seed + 1)),
+          fixed(uniform({channels}, seed + 2, 0.5, 2.0)),
+          uniform({channels}, seed + 3, 0.5, 1.5),
+          uniform({channels}, seed + 4)};
+}
+
 Inputs batch_norm_inputs(uint64_t seed) {
-  return {{add(random_f64({4, 3, 5, 6}, seed, -2.0, 2.0), 3.0)},
-          fixed(uniform({3}, seed + 1)),
-          fixed(uniform({3}, seed + 2, 0.5, 2.0)),
-          uniform({3}, seed + 3, 0.5, 1.5),
-          uniform({3}, seed + 4)};
+  return batch_norm_inputs_of({4, 3, 5, 6}, seed);
+}
+
+// batch_norm_add_relu's: batch norm's, then a residual of x's shape.
+OpEntry::InputsFn batch_norm_add_relu_inputs(Shape shape) {
+  return [shape](uint64_t seed) {
+    Inputs in = batch_norm_inputs_of(shape, seed);
+    in.push_back(uniform(shape, seed + 5, -1.5, 1.5));
+    return in;
+  };
+}
+
+// relu(batch_norm(x) + residual) in training, with the running statistics compared as outputs.
+OpEntry batch_norm_add_relu_training(std::string name, Shape shape) {
+  return {std::move(name), OpFamily::normalization, batch_norm_add_relu_inputs(std::move(shape)),
+          [](const Args& in) {
+            Tensor y =
+                batch_norm_add_relu(in[0], in[5], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+            return Outputs{y, in[1], in[2]};
+          }};
 }
 
 std::vector<OpEntry> normalization_entries() {
@@ -625,6 +649,34 @@ std::vector<OpEntry> normalization_entries() {
        [](const Args& in) {
          return Outputs{batch_norm_relu(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5)};
        }},
+      // The GPU splits a channel over several blocks when there are few channels: one channel
+      // of 4 x 320 values, and 130 rows of [N, C] (walked channels-last), on the simulator too.
+      {"batch_norm training, one channel over several blocks", OpFamily::normalization,
+       [](uint64_t seed) {
+         return batch_norm_inputs_of({4, 1, 16, 20}, seed);
+       },
+       [](const Args& in) {
+         Tensor y = batch_norm(in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+         return Outputs{y, in[1], in[2]};
+       }},
+      {"batch_norm_relu training on [N, C]", OpFamily::normalization,
+       [](uint64_t seed) {
+         return batch_norm_inputs_of({130, 3}, seed);
+       },
+       [](const Args& in) {
+         Tensor y = batch_norm_relu(in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+         return Outputs{y, in[1], in[2]};
+       }},
+      batch_norm_add_relu_training("batch_norm_add_relu training", {4, 3, 5, 6}),
+      {"batch_norm_add_relu inference", OpFamily::normalization,
+       batch_norm_add_relu_inputs({4, 3, 5, 6}),
+       [](const Args& in) {
+         return Outputs{
+             batch_norm_add_relu(in[0], in[5], in[1], in[2], in[3], in[4], false, 0.1, 1e-5)};
+       }},
+      batch_norm_add_relu_training("batch_norm_add_relu training, odd shape", {7, 5, 9, 11}),
+      batch_norm_add_relu_training("batch_norm_add_relu training, one channel", {4, 1, 16, 20}),
+      batch_norm_add_relu_training("batch_norm_add_relu training, 1x1 spatial", {130, 3, 1, 1}),
       {"layer_norm last dim, affine", OpFamily::normalization,
        [](uint64_t seed) {
          return Inputs{{add(random_f64({4, 5, 6}, seed), 2.0)},

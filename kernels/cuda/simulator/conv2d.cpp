@@ -61,21 +61,21 @@ void into(const Tensor& out, F compute) {
 
 void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
              const Conv2dGeometry& g) {
-  sim::note_library_call();
+  sim::note_library_call("cudnn convolution forward");
   const Tensor cx = cpu_operand(x), cw = cpu_operand(weight);
   into(out, [&](const Tensor& o) { Conv2dKernels::cpu.forward(cx, cw, bias, o, g); });
 }
 
 void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                     const Conv2dGeometry& g) {
-  sim::note_library_call();
+  sim::note_library_call("cudnn convolution backward data");
   const Tensor cg = cpu_operand(grad_out), cw = cpu_operand(weight);
   into(grad_x, [&](const Tensor& o) { Conv2dKernels::cpu.backward_input(cg, cw, o, g); });
 }
 
 void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                      const Conv2dGeometry& g) {
-  sim::note_library_call();
+  sim::note_library_call("cudnn convolution backward filter");
   const Tensor cg = cpu_operand(grad_out), cx = cpu_operand(x);
   into(grad_weight, [&](const Tensor& o) { Conv2dKernels::cpu.backward_weight(cg, cx, o, g); });
 }
