@@ -38,6 +38,7 @@
 #include "kiln/nn/layers.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/module.h"
+#include "kiln/nn/pipeline.h"
 #include "kiln/nn/resnet.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/state_dict.h"
