@@ -173,9 +173,8 @@ void CheckpointFrame::recompute() {
 
 Tensor CheckpointFrame::value(size_t index) {
   if (!recomputed) recompute();
+  // Defined: the slot's node is alive (it asks), so the recomputation filled the slot.
   const Slot& slot = slots[index];
-  KILN_CHECK(slot.value.defined(), AutogradError,
-             "checkpoint: tensor {} saved for backward was already freed", index);
   KILN_CHECK(slot.value.version() == slot.value_version, AutogradError,
              "checkpoint: tensor {} saved for backward, of shape {}, was modified by an in-place "
              "operation inside the checkpointed function after it was saved; use the out-of-place "
