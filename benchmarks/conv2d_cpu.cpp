@@ -1,9 +1,17 @@
-// CPU convolution kernels on the layer shapes of ResNet-20 at 28x28: forward, input gradient and
+// CPU convolution kernels on the layer shapes of ResNet-20 at 28x28 (or ResNet-50 at 224x224): forward, input gradient and
 // weight gradient, each as milliseconds per call and GFLOP/s (2 * O * C/groups * kH * kW * OH *
 // OW * N flops). Its peer is conv2d_cpu_torch.py (the same shapes through PyTorch's oneDNN).
 //
 //   benchmarks/conv2d_cpu --threads 2 --batch-size 128 --repeats 10
+//   benchmarks/conv2d_cpu --isa avx2            # the AVX2 kernels on an AVX-512 machine
+//   benchmarks/conv2d_cpu --threads 1 --clock cpu --repeats 30
+//   benchmarks/conv2d_cpu --dtype bf16          # what autocast(bf16) runs (AVX512-BF16 kernels)
+//   benchmarks/conv2d_cpu --model resnet50 --batch-size 8   # ResNet-50's shapes at 224x224
+//
+// --clock cpu times the process's CPU time instead of the wall clock: on one thread of a machine
+// that others share, it leaves out the time the process waited for a core (caches still suffer).
 #include <omp.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -11,6 +19,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <ratio>
+#include <span>
+#include <string>
 
 #include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
@@ -33,15 +43,43 @@ const Layer kLayers[] = {
     {"short 32->64 1x1/2", 32, 64, 14, 1, 2, 0}, {"stage3 64->64 3x3", 64, 64, 7, 3, 1, 1},
 };
 
+// The distinct kinds of convolution of torchvision's ResNet-50 (v1.5) on 224x224 images: the
+// stem, each stage's 3x3, its 1x1 reduction and expansion, and the strided 3x3 and shortcut of a
+// stage's first block.
+const Layer kResnet50Layers[] = {
+    {"stem 3->64 7x7/2", 3, 64, 224, 7, 2, 3},
+    {"l1 64->64 1x1", 64, 64, 56, 1, 1, 0},
+    {"l1 64->64 3x3", 64, 64, 56, 3, 1, 1},
+    {"l1 64->256 1x1", 64, 256, 56, 1, 1, 0},
+    {"l2 128->128 3x3/2", 128, 128, 56, 3, 2, 1},
+    {"l2 256->512 1x1/2", 256, 512, 56, 1, 2, 0},
+    {"l2 128->128 3x3", 128, 128, 28, 3, 1, 1},
+    {"l3 256->256 3x3", 256, 256, 14, 3, 1, 1},
+    {"l3 1024->256 1x1", 1024, 256, 14, 1, 1, 0},
+    {"l4 512->512 3x3", 512, 512, 7, 3, 1, 1},
+    {"l4 2048->512 1x1", 2048, 512, 7, 1, 1, 0},
+};
+
+double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+}
+
+double wall_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 template <class F>
-double best_ms(int64_t repeats, F&& fn) {
+double best_ms(int64_t repeats, bool cpu_clock, F&& fn) {
   fn();
   double best = 1e30;
   for (int64_t i = 0; i < repeats; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = cpu_clock ? cpu_ms() : wall_ms();
     fn();
-    auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
+    best = std::min(best, (cpu_clock ? cpu_ms() : wall_ms()) - t0);
   }
   return best;
 }
@@ -51,32 +89,50 @@ double best_ms(int64_t repeats, F&& fn) {
 int main(int argc, char** argv) {
   int64_t batch_size = 128, repeats = 10;
   int threads = 2;
+  std::string isa_name, clock = "wall", dtype_name_arg = "f32", model = "resnet20";
   CLI::App app{"conv2d_cpu: time of kiln's CPU convolution kernels per ResNet-20 layer"};
   app.add_option("--batch-size", batch_size)->capture_default_str();
   app.add_option("--repeats", repeats, "timed calls per kernel; the fastest is reported")
       ->capture_default_str();
   app.add_option("--threads", threads)->capture_default_str();
+  app.add_option("--isa", isa_name, "baseline|avx2|avx512|avx512_bf16: at most these kernels");
+  app.add_option("--clock", clock, "wall|cpu (the process's CPU time)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"wall", "cpu"}));
+  app.add_option("--model", model, "resnet20 (28x28) or resnet50 (224x224): whose layers")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"resnet20", "resnet50"}));
+  app.add_option("--dtype", dtype_name_arg, "f32|bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("conv2d_cpu", [&] {
     omp_set_num_threads(threads);
+    if (!isa_name.empty()) set_cpu_isa(parse_cpu_isa(isa_name));
     manual_seed(0);
+    const bool cpu_clock = clock == "cpu";
+    const DType dtype = dtype_name_arg == "bf16" ? DType::bf16 : DType::f32;
 
-    std::printf("kiln conv2d, f32, batch %lld, %d threads: ms per call (GFLOP/s)\n",
-                static_cast<long long>(batch_size), threads);
+    std::printf("kiln conv2d, %s, batch %lld, %d threads, %s kernels, %s clock: ms per call "
+                "(GFLOP/s)\n",
+                dtype_name(dtype), static_cast<long long>(batch_size), threads,
+                cpu_isa_name(cpu_isa()), clock.c_str());
     std::printf("%-20s %18s %18s %18s\n", "layer", "forward", "input grad", "weight grad");
     double total_ms = 0;
-    for (const Layer& l : kLayers) {
+    const bool resnet50 = model == "resnet50";
+    for (const Layer& l : resnet50 ? std::span<const Layer>(kResnet50Layers)
+                                   : std::span<const Layer>(kLayers)) {
       const Pair stride{l.stride, l.stride}, padding{l.padding, l.padding};
-      Tensor x = randn({batch_size, l.in_channels, l.side, l.side});
-      Tensor w = randn({l.out_channels, l.in_channels, l.kernel, l.kernel});
+      Tensor x = randn({batch_size, l.in_channels, l.side, l.side}).to(dtype);
+      Tensor w = randn({l.out_channels, l.in_channels, l.kernel, l.kernel}).to(dtype);
       Tensor out = conv2d(x, w, Tensor(), stride, padding);
-      Tensor grad = randn(out.shape());
+      Tensor grad = randn(out.shape()).to(dtype);
       const double gflop =
           2.0 * static_cast<double>(out.numel() * l.in_channels * l.kernel * l.kernel) / 1e9;
       const double ms[3] = {
-          best_ms(repeats, [&] { conv2d(x, w, Tensor(), stride, padding); }),
-          best_ms(repeats, [&] { conv2d_backward_input(grad, w, x.shape(), stride, padding); }),
-          best_ms(repeats, [&] { conv2d_backward_weight(grad, x, w.shape(), stride, padding); }),
+          best_ms(repeats, cpu_clock, [&] { conv2d(x, w, Tensor(), stride, padding); }),
+          best_ms(repeats, cpu_clock, [&] { conv2d_backward_input(grad, w, x.shape(), stride, padding); }),
+          best_ms(repeats, cpu_clock, [&] { conv2d_backward_weight(grad, x, w.shape(), stride, padding); }),
       };
       std::printf("%-20s", l.name);
       for (double t : ms) {

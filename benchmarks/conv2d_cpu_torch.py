@@ -2,6 +2,10 @@
 (oneDNN), forward, input gradient and weight gradient, fastest of --repeats calls.
 
     /usr/bin/python3 benchmarks/conv2d_cpu_torch.py --threads 2 --batch-size 128 --repeats 10
+    /usr/bin/python3 benchmarks/conv2d_cpu_torch.py --threads 1 --clock cpu --repeats 30
+
+--clock cpu times the process's CPU time (time.process_time), as conv2d_cpu's --clock cpu; --dtype
+bf16 runs the convolutions in bfloat16 (what autocast(cpu, bfloat16) gives them).
 """
 import argparse
 import time
@@ -20,14 +24,29 @@ LAYERS = [
     ("stage3 64->64 3x3", 64, 64, 7, 3, 1, 1),
 ]
 
+# conv2d_cpu.cpp's kResnet50Layers: ResNet-50's kinds of convolution at 224x224.
+RESNET50_LAYERS = [
+    ("stem 3->64 7x7/2", 3, 64, 224, 7, 2, 3),
+    ("l1 64->64 1x1", 64, 64, 56, 1, 1, 0),
+    ("l1 64->64 3x3", 64, 64, 56, 3, 1, 1),
+    ("l1 64->256 1x1", 64, 256, 56, 1, 1, 0),
+    ("l2 128->128 3x3/2", 128, 128, 56, 3, 2, 1),
+    ("l2 256->512 1x1/2", 256, 512, 56, 1, 2, 0),
+    ("l2 128->128 3x3", 128, 128, 28, 3, 1, 1),
+    ("l3 256->256 3x3", 256, 256, 14, 3, 1, 1),
+    ("l3 1024->256 1x1", 1024, 256, 14, 1, 1, 0),
+    ("l4 512->512 3x3", 512, 512, 7, 3, 1, 1),
+    ("l4 2048->512 1x1", 2048, 512, 7, 1, 1, 0),
+]
 
-def best_ms(repeats, fn):
+
+def best_ms(repeats, fn, clock):
     fn()
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        best = min(best, (time.perf_counter() - t0) * 1e3)
+        best = min(best, (clock() - t0) * 1e3)
     return best
 
 
@@ -36,17 +55,22 @@ def main():
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--clock", default="wall", choices=["wall", "cpu"])
+    parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    parser.add_argument("--model", default="resnet20", choices=["resnet20", "resnet50"])
     args = parser.parse_args()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     conv = torch.ops.aten.convolution_backward
-    print(f"torch {torch.__version__} conv2d, f32, batch {args.batch_size}, {args.threads} threads: "
-          "ms per call (GFLOP/s)")
+    print(f"torch {torch.__version__} conv2d, {args.dtype}, batch {args.batch_size}, "
+          f"{args.threads} threads, {args.clock} clock: ms per call (GFLOP/s)")
     print(f"{'layer':<20} {'forward':>18} {'input grad':>18} {'weight grad':>18}")
     total = 0.0
-    for name, cin, cout, side, k, s, p in LAYERS:
-        x = torch.randn(args.batch_size, cin, side, side)
-        w = torch.randn(cout, cin, k, k)
+    for name, cin, cout, side, k, s, p in (RESNET50_LAYERS if args.model == "resnet50" else LAYERS):
+        x = torch.randn(args.batch_size, cin, side, side, dtype=dtype)
+        w = torch.randn(cout, cin, k, k, dtype=dtype)
         out = torch.nn.functional.conv2d(x, w, None, s, p)
         g = torch.randn_like(out)
         gflop = 2.0 * out.numel() * cin * k * k / 1e9
@@ -61,7 +85,7 @@ def main():
             conv(g, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [False, True, False])
 
         with torch.no_grad():
-            times = [best_ms(args.repeats, f) for f in (forward, input_grad, weight_grad)]
+            times = [best_ms(args.repeats, f, clock) for f in (forward, input_grad, weight_grad)]
         total += sum(times)
         print(f"{name:<20}" + "".join(f" {t:8.2f} ({gflop / (t / 1e3):6.1f})" for t in times))
     print(f"total: {total:.1f} ms per batch for one call of each kernel on each layer shape")

@@ -17,15 +17,19 @@
 // On kiln's CUDA simulator (KILN_CUDA=SIM) the times mean nothing, but the kernel launches and
 // library calls per step are counted there and printed; they do not depend on the batch or the
 // image size, so `--device cuda --imagenet --side 32 --batch-size 2 --warmup 1 --steps 1` counts
-// ResNet-50's ImageNet step.
+// ResNet-50's ImageNet step; --launches adds where they go, kernel by kernel.
 #include <omp.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/cuda_simulated.h"
 #include "kiln/kiln.h"
@@ -33,12 +37,24 @@
 
 using namespace kiln;
 
+namespace {
+
+// The process's CPU time: on a machine others share, CPU ms per step over one thread counts
+// this process's work without the time it waited for a core.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string model_name = "resnet20", device_name = "cpu", amp = "off";
   int64_t batch_size = 128, steps = 20, warmup = 3, channels = 1, side = 28, classes = 10;
   int64_t profile_steps = 0, profile_rows = 15;
   int threads = 2;
-  bool imagenet = false, tf32 = false, benchmark = false, cuda_graph = false;
+  bool imagenet = false, tf32 = false, benchmark = false, cuda_graph = false, launches = false;
   CLI::App app{"train_throughput: images/s of training steps"};
   app.add_option("--model", model_name)->capture_default_str();
   app.add_option("--device", device_name, "cpu|cuda|cuda:N")->capture_default_str();
@@ -66,6 +82,8 @@ int main(int argc, char** argv) {
   app.add_option("--profile-rows", profile_rows, "rows of that table")->capture_default_str();
   app.add_flag("--cuda-graph", cuda_graph,
                "capture the step as a CUDA graph after the warm-up and time its replays");
+  app.add_flag("--launches", launches,
+               "on the CUDA simulator, also list a step's launches by kernel and library call");
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("train_throughput", [&] {
     omp_set_num_threads(threads);
@@ -95,6 +113,7 @@ int main(int argc, char** argv) {
     using clock = std::chrono::steady_clock;
     double forward_s = 0, backward_s = 0, step_s = 0;
     clock::time_point timed_start, timed_end;
+    double cpu_start = 0, cpu_end = 0;
     std::optional<profiler::Profile> profile;
     cuda::SimulatedLaunches launches_before, launches_after;
     // --cuda-graph: the warm-up on the capture's stream, then the graph (x and y are static).
@@ -121,6 +140,7 @@ int main(int argc, char** argv) {
         reset_peak_memory_stats(device);
         launches_before = cuda::simulated_launches();
         timed_start = clock::now();
+        cpu_start = cpu_seconds();
       }
       if (i < warmup) {
         const cuda::StreamGuard on_capture_stream(*capture_stream);
@@ -134,6 +154,7 @@ int main(int argc, char** argv) {
         sync();
         launches_after = cuda::simulated_launches();
         timed_end = clock::now();
+        cpu_end = cpu_seconds();
         profile.emplace();
       }
       if (i == warmup) {
@@ -141,6 +162,7 @@ int main(int argc, char** argv) {
         reset_peak_memory_stats(device);
         launches_before = cuda::simulated_launches();
         timed_start = clock::now();
+        cpu_start = cpu_seconds();
       }
       auto t0 = clock::now();
       Tensor loss;
@@ -166,6 +188,7 @@ int main(int argc, char** argv) {
     } else {
       launches_after = cuda::simulated_launches();
       timed_end = clock::now();
+      cpu_end = cpu_seconds();
     }
     const double total = std::chrono::duration<double>(timed_end - timed_start).count();
     const MemoryStats mem = memory_stats(device);
@@ -180,7 +203,9 @@ int main(int argc, char** argv) {
     if (!device.is_cuda())
       std::printf(" (forward %.1f ms, backward %.1f ms, step %.1f ms)", 1e3 * forward_s / steps,
                   1e3 * backward_s / steps, 1e3 * step_s / steps);
-    std::printf(", peak memory %.1f MiB\n", static_cast<double>(mem.peak_bytes) / (1 << 20));
+    std::printf(", cpu %.1f ms/step, peak memory %.1f MiB, %s CPU kernels\n",
+                1e3 * (cpu_end - cpu_start) / steps, static_cast<double>(mem.peak_bytes) / (1 << 20),
+                cpu_isa_name(cpu_isa()));
     if (device.is_cuda() && cuda::is_simulated())
       std::printf(
           "per step on the CUDA simulator: %.1f kernel launches of kiln and %.1f library calls "
@@ -188,6 +213,19 @@ int main(int argc, char** argv) {
           static_cast<double>(launches_after.kernels - launches_before.kernels) / steps,
           static_cast<double>(launches_after.library_calls - launches_before.library_calls) /
               steps);
+    if (launches && device.is_cuda() && cuda::is_simulated()) {
+      std::vector<std::pair<std::uint64_t, std::string>> rows;
+      for (const auto& [name, after] : launches_after.by_name) {
+        const auto before = launches_before.by_name.find(name);
+        const std::uint64_t count =
+            after - (before == launches_before.by_name.end() ? 0 : before->second);
+        if (count > 0) rows.emplace_back(count, name);
+      }
+      std::sort(rows.rbegin(), rows.rend());
+      std::printf("per step, by kernel and library call:\n");
+      for (const auto& [count, name] : rows)
+        std::printf("%10.1f  %s\n", static_cast<double>(count) / steps, name.c_str());
+    }
     if (profile) {
       const profiler::KeyAverages averages = profile->key_averages();
       std::printf("profile of %lld step(s):\n%s", static_cast<long long>(profile_steps),

@@ -169,7 +169,7 @@ def main():
             scaler.step(opt)
             scaler.update()
 
-    start = 0.0
+    start = cpu_start = 0.0
     if args.cuda_graph:
         # torch.cuda.graph's recipe: warm up on a side stream, then capture with the gradients set
         # to None (the captured backward allocates them in the graph's pool); x and y are static.
@@ -186,6 +186,7 @@ def main():
         sync()
         torch.cuda.reset_peak_memory_stats(device)
         start = time.perf_counter()
+        cpu_start = time.process_time()
         for _ in range(args.steps):
             graph.replay()
     for i in range(0 if args.cuda_graph else args.warmup + args.steps):
@@ -194,9 +195,11 @@ def main():
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             start = time.perf_counter()
+            cpu_start = time.process_time()
         step()
     sync()
     total = time.perf_counter() - start
+    cpu_total = time.process_time() - cpu_start
     precision = (f"{args.amp} autocast" if args.amp != "off" else "f32/tf32" if args.tf32 else "f32")
     if args.channels_last:
         precision += " channels_last"
@@ -206,7 +209,8 @@ def main():
             if device.type == "cuda" else "")
     print(f"torch {torch.__version__} {args.model} {device} {precision} batch {args.batch_size} "
           f"threads {args.threads}: {args.batch_size * args.steps / total:.1f} images/s, "
-          f"{1e3 * total / args.steps:.2f} ms/step{peak}")
+          f"{1e3 * total / args.steps:.2f} ms/step, cpu {1e3 * cpu_total / args.steps:.1f} ms/step"
+          f"{peak}")
 
 
 if __name__ == "__main__":

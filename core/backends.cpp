@@ -7,7 +7,7 @@ namespace kiln::backends {
 namespace {
 
 std::atomic<bool> matmul_tf32{false};
-std::atomic<bool> conv_tf32{false};
+std::atomic<bool> conv_tf32{true};
 std::atomic<bool> benchmark{false};
 std::atomic<bool> deterministic{false};
 
@@ -39,6 +39,17 @@ bool cudnn_deterministic() {
 }
 void set_cudnn_deterministic(bool on) {
   deterministic.store(on, std::memory_order_relaxed);
+}
+
+Tf32Scope::Tf32Scope(bool allow)
+    : matmul_(cuda_matmul_allow_tf32()), cudnn_(cudnn_allow_tf32()) {
+  set_cuda_matmul_allow_tf32(allow);
+  set_cudnn_allow_tf32(allow);
+}
+
+Tf32Scope::~Tf32Scope() {
+  set_cuda_matmul_allow_tf32(matmul_);
+  set_cudnn_allow_tf32(cudnn_);
 }
 
 }  // namespace kiln::backends

@@ -10,8 +10,9 @@ namespace kiln::backends {
 bool cuda_matmul_allow_tf32();
 void set_cuda_matmul_allow_tf32(bool allow);
 
-// f32 conv2d may use TF32 tensor cores. Default false: PyTorch's cudnn.allow_tf32 defaults to
-// true, but kiln keeps f32 convolutions within f32 accuracy of the CPU unless asked.
+// f32 conv2d may use TF32 tensor cores (inputs rounded to 10 mantissa bits, sums in f32). Default
+// true, as PyTorch's torch.backends.cudnn.allow_tf32: f32 convolutions on a GPU then agree with
+// the CPU to about 1e-3 relative, not to f32's 1e-6; turn it off (or use Tf32Scope) for that.
 bool cudnn_allow_tf32();
 void set_cudnn_allow_tf32(bool allow);
 
@@ -24,5 +25,18 @@ void set_cudnn_benchmark(bool on);
 // torch.backends.cudnn.deterministic.
 bool cudnn_deterministic();
 void set_cudnn_deterministic(bool on);
+
+// Sets both TF32 switches for a scope and puts the old values back at its end, as PyTorch's
+// torch.backends.cudnn.flags(allow_tf32=...) with the matmul switch beside it.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool allow);
+  ~Tf32Scope();
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool matmul_, cudnn_;
+};
 
 }  // namespace kiln::backends

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace kiln::cuda {
 
@@ -11,11 +13,13 @@ bool is_simulated();  // false in a build for real GPUs and in one without CUDA
 
 // On the simulator, what this process has launched so far: kiln's kernels (grids run) and calls
 // of the libraries (cuBLAS, cuDNN) whose work kiln's CPU kernels stand in for there, each of
-// which launches at least one kernel on a GPU. A training step's counts are the differences
-// across it. Zeros where is_simulated() is false.
+// which launches at least one kernel on a GPU, both also by name (the kernel as its launch names
+// it, "batch_norm_apply_kernel<T, P, kLast>", or the library call, "cudnn convolution forward").
+// A training step's counts are the differences across it. Zeros where is_simulated() is false.
 struct SimulatedLaunches {
   std::uint64_t kernels = 0;
   std::uint64_t library_calls = 0;
+  std::map<std::string, std::uint64_t> by_name;
 };
 SimulatedLaunches simulated_launches();
 

@@ -75,6 +75,16 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return is_contiguous();
+  return format == MemoryFormat::channels_last && is_dense_in(shape(), strides(), format);
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  return is_channels_last_strides(shape(), strides()) ? MemoryFormat::channels_last
+                                                      : MemoryFormat::contiguous;
+}
+
 void* Tensor::data_ptr() const {
   const TensorImpl& impl = checked(impl_);
   char* base = static_cast<char*>(impl.storage->data());
@@ -108,6 +118,33 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   size_t nbytes = tensor_nbytes("empty", shape, dtype);
   auto storage = std::make_shared<Storage>(nbytes, allocator_for(device));
   return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  Shape strides = strides_for("empty", shape, format);
+  size_t nbytes = tensor_nbytes("empty", shape, dtype);
+  auto storage = std::make_shared<Storage>(nbytes, allocator_for(device));
+  return make_tensor(std::move(storage), shape, std::move(strides), 0, dtype);
+}
+
+bool dense_format(const Tensor& t, MemoryFormat* format) {
+  for (MemoryFormat f : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+    if (t.is_contiguous(f)) {
+      *format = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool same_dense_layout(const Tensor& a, const Tensor& b) {
+  MemoryFormat fa = MemoryFormat::contiguous, fb = MemoryFormat::contiguous;
+  if (a.shape() != b.shape() || !dense_format(a, &fa) || !dense_format(b, &fb)) return false;
+  return fa == fb || a.is_contiguous(fb) || b.is_contiguous(fa);
+}
+
+Tensor empty_like_layout(const Tensor& like, DType dtype, Device device) {
+  return empty(like.shape(), dtype, device, like.suggest_memory_format());
 }
 
 Tensor empty_pinned(const Shape& shape, DType dtype) {

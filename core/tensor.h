@@ -15,6 +15,7 @@
 
 #include "kiln/core/device.h"
 #include "kiln/core/dtype.h"
+#include "kiln/core/memory_format.h"
 #include "kiln/core/shape.h"
 #include "kiln/core/storage.h"
 
@@ -73,6 +74,12 @@ class Tensor {
   Device device() const;
   size_t element_size() const;
   bool is_contiguous() const;
+  // Dense in `format`'s order (channels_last: a 4-D tensor laid out NHWC), size-1 dims ignored.
+  bool is_contiguous(MemoryFormat format) const;
+  // The format a result computed from this tensor should take, as PyTorch's
+  // suggest_memory_format(): channels_last when the strides say so (is_channels_last_strides),
+  // else contiguous.
+  MemoryFormat suggest_memory_format() const;
   const std::shared_ptr<Storage>& storage() const;
   // Address of element 0 (storage start + offset).
   void* data_ptr() const;
@@ -97,9 +104,19 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   Tensor contiguous() const;  // itself when already contiguous
+  // Itself when already dense in `format` (or for preserve), else a copy laid out so
+  // (differentiable), as PyTorch's contiguous(memory_format=...).
+  Tensor contiguous(MemoryFormat format) const;
 
   // ---- conversion and copies ----
+  // to(dtype), to(device) and clone() keep the memory format the tensor suggests, as PyTorch's
+  // (memory_format=torch.preserve_format).
   Tensor to(DType dtype) const;    // itself when the dtype matches
+  // x.to(MemoryFormat::channels_last), as PyTorch's x.to(memory_format=...): itself when it
+  // already suggests `format` (or for preserve), else a copy in it (differentiable). Unlike
+  // contiguous(format), a [N, 1, H, W] tensor, dense in both formats, is copied to carry the
+  // channels-last strides that make later ops keep the format.
+  Tensor to(MemoryFormat format) const;
   Tensor to(Device device) const;  // itself when the device matches; differentiable
   Tensor to(const std::string& device) const { return to(Device::parse(device)); }
   Tensor cpu() const { return to(Device::cpu()); }
@@ -109,7 +126,8 @@ class Tensor {
   Tensor to(Device device, bool non_blocking) const;
   Tensor pin_memory() const;  // a copy in page-locked host memory (itself if pinned); needs a GPU
   bool is_pinned() const;     // in memory from cuda::pinned_allocator()
-  Tensor clone() const;  // contiguous copy, differentiable
+  Tensor clone() const;  // a copy in the suggested memory format, differentiable
+  Tensor clone(MemoryFormat format) const;  // a copy laid out in `format` (preserve: as clone())
   // The one element of a one-element tensor, converted to T: item() is a double (as a Python
   // float), item<int64_t>() exact for every integer.
   template <class T = double>
@@ -192,6 +210,18 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides,
                    DType dtype);
 // A new, uninitialised, contiguous tensor.
 Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+// The same laid out in `format` (contiguous or channels_last; preserve is refused).
+Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
+// Whether t's elements fill one block of memory in contiguous or channels-last order (which one in
+// *format): a kernel that treats every element alike (a multi-tensor step, a byte copy) can read
+// such a tensor as a flat array.
+bool dense_format(const Tensor& t, MemoryFormat* format);
+// Whether a and b, of one shape, are both dense in the same order: element i of one's flat array
+// is element i of the other's.
+bool same_dense_layout(const Tensor& a, const Tensor& b);
+// A new, uninitialised tensor of like's shape, of `dtype` on `device`, in the memory format like
+// suggests: how a result keeps its operand's layout (PyTorch's preserve_format).
+Tensor empty_like_layout(const Tensor& like, DType dtype, Device device);
 // The same in page-locked host memory, for asynchronous copies to a GPU; needs a GPU.
 Tensor empty_pinned(const Shape& shape, DType dtype = DType::f32);
 

@@ -71,12 +71,16 @@ Transform random_resized_crop(int64_t size, std::pair<double, double> scale = {0
                               std::pair<double, double> ratio = {3.0 / 4.0, 4.0 / 3.0});
 Transform random_resized_crop(Shape size_hw, std::pair<double, double> scale = {0.08, 1.0},
                               std::pair<double, double> ratio = {3.0 / 4.0, 4.0 / 3.0});
-// ColorJitter(brightness, contrast, saturation): each factor uniform in [max(0, 1 - v), 1 + v],
-// the three adjustments in a random order (hue is not implemented); 0 leaves one out.
-Transform color_jitter(double brightness = 0.0, double contrast = 0.0, double saturation = 0.0);
-// The same with explicit {min, max} ranges of the factors ({1, 1} leaves one out).
+// ColorJitter(brightness, contrast, saturation, hue): brightness, contrast and saturation factors
+// uniform in [max(0, 1 - v), 1 + v], the hue's in [-hue, hue] (hue at most 0.5); the four
+// adjustments in a random order, as torchvision (functional::color_jitter); 0 leaves one out.
+Transform color_jitter(double brightness = 0.0, double contrast = 0.0, double saturation = 0.0,
+                       double hue = 0.0);
+// The same with explicit {min, max} ranges of the factors ({1, 1} leaves one of the first three
+// out, {0, 0} the hue; the hue's range lies within [-0.5, 0.5]).
 Transform color_jitter(std::pair<double, double> brightness, std::pair<double, double> contrast,
-                       std::pair<double, double> saturation);
+                       std::pair<double, double> saturation,
+                       std::pair<double, double> hue = {0.0, 0.0});
 
 // Applies each transform in turn.
 Transform compose(std::vector<Transform> transforms);

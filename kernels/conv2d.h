@@ -1,7 +1,9 @@
-// The 2-D convolution family, on every device: direct AVX2 kernels for f32 and im2col + GEMM for
-// f64 on the CPU (kernels/cpu/conv2d.cpp, conv2d_direct.cpp), cuDNN on the GPU
-// (kernels/cuda/conv2d.cpp). Every operand is contiguous, of one dtype, and non-empty
-// (ops/conv.cpp settles the zero-size cases).
+// The 2-D convolution family, on every device: direct kernels for f32 and bf16 (portable, AVX2 and
+// AVX-512 versions picked at run time) and im2col + GEMM for f64 on the CPU
+// (kernels/cpu/conv2d.cpp, conv2d_direct.cpp), cuDNN on the GPU (kernels/cuda/conv2d.cpp). Every
+// operand is of one dtype and non-empty (ops/conv.cpp settles the zero-size cases), and
+// contiguous, or, where takes_channels_last, x, weight, out and the gradients all channels-last
+// instead (the 4-D ones; bias is 1-D).
 #pragma once
 
 #include <cstdint>
@@ -29,9 +31,13 @@ struct Conv2dKernels {
   // grad_weight [O, C/groups, kH, kW] (overwritten) from grad_out and x.
   void (*backward_weight)(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                           const Conv2dGeometry& g);
-  // Whether f16 and bf16 go in as they are (cuDNN, accumulating in f32) rather than through f32
-  // (the CPU, which computes in f32 or f64).
+  // Whether f16 and bf16 go in as they are, accumulating in f32 (cuDNN; the CPU, in bf16 where
+  // it has bf16 dot products and through f32 copies made inside the kernel otherwise), rather
+  // than through f32 copies made by the op.
   bool takes_half;
+  // Whether the operands may come all laid out channels-last (cuDNN's NHWC kernels); a device
+  // without it gets them contiguous, and ops/conv.cpp lays the result out as asked.
+  bool takes_channels_last;
 
   static const Conv2dKernels cpu;
   static const Conv2dKernels* const cuda;  // null in a build without CUDA

@@ -1,6 +1,8 @@
 // The 2-D pooling family, on every device (kernels/cpu/pooling.cpp, kernels/cuda/pooling.cu).
-// Every tensor arrives contiguous as [N, C, H, W] in f32 or f64 (ops/pooling.cpp converts the
-// 16-bit floats); each (n, c) plane is one unit of work, so no two threads write one element.
+// Every tensor arrives as a dense [N, C, H, W] in f32 or f64 (ops/pooling.cpp converts the 16-bit
+// floats): contiguous, or, where takes_channels_last, any of them channels-last (each kernel reads
+// each tensor through its own strides). No two threads write one element, but for the atomic
+// adds of max_pool2d_backward where windows overlap.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,9 @@ struct PoolingKernels {
   // columns, as PyTorch.
   void (*adaptive_avg_pool2d)(const Tensor& x, const Tensor& out);
   void (*adaptive_avg_pool2d_backward)(const Tensor& grad_output, const Tensor& grad_input);
+  // Whether tensors may come channels-last (the GPU's); a device without it gets contiguous ones,
+  // and ops/pooling.cpp lays the results out as the input was.
+  bool takes_channels_last;
 
   static const PoolingKernels cpu;
   static const PoolingKernels* const cuda;  // null in a build without CUDA

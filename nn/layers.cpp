@@ -116,7 +116,7 @@ BatchNorm::BatchNorm(int64_t num_features, int expected_dims, double eps, double
 // The global batch's statistics, from sums over the ranks. Each rank may hold a different number
 // of examples; the counts are summed with the values. The running statistics take the unbiased
 // variance of the global batch, as PyTorch's SyncBatchNorm.
-Tensor BatchNorm::run_synced(const Tensor& input, bool relu) {
+Tensor BatchNorm::run_synced(const Tensor& input, const Epilogue& epilogue) {
   // 16-bit inputs are normalised in f32: a count or a sum of squares overflows their precision.
   const bool narrow = input.dtype() == DType::f16 || input.dtype() == DType::bf16;
   const Tensor x = narrow ? input.to(DType::f32) : input;
@@ -133,7 +133,8 @@ Tensor BatchNorm::run_synced(const Tensor& input, bool relu) {
   const Tensor var = div(sum_over_ranks_(sum(mul(centered, centered), dims)), count);
   Tensor out = mul(centered, rsqrt(add(var, eps_)).view(per_channel));
   if (weight.defined()) out = add(mul(out, weight.view(per_channel)), bias.view(per_channel));
-  if (relu) out = kiln::relu(out);
+  if (epilogue.residual.defined()) out = add(out, epilogue.residual);
+  if (epilogue.relu) out = kiln::relu(out);
   if (is_training() && running_mean.defined()) {
     NoGradGuard no_grad;
     // var * n / (n - 1), on the device: reading n on the host would stall a GPU every step. With
@@ -147,14 +148,18 @@ Tensor BatchNorm::run_synced(const Tensor& input, bool relu) {
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
-  return run(x, false);
+  return run(x, {});
 }
 
 Tensor BatchNorm::forward_relu(const Tensor& x) {
-  return run(x, true);
+  return run(x, {.relu = true});
 }
 
-Tensor BatchNorm::run(const Tensor& x, bool relu) {
+Tensor BatchNorm::forward_add_relu(const Tensor& x, const Tensor& residual) {
+  return run(x, {.relu = true, .residual = residual});
+}
+
+Tensor BatchNorm::run(const Tensor& x, const Epilogue& epilogue) {
   bool ok_dims = expected_dims_ == 4 ? x.dim() == 4 : (x.dim() == 2 || x.dim() == 3);
   KILN_CHECK(ok_dims, ShapeError, "{}: expected a {} input, got shape {}", name(),
              expected_dims_ == 4 ? "4-D [N, C, H, W]" : "2-D [N, C] or 3-D [N, C, L]",
@@ -164,17 +169,17 @@ Tensor BatchNorm::run(const Tensor& x, bool relu) {
              shape_str(x.shape()));
   // Without running statistics there is nothing else to normalise with, even in eval mode.
   bool use_batch_stats = is_training() || !running_mean.defined();
-  if (use_batch_stats && sum_over_ranks_) return run_synced(x, relu);
-  Tensor out = relu ? batch_norm_relu(x, running_mean, running_var, weight, bias, use_batch_stats,
-                                      momentum_, eps_)
-                    : batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
-                                 momentum_, eps_);
-  // Counted after the op, so a batch that batch_norm rejects is not counted.
-  if (is_training() && num_batches_tracked.defined()) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
-  }
-  return out;
+  if (use_batch_stats && sum_over_ranks_) return run_synced(x, epilogue);
+  // Counted by the op, after its checks, so a batch that batch_norm rejects is not counted.
+  const Tensor count = is_training() ? num_batches_tracked : Tensor();
+  if (epilogue.residual.defined())
+    return batch_norm_add_relu(x, epilogue.residual, running_mean, running_var, weight, bias,
+                               use_batch_stats, momentum_, eps_, count);
+  if (epilogue.relu)
+    return batch_norm_relu(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_,
+                           eps_, count);
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_,
+                    count);
 }
 
 std::string BatchNorm::extra_repr() const {

@@ -60,6 +60,9 @@ class BatchNorm : public Module {
   // relu(forward(x)) as one op: batch_norm_relu, whose CPU kernels fold the ReLU into batch
   // norm's passes. The ResNet blocks call it after their convolutions.
   Tensor forward_relu(const Tensor& x);
+  // relu(forward(x) + residual) as one op: batch_norm_add_relu, whose GPU kernels fuse the add and
+  // the ReLU into batch norm's passes. The ResNet blocks end with it.
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   std::string name() const override { return expected_dims_ == 4 ? "BatchNorm2d" : "BatchNorm1d"; }
   std::string extra_repr() const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
@@ -76,8 +79,13 @@ class BatchNorm : public Module {
   bool syncs_statistics() const { return static_cast<bool>(sum_over_ranks_); }
 
  private:
-  Tensor run(const Tensor& x, bool relu);
-  Tensor run_synced(const Tensor& x, bool relu);
+  // The epilogue after the normalisation: nothing, relu, or relu(y + residual).
+  struct Epilogue {
+    bool relu = false;
+    Tensor residual{};
+  };
+  Tensor run(const Tensor& x, const Epilogue& epilogue);
+  Tensor run_synced(const Tensor& x, const Epilogue& epilogue);
   StatisticsSum sum_over_ranks_;
   int64_t num_features_;
   int expected_dims_;

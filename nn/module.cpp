@@ -146,6 +146,15 @@ Module& Module::to(DType dtype) {
   return *this;
 }
 
+Module& Module::to(MemoryFormat format) {
+  auto convert = [&](const Tensor& x) {
+    return x.dim() == 4 && is_floating(x.dtype()) ? x.to(format) : x;
+  };
+  for (auto& [n, t] : named_parameters()) convert_in_place(t, convert);
+  for (auto& [n, t] : named_buffers()) convert_in_place(t, convert);
+  return *this;
+}
+
 void Module::zero_grad() {
   for (Tensor& p : parameters()) p.zero_grad();
 }

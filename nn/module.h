@@ -52,6 +52,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // floating tensors (integer buffers such as num_batches_tracked keep theirs).
   Module& to(Device device);
   Module& to(DType dtype);
+  // Lays every 4-D floating parameter and buffer (convolution weights) out in `format`, as
+  // module.to(memory_format=torch.channels_last); the others keep theirs.
+  Module& to(MemoryFormat format);
   void zero_grad();
 
   // Parameters and buffers by their dotted names; the tensors are detached aliases.

@@ -37,9 +37,8 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride,
 
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = bn1_->forward_relu(conv1_->forward(x));
-  out = bn2_->forward(conv2_->forward(out));
   Tensor identity = downsample_ ? downsample_->forward(x) : x;
-  return relu(add(out, identity));
+  return bn2_->forward_add_relu(conv2_->forward(out), identity);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
@@ -56,9 +55,8 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
 Tensor Bottleneck::forward(const Tensor& x) {
   Tensor out = bn1_->forward_relu(conv1_->forward(x));
   out = bn2_->forward_relu(conv2_->forward(out));
-  out = bn3_->forward(conv3_->forward(out));
   Tensor identity = downsample_ ? downsample_->forward(x) : x;
-  return relu(add(out, identity));
+  return bn3_->forward_add_relu(conv3_->forward(out), identity);
 }
 
 ResNet::ResNet(const std::string& block, std::vector<int64_t> layers, std::vector<int64_t> widths,

@@ -105,16 +105,45 @@ void check_not_recording(const char* op, std::initializer_list<const Tensor*> in
              op);
 }
 
-// Kernels take contiguous buffers. The CPU computes in f32 or f64, so 16-bit floats go through
-// f32 there; cuDNN takes them as they are and accumulates in f32.
-DType compute_dtype(DType dtype, Device device) {
-  if (kernels_for<Conv2dKernels>("conv2d", device).takes_half) return dtype;
-  return dtype == DType::f64 ? DType::f64 : DType::f32;
+// The layout of conv2d's result and gradients: channels_last when either operand suggests it, as
+// PyTorch's cudnn_conv_suggest_memory_format.
+MemoryFormat conv_format(const Tensor& a, const Tensor& b) {
+  const bool channels_last = a.suggest_memory_format() == MemoryFormat::channels_last ||
+                             b.suggest_memory_format() == MemoryFormat::channels_last;
+  return channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
-Tensor kernel_operand(const Tensor& t) {
-  return t.defined() ? t.detach().to(compute_dtype(t.dtype(), t.device())).contiguous() : Tensor();
-}
+// How one call reaches a device's kernels. The CPU computes in f32 or f64 on contiguous buffers,
+// so 16-bit floats go through f32 there and a channels-last result is laid out afterwards; cuDNN
+// takes 16-bit floats as they are (accumulating in f32) and channels-last operands as they are.
+struct KernelCall {
+  KernelCall(const char* op, Device device, MemoryFormat format)
+      : kernels(kernels_for<Conv2dKernels>(op, device)), result_format(format),
+        kernel_format(kernels.takes_channels_last ? format : MemoryFormat::contiguous) {}
+
+  DType compute_dtype(DType dtype) const {
+    if (kernels.takes_half) return dtype;
+    return dtype == DType::f64 ? DType::f64 : DType::f32;
+  }
+  // An operand as the kernels take it: detached, in the compute dtype, in their layout (a 1-D
+  // bias is contiguous in every layout).
+  Tensor operand(const Tensor& t) const {
+    if (!t.defined()) return Tensor();
+    const Tensor cast = t.detach().to(compute_dtype(t.dtype()));
+    return cast.contiguous(cast.dim() == 4 ? kernel_format : MemoryFormat::contiguous);
+  }
+  // A new buffer for the kernels to write.
+  Tensor output(const Shape& shape, DType dtype, Device device) const {
+    return empty(shape, compute_dtype(dtype), device, kernel_format);
+  }
+  // What the kernels wrote, in the caller's dtype and layout.
+  Tensor result(const Tensor& written, DType dtype) const {
+    return written.to(dtype).to(result_format);
+  }
+
+  DeviceKernels<Conv2dKernels> kernels;
+  MemoryFormat result_format, kernel_format;
+};
 
 struct Conv2dBackward : Node {
   SavedTensor x, weight;
@@ -159,9 +188,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
       out = add(out, bias.detach().view({1, g.out_channels, 1, 1}));
     }
   } else if (has_work(g)) {
-    out = empty(output_shape(g), compute_dtype(x.dtype(), x.device()), x.device());
-    kernels_for<Conv2dKernels>("conv2d_forward", x.device()).forward(kernel_operand(x), kernel_operand(weight), kernel_operand(bias), out, g);
-    out = out.to(x.dtype());
+    const KernelCall call("conv2d_forward", x.device(), conv_format(x, weight));
+    Tensor written = call.output(output_shape(g), x.dtype(), x.device());
+    call.kernels.forward(call.operand(x), call.operand(weight), call.operand(bias), written, g);
+    out = call.result(written, x.dtype());
   } else {
     out = empty(output_shape(g), x.dtype(), x.device());
   }
@@ -187,10 +217,10 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
   check_not_recording(op, {&grad_output, &weight});
   // Without an output channel (or input channel) there is no term to sum: a zero gradient.
   if (!has_work(g) || empty_sum(g)) return zeros(input_shape, weight.dtype(), weight.device());
-  Tensor grad_x =
-      empty(input_shape, compute_dtype(weight.dtype(), weight.device()), weight.device());
-  kernels_for<Conv2dKernels>("conv2d_backward_input", weight.device()).backward_input(kernel_operand(grad_output), kernel_operand(weight), grad_x, g);
-  return grad_x.to(weight.dtype());
+  const KernelCall call(op, weight.device(), conv_format(grad_output, weight));
+  Tensor grad_x = call.output(input_shape, weight.dtype(), weight.device());
+  call.kernels.backward_input(call.operand(grad_output), call.operand(weight), grad_x, g);
+  return call.result(grad_x, weight.dtype());
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
@@ -205,10 +235,10 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
   check_not_recording(op, {&grad_output, &input});
   // An empty batch (or no output position) contributes no term: a zero gradient.
   if (!has_work(g) || empty_sum(g)) return zeros(weight_shape, input.dtype(), input.device());
-  Tensor grad_weight =
-      empty(weight_shape, compute_dtype(input.dtype(), input.device()), input.device());
-  kernels_for<Conv2dKernels>("conv2d_backward_weight", input.device()).backward_weight(kernel_operand(grad_output), kernel_operand(input), grad_weight, g);
-  return grad_weight.to(input.dtype());
+  const KernelCall call(op, input.device(), conv_format(grad_output, input));
+  Tensor grad_weight = call.output(weight_shape, input.dtype(), input.device());
+  call.kernels.backward_weight(call.operand(grad_output), call.operand(input), grad_weight, g);
+  return call.result(grad_weight, input.dtype());
 }
 
 }  // namespace kiln

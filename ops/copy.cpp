@@ -16,6 +16,7 @@
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/factories.h"
+#include "kiln/ops/memory_order.h"
 #include "kiln/ops/reduce.h"
 
 namespace kiln {
@@ -26,21 +27,25 @@ namespace {
 
 // Copies src (already of dst's shape) into dst, across dtypes and devices. On one device the
 // device's kernel does it all (strides, broadcasting, casts). Across devices the bytes move as one
-// contiguous block in src's dtype: gathered on the source side if src is strided, then cast and
-// scattered into dst by the destination's kernel unless dst takes the block as it is.
+// dense block in src's dtype (contiguous or channels-last): gathered on the source side if src is
+// strided otherwise, then cast and scattered into dst by the destination's kernel unless dst
+// takes the block as it is.
 void copy_any(const Tensor& src, const Tensor& dst) {
   if (src.numel() == 0) return;
   if (src.device() == dst.device()) {
-    kernels_for<CopyKernels>("copy", dst.device()).copy(src, dst);
+    const MemoryFormat format = result_format(dst.shape(), {&dst});
+    kernels_for<CopyKernels>("copy", dst.device())
+        .copy(in_memory_order(src, format), in_memory_order(dst, format));
     return;
   }
   Tensor block = src;
-  if (!src.is_contiguous()) {
+  MemoryFormat format = MemoryFormat::contiguous;
+  if (!dense_format(src, &format)) {
     block = empty(src.shape(), src.dtype(), src.device());
     copy_any(src, block);
   }
-  const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
-  Tensor landing = direct ? dst : empty(src.shape(), src.dtype(), dst.device());
+  const bool direct = dst.is_contiguous(format) && dst.dtype() == src.dtype();
+  Tensor landing = direct ? dst : empty(src.shape(), src.dtype(), dst.device(), format);
   cuda::copy_bytes(landing.data_ptr(), landing.device(), block.data_ptr(), block.device(),
                    block.numel() * block.element_size());
   if (!direct) copy_any(landing, dst);
@@ -71,7 +76,7 @@ struct CloneBackward : Node {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   profiler::OpScope profile("to", {this});
-  Tensor out = empty(shape(), target, device());
+  Tensor out = empty_like_layout(*this, target, device());
   copy_any(*this, out);
   if (should_record({this})) {
     KILN_CHECK(is_floating(target), AutogradError,
@@ -88,7 +93,7 @@ Tensor Tensor::to(DType target) const {
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
   profiler::OpScope profile("to", {this});
-  Tensor out = empty(shape(), dtype(), target);
+  Tensor out = empty_like_layout(*this, dtype(), target);
   copy_any(*this, out);
   if (should_record({this})) {
     auto node = std::make_shared<ToDeviceBackward>();
@@ -101,11 +106,12 @@ Tensor Tensor::to(Device target) const {
 Tensor Tensor::to(Device target, bool non_blocking) const {
   // Only pinned memory can be read by the GPU while the host goes on; any other copy is done when
   // to(target) returns, which is as fast as it gets for it.
+  MemoryFormat format = MemoryFormat::contiguous;
   if (!non_blocking || !target.is_cuda() || !device().is_cpu() || !is_pinned() ||
-      !is_contiguous() || numel() == 0)
+      !dense_format(*this, &format) || numel() == 0)
     return to(target);
   profiler::OpScope profile("to", {this});
-  Tensor out = empty(shape(), dtype(), target);
+  Tensor out = empty(shape(), dtype(), target, format);
   cuda::copy_bytes_async(out.data_ptr(), target, data_ptr(), device(), numel() * element_size());
   if (should_record({this})) {
     auto node = std::make_shared<ToDeviceBackward>();
@@ -127,15 +133,33 @@ Tensor Tensor::pin_memory() const {
 }
 
 Tensor Tensor::clone() const {
+  return clone(MemoryFormat::preserve);
+}
+
+Tensor Tensor::clone(MemoryFormat format) const {
+  if (format == MemoryFormat::preserve) format = suggest_memory_format();
   profiler::OpScope profile("clone", {this});
-  Tensor out = empty(shape(), dtype(), device());
+  KILN_CHECK(format != MemoryFormat::channels_last || dim() == 4, ShapeError,
+             "clone: channels_last is a layout of 4-D [N, C, H, W] tensors, got {}",
+             describe(*this));
+  Tensor out = empty(shape(), dtype(), device(), format);
   copy_any(*this, out);
   if (should_record({this})) record(out, std::make_shared<CloneBackward>(), {this});
   return out;
 }
 
 Tensor Tensor::contiguous() const {
-  return is_contiguous() ? *this : clone();
+  return contiguous(MemoryFormat::contiguous);
+}
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::preserve) return *this;
+  return is_contiguous(format) ? *this : clone(format);
+}
+
+Tensor Tensor::to(MemoryFormat format) const {
+  if (format == MemoryFormat::preserve || suggest_memory_format() == format) return *this;
+  return clone(format);
 }
 
 double item_as_double(const Tensor& t) {

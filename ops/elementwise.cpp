@@ -19,6 +19,7 @@
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/factories.h"
+#include "kiln/ops/memory_order.h"
 #include "kiln/ops/reduce.h"
 
 namespace kiln {
@@ -49,8 +50,11 @@ Tensor binary_forward(const char* op, BinaryOp kind, const Tensor& a, const Tens
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor ca = a.detach().to(compute).expand(shape);
   Tensor cb = b.detach().to(compute).expand(shape);
-  Tensor out = empty(shape, out_dtype, device);
-  kernels_for<ElementwiseKernels>("binary", device).binary(kind, ca, cb, out, alpha);
+  const MemoryFormat format = result_format(shape, {&a, &b});
+  Tensor out = empty(shape, out_dtype, device, format);
+  kernels_for<ElementwiseKernels>("binary", device)
+      .binary(kind, in_memory_order(ca, format), in_memory_order(cb, format),
+              in_memory_order(out, format), alpha);
   return out;
 }
 
@@ -59,8 +63,10 @@ Tensor unary_forward(const char* op, UnaryOp kind, const Tensor& x, DType comput
   profiler::OpScope profile(op, {&x});
   require_defined(op, x);
   Tensor cx = x.detach().to(compute);
-  Tensor out = empty(x.shape(), out_dtype, x.device());
-  kernels_for<ElementwiseKernels>("unary", x.device()).unary(kind, cx, out, params);
+  const MemoryFormat format = result_format(x.shape(), {&x});
+  Tensor out = empty(x.shape(), out_dtype, x.device(), format);
+  kernels_for<ElementwiseKernels>("unary", x.device())
+      .unary(kind, in_memory_order(cx, format), in_memory_order(out, format), params);
   return out;
 }
 
@@ -436,8 +442,11 @@ Tensor cos(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op("relu", UnaryOp::relu, x, false, Save::output,
                   [](const Tensor& g, const Tensor&, const Tensor& y) {
-                    Tensor out = empty(y.shape(), y.dtype(), y.device());
-                    kernels_for<ElementwiseKernels>("relu_backward", y.device()).relu_backward(g.to(y.dtype()), y, out);
+                    const MemoryFormat format = result_format(y.shape(), {&g, &y});
+                    Tensor out = empty(y.shape(), y.dtype(), y.device(), format);
+                    kernels_for<ElementwiseKernels>("relu_backward", y.device())
+                        .relu_backward(in_memory_order(g.to(y.dtype()), format),
+                                       in_memory_order(y, format), in_memory_order(out, format));
                     return out;
                   });
 }
@@ -588,10 +597,13 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
              describe(condition));
   Device device = common_device(op, {&condition, &a, &b});
   Shape shape = broadcast_shapes(op, broadcast_shapes(op, condition.shape(), a.shape()), b.shape());
-  Tensor out = empty(shape, t, device);
+  const MemoryFormat format = result_format(shape, {&condition, &a, &b});
+  Tensor out = empty(shape, t, device, format);
   Tensor cc = condition.detach().expand(shape);
   Tensor ca = a.detach().to(t).expand(shape), cb = b.detach().to(t).expand(shape);
-  kernels_for<ElementwiseKernels>("where", device).where(cc, ca, cb, out);
+  kernels_for<ElementwiseKernels>("where", device)
+      .where(in_memory_order(cc, format), in_memory_order(ca, format), in_memory_order(cb, format),
+             in_memory_order(out, format));
   if (should_record({&a, &b})) {
     auto node = std::make_shared<WhereBackward>();
     node->condition = SavedTensor(condition);

@@ -16,14 +16,20 @@
 
 namespace kiln {
 
-Tensor zeros(const Shape& shape, DType dtype, Device device) {
-  Tensor out = empty(shape, dtype, device);
+namespace {
+// Zeroes a new dense tensor (contiguous or channels-last: either fills its bytes from data_ptr).
+Tensor zeroed(Tensor out) {
   if (out.numel() == 0) return out;
-  if (device.is_cpu())
+  if (out.device().is_cpu())
     std::memset(out.data_ptr(), 0, out.numel() * out.element_size());
   else
     out.fill_(0.0);
   return out;
+}
+}  // namespace
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  return zeroed(empty(shape, dtype, device));
 }
 
 Tensor ones(const Shape& shape, DType dtype, Device device) {
@@ -150,17 +156,21 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Devic
   });
 }
 
+// The *_like factories keep t's memory format (PyTorch's preserve_format); the random ones draw
+// in the logical order, so a seed gives the same values whatever the layout.
 Tensor empty_like(const Tensor& t) {
-  return empty(t.shape(), t.dtype(), t.device());
+  return empty_like_layout(t, t.dtype(), t.device());
 }
 Tensor zeros_like(const Tensor& t) {
-  return zeros(t.shape(), t.dtype(), t.device());
+  return zeroed(empty_like(t));
 }
 Tensor ones_like(const Tensor& t) {
-  return ones(t.shape(), t.dtype(), t.device());
+  return full_like(t, 1.0);
 }
 Tensor full_like(const Tensor& t, double value) {
-  return full(t.shape(), value, t.dtype(), t.device());
+  Tensor out = empty_like(t);
+  out.fill_(value);
+  return out;
 }
 Tensor rand_like(const Tensor& t, Generator* generator) {
   return rand(t.shape(), t.dtype(), t.device(), generator);

@@ -180,7 +180,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   check_index_fits(op, index, self, "self", d, false);
   check_index_fits(op, index, src, "src", d, true);
   Tensor idx = checked_index(op, index, self.size(d), dim_range(d, self.size(d)));
-  Tensor out = self.detach().clone();
+  Tensor out = self.detach().clone(MemoryFormat::contiguous);
   kernels_for<IndexKernels>("scatter_add_", device).scatter_add_(out, d, idx, src.detach());
   if (should_record({&self, &src})) {
     auto node = std::make_shared<ScatterAddBackward>();
@@ -227,7 +227,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
              "indices)",
              describe(src), shape_str(expected), describe(self), d, index.numel());
   Tensor idx = checked_index(op, index, self.size(d), dim_range(d, self.size(d)));
-  Tensor out = self.detach().clone();
+  Tensor out = self.detach().clone(MemoryFormat::contiguous);
   kernels_for<IndexKernels>("index_add_", device).index_add_(out, d, idx, src.detach().contiguous());
   if (should_record({&self, &src})) {
     auto node = std::make_shared<IndexAddBackward>();

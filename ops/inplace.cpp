@@ -12,6 +12,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
+#include "kiln/ops/memory_order.h"
 
 namespace kiln {
 
@@ -74,7 +75,10 @@ bool direct_binary(Tensor& self, const Tensor& other, BinaryOp kind, double alph
   if (shape != self.shape()) return false;
   // An overlapping other (the same storage) could be read after it was written.
   if (other.storage() == self.storage() && !other.is_same(self)) return false;
-  kernels_for<ElementwiseKernels>("binary", self.device()).binary(kind, self, other.detach().expand(shape), self, alpha);
+  const MemoryFormat format = result_format(shape, {&self});
+  const Tensor out = in_memory_order(self, format);
+  kernels_for<ElementwiseKernels>("binary", self.device())
+      .binary(kind, out, in_memory_order(other.detach().expand(shape), format), out, alpha);
   self.storage()->bump_version();
   return true;
 }

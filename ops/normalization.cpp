@@ -1,16 +1,19 @@
 // batch_norm and layer_norm: checks, the statistics and normalising kernels, and each op's
 // backward in closed form (PyTorch's formulas) next to its forward: batch norm's as one fused
 // kernel (it runs after every convolution of a ResNet), layer norm's written with kiln ops.
-// batch_norm_relu folds the ReLU that follows most batch norms into both passes on the CPU.
+// batch_norm_relu folds the ReLU that follows most batch norms into both passes, and
+// batch_norm_add_relu the residual add and ReLU that end a ResNet block into the GPU's.
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/profiler.h"
+#include "kiln/core/storage.h"
 #include "kiln/kernels/normalization.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
@@ -34,13 +37,6 @@ Tensor kernel_operand(const Tensor& t, DType compute) {
   return t.defined() ? t.detach().to(compute).contiguous() : Tensor();
 }
 
-// The dtype batch norm's kernels read x and the gradient in and write their results in: x's own
-// where the device's kernels take 16-bit activations (statistics and parameters stay in
-// `compute`), `compute` elsewhere.
-DType activation_dtype(DType x, DType compute, Device device) {
-  return kernels_for<NormalizationKernels>("batch_norm", device).takes_half ? x : compute;
-}
-
 void check_affine(const char* op, const Tensor& t, const Shape& expected, const char* argument) {
   if (!t.defined()) return;
   require_floating(op, t, argument);
@@ -60,36 +56,61 @@ struct NormBackward : Node {
 struct BatchNormBackward : NormBackward {
   bool training = true;
   bool relu = false;  // the backward of batch_norm_relu: the bias decides where the ReLU passed
-  SavedTensor bias;
+  // The backward of batch_norm_add_relu: a fourth input, and the output, which says where the
+  // ReLU passed.
+  bool residual = false;  // of x's shape and dtype
+  SavedTensor bias, output;
   std::string name() const override {
+    if (residual) return "BatchNormAddReluBackward";
     return relu ? "BatchNormReluBackward" : "BatchNormBackward";
   }
   void release_saved() override {
     NormBackward::release_saved();
     bias.reset();
+    output.reset();
   }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor x = input.unpack(*this), w = weight.unpack(*this);
     Tensor mu = mean.unpack(*this), rstd = invstd.unpack(*this);
     const int64_t channels = x.size(1);
     const DType compute = mu.dtype();
-    const DType io = activation_dtype(x.dtype(), compute, x.device());
+    const auto kernels = kernels_for<NormalizationKernels>("batch_norm_backward", x.device());
+    const DType io = kernels.takes_half ? x.dtype() : compute;
     const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
     const Shape flat{x.size(0), channels, spatial};
     Tensor cx = kernel_operand(x, io).view(flat);
     Tensor cg = kernel_operand(g, io).view(flat);
     Tensor grad_x = wants(0) ? empty(flat, io, x.device()) : Tensor();
-    Tensor sum_g = empty({channels}, compute, x.device());
-    Tensor sum_g_x_hat = empty({channels}, compute, x.device());
-    // relu is only ever set where the device's kernels fuse it (see batch_norm_relu).
-    kernels_for<NormalizationKernels>("batch_norm_backward", x.device())
-        .batch_norm_backward(cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g,
-                             sum_g_x_hat, relu,
-                             relu ? kernel_operand(bias.unpack(*this), compute) : Tensor(),
-                             x.dtype());
+    Tensor sum_g, sum_g_x_hat, grad_residual;
+    if (kernels.batch_norm_backward_pass) {
+      BatchNormBackwardPass pass;
+      pass.x = cx, pass.grad = cg, pass.mean = mu, pass.invstd = rstd;
+      pass.weight = kernel_operand(w, compute);
+      pass.training = training;
+      if (residual) {
+        pass.output = kernel_operand(output.unpack(*this), io).view(flat);
+      } else if (relu) {
+        pass.relu = true;
+        pass.bias = kernel_operand(bias.unpack(*this), compute);
+      }
+      pass.grad_x = grad_x;
+      if (wants(1)) pass.sum_g_xhat = sum_g_x_hat = empty({channels}, compute, x.device());
+      if (wants(2)) pass.sum_g = sum_g = empty({channels}, compute, x.device());
+      if (wants(3)) pass.grad_residual = grad_residual = empty(flat, io, x.device());
+      kernels.batch_norm_backward_pass(pass);
+    } else {
+      // batch_norm_add_relu has no node on such a device (it runs as the three ops there), and
+      // relu is only ever set where the device's kernels fuse it (see batch_norm_relu).
+      sum_g = empty({channels}, compute, x.device());
+      sum_g_x_hat = empty({channels}, compute, x.device());
+      kernels.batch_norm_backward(
+          cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g, sum_g_x_hat, relu,
+          relu ? kernel_operand(bias.unpack(*this), compute) : Tensor(), x.dtype());
+    }
     return {wants(0) ? grad_x.view(x.shape()).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
-            wants(2) ? sum_g.to(bias_dtype) : Tensor()};
+            wants(2) ? sum_g.to(bias_dtype) : Tensor(),
+            wants(3) ? grad_residual.view(x.shape()).to(x.dtype()) : Tensor()};
   }
 };
 
@@ -140,11 +161,92 @@ void update_running(Tensor running, const Tensor& batch, double momentum) {
 
 namespace {
 
-// batch_norm, and with relu the fused batch_norm_relu of the devices whose kernels fuse it.
+// What batch norm's forward returns and its backward needs: the output, and the statistics it was
+// normalised with, in the compute dtype.
+struct BatchNormResult {
+  Tensor out, mean, invstd;
+};
+
+// The CPU's three kernels, with the running statistics and invstd left to kiln ops.
+BatchNormResult batch_norm_kernels(const NormalizationKernels& kernels, const Tensor& cx,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const Tensor& weight, const Tensor& bias, bool training,
+                                   double momentum, double eps, bool relu) {
+  const int64_t channels = cx.size(1), count = cx.size(0) * cx.size(2);
+  const DType compute = compute_dtype(cx.dtype());
+  BatchNormResult r;
+  if (training) {
+    r.mean = empty({channels}, compute, cx.device());
+    Tensor var = empty({channels}, compute, cx.device());
+    kernels.batch_norm_stats(cx, r.mean, var);
+    NoGradGuard no_grad;
+    r.invstd = rsqrt(add(var, eps));
+    // An empty batch carries no statistics, so the running ones stay as they were.
+    if (running_mean.defined() && count > 0) {
+      update_running(running_mean, r.mean, momentum);
+      update_running(running_var, mul(var, static_cast<double>(count) / (count - 1)), momentum);
+    }
+  } else {
+    NoGradGuard no_grad;
+    r.mean = kernel_operand(running_mean, compute);
+    r.invstd = rsqrt(add(kernel_operand(running_var, compute), eps));
+  }
+  r.out = empty(cx.shape(), cx.dtype(), cx.device());
+  kernels.batch_norm_apply(cx, r.mean, r.invstd, kernel_operand(weight, compute),
+                           kernel_operand(bias, compute), r.out, relu);
+  return r;
+}
+
+// What batch_norm_impl does besides normalising: the ReLU, the residual add before it (only where
+// the device's passes fuse them: the callers run the separate ops elsewhere), and nn::BatchNorm's
+// count of batches.
+struct BatchNormExtras {
+  bool relu = false;
+  Tensor residual{};
+  Tensor num_batches_tracked{};
+};
+
+// The GPU's forward pass: statistics, running statistics, normalisation, epilogue and count in two
+// launches. Running statistics in another dtype, or not contiguous, go through copies.
+BatchNormResult batch_norm_pass(const NormalizationKernels& kernels, const Tensor& cx,
+                                const Tensor& running_mean, const Tensor& running_var,
+                                const Tensor& weight, const Tensor& bias, bool training,
+                                double momentum, double eps, const BatchNormExtras& extras) {
+  const int64_t channels = cx.size(1);
+  const DType compute = compute_dtype(cx.dtype());
+  BatchNormForwardPass pass;
+  pass.x = cx;
+  pass.weight = kernel_operand(weight, compute), pass.bias = kernel_operand(bias, compute);
+  pass.running_mean = kernel_operand(running_mean, compute);
+  pass.running_var = kernel_operand(running_var, compute);
+  pass.residual = extras.residual;
+  pass.num_batches_tracked = extras.num_batches_tracked;
+  pass.training = training, pass.relu = extras.relu, pass.momentum = momentum, pass.eps = eps;
+  pass.out = empty(cx.shape(), cx.dtype(), cx.device());
+  pass.mean = empty({channels}, compute, cx.device());
+  pass.invstd = empty({channels}, compute, cx.device());
+  kernels.batch_norm_forward_pass(pass);
+  // The kernels wrote into these in place: their versions say so, as an in-place op's would.
+  if (extras.num_batches_tracked.defined()) extras.num_batches_tracked.storage()->bump_version();
+  if (training && running_mean.defined() && cx.size(0) * cx.size(2) > 0) {
+    NoGradGuard no_grad;
+    for (auto [buffer, updated] :
+         {std::pair{running_mean, pass.running_mean}, std::pair{running_var, pass.running_var}}) {
+      if (updated.data_ptr() != buffer.data_ptr())
+        buffer.copy_(updated);
+      else
+        buffer.storage()->bump_version();
+    }
+  }
+  return {pass.out, pass.mean, pass.invstd};
+}
+
 Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_mean,
                        const Tensor& running_var, const Tensor& weight, const Tensor& bias,
-                       bool training, double momentum, double eps, bool relu) {
-  profiler::OpScope profile(op, {&x, &weight, &bias});
+                       bool training, double momentum, double eps, const BatchNormExtras& extras) {
+  const Tensor& residual = extras.residual;
+  const Tensor& num_batches_tracked = extras.num_batches_tracked;
+  profiler::OpScope profile(op, {&x, &weight, &bias, &residual});
   require_defined(op, x);
   require_floating(op, x);
   KILN_CHECK(x.dim() >= 2, ShapeError, "{}: expected an input of shape [N, C, ...], got {}", op,
@@ -160,48 +262,53 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
   KILN_CHECK(training || running_mean.defined(), ValueError,
              "{}: inference (training = false) needs running_mean and running_var", op);
   KILN_CHECK(eps >= 0.0, ValueError, "{}: eps must be non-negative, got {}", op, eps);
-  Device device = common_device(op, {&x, &running_mean, &running_var, &weight, &bias});
+  KILN_CHECK(!num_batches_tracked.defined() ||
+                 (num_batches_tracked.dtype() == DType::i64 && num_batches_tracked.dim() == 0),
+             DTypeError, "{}: expected num_batches_tracked to be an i64 scalar, got {}", op,
+             describe(num_batches_tracked));
+  Device device = common_device(
+      op, {&x, &running_mean, &running_var, &weight, &bias, &residual, &num_batches_tracked});
 
   const int64_t count = channels > 0 ? x.numel() / channels : 0;  // values per channel
   KILN_CHECK(!training || count != 1, ValueError,
              "{}: expected more than 1 value per channel when training, got input {}", op,
              describe(x));
+  const auto kernels = kernels_for<NormalizationKernels>(op, device);
   const DType compute = compute_dtype(x.dtype());
-  const DType io = activation_dtype(x.dtype(), compute, device);
+  const DType io = kernels.takes_half ? x.dtype() : compute;
   const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
-  Tensor cx = kernel_operand(x, io).view({x.size(0), channels, spatial});
-  Tensor mean, invstd;
-  if (training) {
-    mean = empty({channels}, compute, device);
-    Tensor var = empty({channels}, compute, device);
-    kernels_for<NormalizationKernels>("batch_norm_stats", device).batch_norm_stats(cx, mean, var);
-    NoGradGuard no_grad;
-    invstd = rsqrt(add(var, eps));
-    // An empty batch carries no statistics, so the running ones stay as they were.
-    if (running_mean.defined() && count > 0) {
-      update_running(running_mean, mean, momentum);
-      update_running(running_var, mul(var, static_cast<double>(count) / (count - 1)), momentum);
-    }
+  const Shape flat{x.size(0), channels, spatial};
+  Tensor cx = kernel_operand(x, io).view(flat);
+  BatchNormResult r;
+  if (kernels.batch_norm_forward_pass) {
+    BatchNormExtras flat_extras = extras;
+    if (residual.defined()) flat_extras.residual = kernel_operand(residual, io).view(flat);
+    r = batch_norm_pass(kernels, cx, running_mean, running_var, weight, bias, training, momentum,
+                        eps, flat_extras);
   } else {
-    NoGradGuard no_grad;
-    mean = kernel_operand(running_mean, compute);
-    invstd = rsqrt(add(kernel_operand(running_var, compute), eps));
+    r = batch_norm_kernels(kernels, cx, running_mean, running_var, weight, bias, training, momentum,
+                           eps, extras.relu);
+    if (num_batches_tracked.defined()) {
+      NoGradGuard no_grad;
+      Tensor(num_batches_tracked).add_(1.0);
+    }
   }
-  Tensor out = empty(cx.shape(), io, device);
-  kernels_for<NormalizationKernels>(op, device)
-      .batch_norm_apply(cx, mean, invstd, kernel_operand(weight, compute),
-                        kernel_operand(bias, compute), out, relu);
-  Tensor result = out.view(x.shape()).to(x.dtype());
-  if (should_record({&x, &weight, &bias})) {
+  Tensor result = r.out.view(x.shape()).to(x.dtype());
+  if (should_record({&x, &weight, &bias, &residual})) {
     auto node = std::make_shared<BatchNormBackward>();
     node->input = SavedTensor(x);
-    node->mean = SavedTensor(mean);
-    node->invstd = SavedTensor(invstd);
+    node->mean = SavedTensor(r.mean);
+    node->invstd = SavedTensor(r.invstd);
     node->training = training;
-    node->relu = relu;
-    if (relu) node->bias = SavedTensor(bias);
+    node->relu = extras.relu;
+    if (residual.defined()) {
+      node->residual = true;
+      node->output = SavedTensor(result);
+    } else if (extras.relu) {
+      node->bias = SavedTensor(bias);
+    }
     remember_affine(*node, weight, bias);
-    record(result, node, {&x, &weight, &bias});
+    record(result, node, {&x, &weight, &bias, &residual});
   }
   return result;
 }
@@ -210,19 +317,49 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
+                  double eps, const Tensor& num_batches_tracked) {
   return batch_norm_impl("batch_norm", x, running_mean, running_var, weight, bias, training,
-                         momentum, eps, false);
+                         momentum, eps,
+                         {.relu = false, .num_batches_tracked = num_batches_tracked});
 }
 
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                       double eps) {
+                       double eps, const Tensor& num_batches_tracked) {
   // Where the device's kernels do not fold the ReLU into batch norm's passes, it is the two ops.
   if (x.defined() && !kernels_for<NormalizationKernels>("batch_norm_relu", x.device()).fuses_relu)
-    return relu(batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps));
+    return relu(batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                           num_batches_tracked));
   return batch_norm_impl("batch_norm_relu", x, running_mean, running_var, weight, bias, training,
-                         momentum, eps, true);
+                         momentum, eps, {.relu = true, .num_batches_tracked = num_batches_tracked});
+}
+
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                           bool training, double momentum, double eps,
+                           const Tensor& num_batches_tracked) {
+  const char* op = "batch_norm_add_relu";
+  require_defined(op, x);
+  require_defined(op, residual);
+  KILN_CHECK(residual.shape() == x.shape(), ShapeError,
+             "{}: expected a residual of the input's shape {}, got {}", op, shape_str(x.shape()),
+             describe(residual));
+  if (kernels_for<NormalizationKernels>(op, x.device()).batch_norm_forward_pass &&
+      residual.dtype() == x.dtype())
+    return batch_norm_impl(
+        op, x, running_mean, running_var, weight, bias, training, momentum, eps,
+        {.relu = true, .residual = residual, .num_batches_tracked = num_batches_tracked});
+  // The three ops, in the compute dtype and rounded once at the end as the fused pass rounds
+  // (the 16-bit floats through f32); a residual of another dtype promotes as add does.
+  if (residual.dtype() != x.dtype())
+    return relu(add(batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                               num_batches_tracked),
+                    residual));
+  const DType compute = compute_dtype(x.dtype());
+  return relu(add(batch_norm(x.to(compute), running_mean, running_var, weight, bias, training,
+                             momentum, eps, num_batches_tracked),
+                  residual.to(compute)))
+      .to(x.dtype());
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,

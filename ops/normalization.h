@@ -8,15 +8,26 @@ namespace kiln {
 // x [N, C, ...]. In training, normalises with the batch statistics and, if running stats are
 // given, updates them in place: running = (1 - momentum) * running + momentum * batch (the
 // running variance takes the unbiased batch variance). In inference, uses the running stats.
+// num_batches_tracked, when given (an i64 scalar: nn::BatchNorm's count), gets 1 added, on the GPU
+// in batch norm's own launch rather than one of its own.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
-                  double eps = 1e-5);
+                  double eps = 1e-5, const Tensor& num_batches_tracked = Tensor());
 // relu(batch_norm(...)). Where the device's kernels fuse it (the CPU's and the GPU's), the ReLU
 // runs inside batch norm's passes, forward and backward, saving a pass over the activations each
 // way and the tensor between them; elsewhere it is the two ops.
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, bool training,
-                       double momentum = 0.1, double eps = 1e-5);
+                       double momentum = 0.1, double eps = 1e-5,
+                       const Tensor& num_batches_tracked = Tensor());
+// relu(batch_norm(x, ...) + residual), the end of a ResNet block; residual has x's shape. Where
+// the device's kernels fuse it (the GPU's), one pass each way: the backward finds where the ReLU
+// passed from the output, as relu's does. Elsewhere (the CPU, or a residual of another dtype) it
+// is the three ops, in f32 for the 16-bit floats and rounded once at the end as the fused pass.
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                           bool training, double momentum = 0.1, double eps = 1e-5,
+                           const Tensor& num_batches_tracked = Tensor());
 // Normalises over the trailing dims given by normalized_shape; weight/bias of that shape or
 // undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),

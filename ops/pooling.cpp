@@ -1,6 +1,7 @@
-// Pooling entry points: PyTorch's window and output-size rules, the kernel call on a contiguous
-// [N, C, H, W] copy, and each op's backward node next to its forward. 3-D [C, H, W] inputs are
-// pooled as a batch of one.
+// Pooling entry points: PyTorch's window and output-size rules, the kernel call on a 4-D
+// [N, C, H, W] operand (contiguous, or channels-last where the device's kernels take it), and each
+// op's backward node next to its forward. 3-D [C, H, W] inputs are pooled as a batch of one.
+// Results keep the input's memory format (the gradients, grad_output's).
 #include "kiln/ops/pooling.h"
 
 #include <cstdint>
@@ -52,10 +53,37 @@ Shape batched(const Shape& s) {
   return out;
 }
 
-// t in the compute dtype, contiguous, 4-D.
-Tensor kernel_operand(const Tensor& t) {
-  return batched(t.detach().to(compute_dtype(t.dtype())).contiguous());
-}
+// How one call reaches its device's kernels: 4-D operands in f32 or f64, laid out as `like` (the
+// input, or grad_output) where the kernels take channels-last, else contiguous; the results then
+// laid out as `like` was.
+struct PoolCall {
+  PoolCall(const char* op, Device device, const Tensor& like)
+      : kernels(kernels_for<PoolingKernels>(op, device)),
+        result_format(like.dim() == 4 ? like.suggest_memory_format() : MemoryFormat::contiguous),
+        kernel_format(kernels.takes_channels_last ? result_format : MemoryFormat::contiguous) {}
+
+  // t as the kernels take it; floating tensors in the compute dtype (indices stay i64).
+  Tensor operand(const Tensor& t) const {
+    Tensor c = t.detach();
+    if (is_floating(c.dtype())) c = c.to(compute_dtype(c.dtype()));
+    return batched(c).contiguous(kernel_format);
+  }
+  // A new buffer of the batched `shape` for the kernels to write; zeroed when they add into it.
+  Tensor output(const Shape& shape, DType dtype, Device device, bool zeroed = false) const {
+    Tensor t = empty(shape, dtype, device, kernel_format);
+    if (zeroed) t.zero_();
+    return t;
+  }
+  // What the kernels wrote, as the caller gets it: of `shape` (3-D when the input was), in
+  // `dtype`, in the result format.
+  Tensor result(const Tensor& written, const Shape& shape, DType dtype) const {
+    const Tensor shaped = shape.size() == 3 ? written.view(shape) : written;
+    return shaped.to(dtype).to(result_format);
+  }
+
+  DeviceKernels<PoolingKernels> kernels;
+  MemoryFormat result_format, kernel_format;
+};
 
 Shape with_plane(const Shape& shape, int64_t h, int64_t w) {
   Shape out = shape;
@@ -162,13 +190,15 @@ MaxPool2dResult max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair 
   check_pool_input(op, x);
   Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, dilation, ceil_mode);
-  Tensor cx = kernel_operand(x);
-  Shape out_shape = with_plane(cx.shape(), g.out_h, g.out_w);
-  Tensor values = empty(out_shape, cx.dtype(), x.device());
-  Tensor indices = empty(out_shape, DType::i64, x.device());
-  kernels_for<PoolingKernels>("max_pool2d", x.device()).max_pool2d(cx, values, indices, g);
-  Shape result_shape = with_plane(x.shape(), g.out_h, g.out_w);
-  MaxPool2dResult result{values.view(result_shape).to(x.dtype()), indices.view(result_shape)};
+  const PoolCall call(op, x.device(), x);
+  const Tensor cx = call.operand(x);
+  const Shape out_shape = with_plane(cx.shape(), g.out_h, g.out_w);
+  const Tensor values = call.output(out_shape, cx.dtype(), x.device());
+  const Tensor indices = call.output(out_shape, DType::i64, x.device());
+  call.kernels.max_pool2d(cx, values, indices, g);
+  const Shape result_shape = with_plane(x.shape(), g.out_h, g.out_w);
+  MaxPool2dResult result{call.result(values, result_shape, x.dtype()),
+                         call.result(indices, result_shape, DType::i64)};
   if (should_record({&x})) {
     auto node = std::make_shared<MaxPool2dBackward>();
     node->indices = SavedTensor(result.indices);
@@ -201,10 +231,11 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   KILN_CHECK(indices.shape() == grad_output.shape(), ShapeError,
              "{}: expected indices of grad_output's shape {}, got {}", op,
              shape_str(grad_output.shape()), describe(indices));
-  Tensor g = kernel_operand(grad_output);
-  Tensor grad_input = zeros(batched(input_shape), g.dtype(), grad_output.device());
-  kernels_for<PoolingKernels>("max_pool2d_backward", grad_output.device()).max_pool2d_backward(g, batched(indices.contiguous()), grad_input);
-  return grad_input.view(input_shape).to(grad_output.dtype());
+  const PoolCall call(op, grad_output.device(), grad_output);
+  const Tensor g = call.operand(grad_output);
+  const Tensor grad_input = call.output(batched(input_shape), g.dtype(), g.device(), true);
+  call.kernels.max_pool2d_backward(g, call.operand(indices), grad_input);
+  return call.result(grad_input, input_shape, grad_output.dtype());
 }
 
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, bool ceil_mode,
@@ -214,10 +245,11 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   check_pool_input(op, x);
   Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, {1, 1}, ceil_mode);
-  Tensor cx = kernel_operand(x);
-  Tensor out = empty(with_plane(cx.shape(), g.out_h, g.out_w), cx.dtype(), x.device());
-  kernels_for<PoolingKernels>("avg_pool2d", x.device()).avg_pool2d(cx, out, g, count_include_pad);
-  Tensor result = out.view(with_plane(x.shape(), g.out_h, g.out_w)).to(x.dtype());
+  const PoolCall call(op, x.device(), x);
+  const Tensor cx = call.operand(x);
+  const Tensor out = call.output(with_plane(cx.shape(), g.out_h, g.out_w), cx.dtype(), x.device());
+  call.kernels.avg_pool2d(cx, out, g, count_include_pad);
+  Tensor result = call.result(out, with_plane(x.shape(), g.out_h, g.out_w), x.dtype());
   if (should_record({&x})) {
     auto node = std::make_shared<AvgPool2dBackward>();
     node->input_shape = x.shape();
@@ -241,10 +273,11 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_shape, 
   Pool2dGeometry g =
       pool_geometry(op, input_shape, kernel_size, stride, padding, {1, 1}, ceil_mode);
   check_grad_output(op, grad_output, input_shape, g.out_h, g.out_w);
-  Tensor go = kernel_operand(grad_output);
-  Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
-  kernels_for<PoolingKernels>("avg_pool2d_backward", grad_output.device()).avg_pool2d_backward(go, grad_input, g, count_include_pad);
-  return grad_input.view(input_shape).to(grad_output.dtype());
+  const PoolCall call(op, grad_output.device(), grad_output);
+  const Tensor go = call.operand(grad_output);
+  const Tensor grad_input = call.output(batched(input_shape), go.dtype(), go.device(), true);
+  call.kernels.avg_pool2d_backward(go, grad_input, g, count_include_pad);
+  return call.result(grad_input, input_shape, grad_output.dtype());
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
@@ -254,11 +287,13 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   KILN_CHECK(output_size[0] >= 0 && output_size[1] >= 0, ValueError,
              "{}: output_size must be non-negative, got ({}, {})", op, output_size[0],
              output_size[1]);
-  Tensor cx = kernel_operand(x);
-  Tensor out =
-      empty(with_plane(cx.shape(), output_size[0], output_size[1]), cx.dtype(), x.device());
-  kernels_for<PoolingKernels>("adaptive_avg_pool2d", x.device()).adaptive_avg_pool2d(cx, out);
-  Tensor result = out.view(with_plane(x.shape(), output_size[0], output_size[1])).to(x.dtype());
+  const PoolCall call(op, x.device(), x);
+  const Tensor cx = call.operand(x);
+  const Tensor out =
+      call.output(with_plane(cx.shape(), output_size[0], output_size[1]), cx.dtype(), x.device());
+  call.kernels.adaptive_avg_pool2d(cx, out);
+  Tensor result =
+      call.result(out, with_plane(x.shape(), output_size[0], output_size[1]), x.dtype());
   if (should_record({&x})) {
     auto node = std::make_shared<AdaptiveAvgPool2dBackward>();
     node->input_shape = x.shape();
@@ -277,10 +312,11 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const Shape& inpu
              "{}: expected grad_output with as many dims as input_shape {}, got {}", op,
              shape_str(input_shape), describe(grad_output));
   check_grad_output(op, grad_output, input_shape, grad_output.size(-2), grad_output.size(-1));
-  Tensor go = kernel_operand(grad_output);
-  Tensor grad_input = zeros(batched(input_shape), go.dtype(), grad_output.device());
-  kernels_for<PoolingKernels>("adaptive_avg_pool2d_backward", grad_output.device()).adaptive_avg_pool2d_backward(go, grad_input);
-  return grad_input.view(input_shape).to(grad_output.dtype());
+  const PoolCall call(op, grad_output.device(), grad_output);
+  const Tensor go = call.operand(grad_output);
+  const Tensor grad_input = call.output(batched(input_shape), go.dtype(), go.device(), true);
+  call.kernels.adaptive_avg_pool2d_backward(go, grad_input);
+  return call.result(grad_input, input_shape, grad_output.dtype());
 }
 
 }  // namespace kiln

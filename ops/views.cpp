@@ -160,7 +160,7 @@ Tensor Tensor::view(const Shape& requested) const {
 Tensor Tensor::reshape(const Shape& requested) const {
   Shape new_shape = infer_shape("reshape", requested, numel(), shape());
   if (view_strides(shape(), strides(), new_shape).has_value()) return view(new_shape);
-  return clone().view(new_shape);
+  return clone(MemoryFormat::contiguous).view(new_shape);
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {

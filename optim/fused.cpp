@@ -9,10 +9,13 @@
 namespace kiln::optim {
 
 bool fusable(const Tensor& p, const Tensor& grad, std::initializer_list<const Tensor*> state) {
+  // The kernels walk each tensor as a flat array: a channels-last parameter fuses as well, as
+  // long as its gradient and state lie in the same order.
   auto fits = [&](const Tensor& t) {
-    return t.is_contiguous() && t.dtype() == p.dtype() && t.device() == p.device();
+    return same_dense_layout(t, p) && t.dtype() == p.dtype() && t.device() == p.device();
   };
-  if (!is_floating(p.dtype()) || !p.is_contiguous() || !fits(grad)) return false;
+  MemoryFormat format = MemoryFormat::contiguous;
+  if (!is_floating(p.dtype()) || !dense_format(p, &format) || !fits(grad)) return false;
   for (const Tensor* s : state)
     if (s->defined() && !fits(*s)) return false;
   return true;

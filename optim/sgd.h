@@ -21,7 +21,8 @@ struct SGDOptions {
   bool nesterov = false;
   // One fused pass per parameter and a few launches for all of them on a GPU (kernels/optim.h),
   // as PyTorch's foreach/fused; false: the update op by op. The two agree to an ulp or so per step
-  // (kernels/optim.h). Parameters or gradients that are not contiguous always go op by op.
+  // (kernels/optim.h). A parameter whose gradient or state is not laid out as it is (contiguous
+  // or channels-last, the same for all) goes op by op.
   bool foreach = true;
   // A step a CUDA graph can hold (Optimizer::capturable): lr and momentum read on the device, and
   // GradScaler's skip decided there. Needs the fused step (foreach, contiguous parameters and

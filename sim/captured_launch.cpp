@@ -36,12 +36,12 @@ void library_call(const char* name, cudaStream_t stream, std::function<void()> w
   }
   if (queue.action == runtime::Queue::record) {
     runtime::record(stream, {name, runtime::stream_device(stream), [work = std::move(work)] {
-                               note_library_call();
+                               note_library_call(name);
                                work();
                              }});
     return;
   }
-  note_library_call();
+  note_library_call(name);
   work();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -161,18 +162,39 @@ void set_schedule(const Schedule& schedule) {
 namespace {
 std::atomic<std::uint64_t> grids{0};
 std::atomic<std::uint64_t> library{0};
+
+struct LaunchNames {
+  std::mutex mutex;
+  std::map<std::string, std::uint64_t> counts;
+};
+LaunchNames& launch_names() {
+  static LaunchNames names;
+  return names;
+}
+void count_name(const char* name) {
+  LaunchNames& names = launch_names();
+  std::lock_guard<std::mutex> lock(names.mutex);
+  ++names.counts[name];
+}
 }  // namespace
 
 std::uint64_t grids_run() {
   return grids.load(std::memory_order_relaxed);
 }
 
-void note_library_call() {
+void note_library_call(const char* name) {
   library.fetch_add(1, std::memory_order_relaxed);
+  count_name(name);
 }
 
 std::uint64_t library_calls() {
   return library.load(std::memory_order_relaxed);
+}
+
+std::map<std::string, std::uint64_t> launches_by_name() {
+  LaunchNames& names = launch_names();
+  std::lock_guard<std::mutex> lock(names.mutex);
+  return names.counts;
 }
 
 void run_grid(const GridLaunch& launch) {
@@ -180,6 +202,7 @@ void run_grid(const GridLaunch& launch) {
     throw KernelError(std::string("kiln-sim: kernel ") + launch.kernel +
                       " launched from inside a kernel: dynamic parallelism is not simulated");
   grids.fetch_add(1, std::memory_order_relaxed);
+  count_name(launch.kernel);
   Schedule s = schedule();
   if (launch.serial) s.workers = 1;
   pool().run(launch, s);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -69,15 +70,19 @@ void record_grid(const GridLaunch& launch, std::shared_ptr<const void> owner);
 // Grids run so far in this process (launches that passed check_launch, and the launches of the
 // graphs' kernel nodes), and calls of the libraries the simulator stands in for (cuBLAS and cuDNN,
 // whose work kiln's CPU kernels do in this build), noted by those stand-ins: a training step's
-// launches are the differences across it.
+// launches are the differences across it. launches_by_name splits both: grids by the kernel as
+// KILN_LAUNCH names it ("softmax_rows_kernel<D, Acc, true>"), library calls by the name the
+// stand-in gives ("cudnn convolution forward").
 std::uint64_t grids_run();
-void note_library_call();
+void note_library_call(const char* name);
 std::uint64_t library_calls();
+std::map<std::string, std::uint64_t> launches_by_name();
 
 // A call of a library the simulator stands in for, on `stream`: `work` (kiln's CPU kernel on the
 // device memory) runs now, or, on a capturing stream, at each launch of the graph in stream order,
-// as the library's kernels would. Counted as a library call when it runs. `name` ("cuBLAS gemm")
-// is for errors: a capture that refuses work throws KernelError naming it and CUDA's error.
+// as the library's kernels would. Counted as a library call under `name` ("cublas batched matmul")
+// when it runs (a string literal: a graph keeps the pointer); `name` is also for errors: a
+// capture that refuses work throws KernelError naming it and CUDA's error.
 void library_call(const char* name, cudaStream_t stream, std::function<void()> work);
 
 // CUDA threads run as fibers so far in this process: the blocks that never waited ran fiberless

@@ -1,9 +1,12 @@
 // Autograd: leaves and grad_fn, backward and accumulation, grad mode, graph lifetime, in-place
-// checks, hooks, and gradients through views and conversions.
+// checks, hooks, gradients through views and conversions, saved-tensor hooks and activation
+// checkpointing.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,6 +131,30 @@ TEST_CASE("autograd: gradients accumulate across backward calls") {
   CHECK(x.grad().tolist() == std::vector<double>{5, 1});
   // The += happens in place: an earlier handle to .grad sees the sum.
   CHECK(first.tolist() == std::vector<double>{5, 1});
+}
+
+TEST_CASE("autograd: .grad takes a gradient nothing else holds, and copies a shared one") {
+  // mul's backward makes w's gradient afresh: it becomes w.grad as it is, without a copy.
+  Tensor w = leaf({1, 2});
+  const void* handed = nullptr;
+  w.register_hook([&](const Tensor& grad) {
+    handed = grad.data_ptr();
+    return Tensor();
+  });
+  const Tensor g = tensor<double>({1, 10});
+  mul(w, tensor<double>({5, 6})).backward(g);
+  CHECK(w.grad().data_ptr() == handed);
+  CHECK(w.grad().tolist() == std::vector<double>{5, 60});
+  // add's backward hands the same gradient to both inputs, and the caller still holds it: each
+  // leaf gets storage of its own, so adding into one .grad changes neither the other nor g.
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  add(a, b).backward(g);
+  CHECK(a.grad().storage() != b.grad().storage());
+  CHECK(a.grad().storage() != g.storage());
+  CHECK(b.grad().storage() != g.storage());
+  a.grad().add_(100.0);
+  CHECK(b.grad().tolist() == std::vector<double>{1, 10});
+  CHECK(g.tolist() == std::vector<double>{1, 10});
 }
 
 TEST_CASE("autograd: zero_grad drops .grad") {
@@ -515,4 +542,236 @@ TEST_CASE("autograd: callbacks queued from a hook run once the backward pass has
   CHECK(grad_seen == 2.0);       // the gradient was final when the callback ran
   CHECK(events[2] == "nested");  // queued by the callback itself
   CHECK_THROWS_WITH(queue_backward_callback([] {}), Catch::Contains("outside a backward pass"));
+}
+
+// ---- saved-tensor hooks and activation checkpointing (ops/autograd/checkpoint.h) ----
+
+namespace {
+
+// Keeps a copy of each saved tensor and counts packs and unpacks: what an offloading hook does.
+class CopyingHooks : public SavedTensorHooks {
+ public:
+  struct Copy : PackedTensor {
+    Tensor value;
+    int* unpacks;
+    Tensor unpack() override {
+      ++*unpacks;
+      return value;
+    }
+  };
+  std::shared_ptr<PackedTensor> pack(const Tensor& tensor) override {
+    ++packs;
+    auto copy = std::make_shared<Copy>();
+    copy->value = tensor.detach().clone();
+    copy->unpacks = &unpacks;
+    return copy;
+  }
+  int packs = 0, unpacks = 0;
+};
+
+}  // namespace
+
+TEST_CASE("saved-tensor hooks: pack sees each saved tensor, backward unpacks what pack kept") {
+  Tensor x = leaf({0.5, 1, 2});
+  Tensor h = mul(exp(x), x);  // saves exp's output, then both factors
+  h.sum().backward();
+  const Tensor want = x.grad().clone();
+  x.zero_grad();
+  CopyingHooks hooks;
+  Tensor out;
+  {
+    SavedTensorHooksGuard guard(hooks);
+    CHECK(current_saved_tensor_hooks() == &hooks);
+    out = mul(exp(x), x).sum();
+  }
+  CHECK(current_saved_tensor_hooks() == nullptr);
+  CHECK(hooks.packs == 3);
+  out.backward();
+  CHECK(hooks.unpacks == 3);
+  CHECK(equal(x.grad(), want));
+}
+
+namespace {
+
+// Convolutions, batch norm, ReLU and optionally dropout, then a classifier: what a checkpointed
+// segment of a CNN holds.
+std::shared_ptr<nn::Sequential> small_cnn(bool with_dropout) {
+  manual_seed(3);
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(std::make_shared<nn::Conv2d>(2, 4, 3, nn::Conv2dOptions{.padding = 1}))
+      .push_back(std::make_shared<nn::BatchNorm2d>(4))
+      .push_back(std::make_shared<nn::ReLU>());
+  if (with_dropout) net->push_back(std::make_shared<nn::Dropout>(0.4));
+  net->push_back(std::make_shared<nn::Conv2d>(4, 4, 3, nn::Conv2dOptions{.padding = 1}))
+      .push_back(std::make_shared<nn::ReLU>());
+  if (with_dropout) net->push_back(std::make_shared<nn::Dropout>(0.3));
+  net->push_back(std::make_shared<nn::Flatten>()).push_back(std::make_shared<nn::Linear>(144, 5));
+  return net;
+}
+
+// The gradients of the parameters and of x after one backward of sum(out^2), from a fresh start.
+std::vector<Tensor> gradients_of(nn::Module& net, const Tensor& x, const Tensor& out) {
+  mul(out, out).sum().backward();
+  std::vector<Tensor> grads;
+  for (const Tensor& p : net.parameters()) grads.push_back(p.grad().clone());
+  if (x.requires_grad()) grads.push_back(x.grad().clone());
+  return grads;
+}
+
+void check_all_equal(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    INFO("gradient " << k);
+    CHECK(equal(got[k], want[k]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: gradients equal the plain run's bit for bit; the forward holds its output alone") {
+  auto net = small_cnn(false);
+  Generator gen(5);
+  const Tensor data = randn({3, 2, 6, 6}, DType::f32, Device::cpu(), &gen);
+
+  Tensor x = data.clone().requires_grad_();
+  const int64_t before = memory_stats().current_bytes;
+  Tensor out = net->forward(x);
+  const int64_t plain_held = memory_stats().current_bytes - before;
+  const std::vector<Tensor> want = gradients_of(*net, x, out);
+  net->zero_grad();
+
+  Tensor y = data.clone().requires_grad_();
+  int calls = 0;
+  const int64_t before_checkpoint = memory_stats().current_bytes;
+  Tensor checkpointed = checkpoint(
+      [&](const Tensor& in) {
+        ++calls;
+        return net->forward(in);
+      },
+      y);
+  const int64_t checkpoint_held = memory_stats().current_bytes - before_checkpoint;
+  CHECK(calls == 1);
+  CHECK(equal(checkpointed, out));
+  CHECK(checkpointed.grad_fn() != nullptr);
+  // Between forward and backward only the output is held (the input is the caller's): the
+  // activations of the 7 layers are not.
+  CAPTURE(plain_held, checkpoint_held);
+  CHECK(checkpoint_held == checkpointed.numel() * static_cast<int64_t>(checkpointed.element_size()));
+  CHECK(checkpoint_held * 4 < plain_held);
+  check_all_equal(gradients_of(*net, y, checkpointed), want);
+  CHECK(calls == 2);  // backward ran fn again
+}
+
+TEST_CASE("checkpoint: dropout inside draws the forward's masks again when recomputed") {
+  auto net = small_cnn(true);
+  Generator gen(6);
+  const Tensor data = randn({4, 2, 6, 6}, DType::f32, Device::cpu(), &gen);
+
+  manual_seed(21);
+  Tensor x = data.clone().requires_grad_();
+  const std::vector<Tensor> want = gradients_of(*net, x, net->forward(x));
+  const GeneratorState after_plain = default_generator().state();
+  net->zero_grad();
+
+  manual_seed(21);
+  Tensor y = data.clone().requires_grad_();
+  Tensor out = checkpoint([&](const Tensor& in) { return net->forward(in); }, y);
+  // Something else draws between the forward and the backward, as the next layers would.
+  Tensor unrelated = randn({3});
+  const GeneratorState before_backward = default_generator().state();
+  check_all_equal(gradients_of(*net, y, out), want);
+  // The recomputation borrowed the forward's random state and gave the generator back.
+  CHECK(default_generator().state().offset == before_backward.offset);
+  CHECK(before_backward.offset == after_plain.offset + 1);
+}
+
+TEST_CASE("checkpoint: the forward's autocast state holds in the recomputation") {
+  auto net = small_cnn(false);
+  Generator gen(7);
+  const Tensor data = randn({2, 2, 6, 6}, DType::f32, Device::cpu(), &gen);
+  Tensor x = data.clone().requires_grad_(), y = data.clone().requires_grad_();
+  Tensor plain, checkpointed;
+  {
+    autocast amp(DType::bf16);
+    plain = net->forward(x);
+  }
+  const std::vector<Tensor> want = gradients_of(*net, x, plain.to(DType::f32));
+  net->zero_grad();
+  {
+    autocast amp(DType::bf16);
+    checkpointed = checkpoint([&](const Tensor& in) { return net->forward(in); }, y);
+  }
+  CHECK(checkpointed.dtype() == DType::bf16);
+  // The backward runs outside the scope; the recomputation still casts to bf16 (were it to run in
+  // f32, the tensors it saves would differ in dtype from the forward's, an error).
+  check_all_equal(gradients_of(*net, y, checkpointed.to(DType::f32)), want);
+}
+
+TEST_CASE("checkpoint: parameters get their gradients when no input requires grad") {
+  // PyTorch's reentrant checkpoint warns here and leaves the parameters without gradients; this
+  // one records the forward's own graph, so nothing is lost and there is nothing to warn about.
+  auto net = small_cnn(false);
+  Generator gen(8);
+  const Tensor x = randn({2, 2, 6, 6}, DType::f32, Device::cpu(), &gen);
+  const std::vector<Tensor> want = gradients_of(*net, x, net->forward(x));
+  net->zero_grad();
+  Tensor out = checkpoint([&](const Tensor& in) { return net->forward(in); }, x);
+  CHECK(out.requires_grad());
+  check_all_equal(gradients_of(*net, x, out), want);
+}
+
+TEST_CASE("checkpoint: several inputs, nested checkpoints and retain_graph") {
+  Tensor a = leaf({1, 2, 3}), b = leaf({0.5, -1, 2});
+  auto fn = [](const Tensor& p, const Tensor& q) {
+    Tensor inner = checkpoint([](const Tensor& t) { return mul(exp(t), t); }, p);
+    return mul(inner, q).sum();
+  };
+  Tensor plain = fn(a, b);
+  plain.backward();
+  const Tensor want_a = a.grad().clone(), want_b = b.grad().clone();
+  a.zero_grad();
+  b.zero_grad();
+  Tensor out = checkpoint(fn, a, b);
+  CHECK(equal(out, plain));
+  out.backward({}, /*retain_graph=*/true);
+  CHECK(equal(a.grad(), want_a));
+  CHECK(equal(b.grad(), want_b));
+  out.backward();  // the recomputed tensors were kept for the second pass
+  CHECK(equal(a.grad(), mul(want_a, 2.0)));
+  CHECK(equal(b.grad(), mul(want_b, 2.0)));
+}
+
+TEST_CASE("checkpoint: with grad mode off it only calls fn") {
+  Tensor x = leaf({1, 2});
+  int calls = 0;
+  NoGradGuard no_grad;
+  Tensor out = checkpoint(
+      [&](const Tensor& in) {
+        ++calls;
+        return mul(in, 2.0);
+      },
+      x);
+  CHECK(calls == 1);
+  CHECK_FALSE(out.requires_grad());
+}
+
+TEST_CASE("checkpoint: an input changed in place, or a function that changes, is an error") {
+  Tensor w = leaf({1, 2, 3});
+  Tensor x = tensor<double>({4, 5, 6});
+  Tensor out = checkpoint([&](const Tensor& in) { return mul(exp(in), w).sum(); }, x);
+  x.add_(1.0);
+  CHECK_THROWS_WITH(out.backward(), Catch::Contains("checkpoint: input 0") &&
+                                        Catch::Contains("modified in place after"));
+
+  int calls = 0;
+  Tensor changing = checkpoint(
+      [&](const Tensor& in) {
+        // A second exp on the recomputation saves one more tensor than the forward did.
+        Tensor h = mul(in, w);
+        return (++calls == 1 ? h : exp(h)).exp().sum();
+      },
+      tensor<double>({1, 1, 1}));
+  CHECK_THROWS_AS(changing.backward(), AutogradError);
+  CHECK_THROWS_WITH(checkpoint([&](const Tensor& in) { return mul(in, w); }, Tensor()),
+                    Catch::Contains("checkpoint: input 0 is an undefined tensor"));
 }

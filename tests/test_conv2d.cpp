@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -325,12 +326,18 @@ TEST_CASE("conv2d: images batched into one product, with a single image left ove
   check_close(b.grad(), sum(r, {0, 2, 3}).tolist(), tolerance(DType::f64));
 }
 
-// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp. The shapes
-// cover output-channel counts that leave part of a tile's rows, odd tap counts, pads narrower
+namespace {
+
+// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp, whose
+// micro-kernels exist once per instruction set (core/cpu_isa.h): each set runs these cases. The
+// shapes cover output-channel counts that leave part of a tile's rows, odd tap counts, pads narrower
 // and wider than the kernel's reach, dilation, groups, batches that fill several chunks with one
 // image left over, a single image split across threads, and strides 2 and 3 (phase planes, one
 // of them shorter when the size is odd; a 1x1 stride-2 kernel that reads only one phase).
-TEST_CASE("conv2d: f32 forward and gradients match the direct loops") {
+// `all_shapes` false leaves out the three large shapes (several chunks, one image split across
+// threads), whose code, the driver, every instruction set shares: they run once, with the CPU's
+// best kernels, and the other sets get the odd shapes, in a fraction of the time.
+void check_cases(DType dtype, bool all_shapes) {
   struct Case {
     Shape x, w;
     Conv p;
@@ -357,22 +364,66 @@ TEST_CASE("conv2d: f32 forward and gradients match the direct loops") {
   };
   uint64_t seed = 300;
   for (const Case& c : cases) {
+    if (!all_shapes && c.x[0] * c.x[1] * c.x[2] * c.x[3] >= 3200) continue;
     INFO("x " << shape_str(c.x) << " w " << shape_str(c.w) << " padding " << c.p.padding[0] << ","
               << c.p.padding[1] << " dilation " << c.p.dilation[0] << "," << c.p.dilation[1]
               << " groups " << c.p.groups);
     for (bool with_bias : {true, false}) {
-      Tensor x = random(c.x, seed++, DType::f32).requires_grad_();
-      Tensor w = random(c.w, seed++, DType::f32).requires_grad_();
-      Tensor b = with_bias ? random({c.w[0]}, seed++, DType::f32) : Tensor();
+      Tensor x = random(c.x, seed++, dtype).requires_grad_();
+      Tensor w = random(c.w, seed++, dtype).requires_grad_();
+      Tensor b = with_bias ? random({c.w[0]}, seed++, dtype) : Tensor();
       Tensor out = conv2d(x, w, b, c.p.stride, c.p.padding, c.p.dilation, c.p.groups);
-      check_close(out, reference_conv(x, w, b, c.p), tolerance(DType::f32));
-      Tensor r = random(out.shape(), seed++, DType::f32);
+      REQUIRE(out.dtype() == dtype);
+      check_close(out, reference_conv(x, w, b, c.p), tolerance(dtype));
+      Tensor r = random(out.shape(), seed++, dtype);
       sum(mul(out, r)).backward();
       ReferenceGrads want = reference_grads(x, w, r, c.p);
-      check_close(x.grad(), want.x, tolerance(DType::f32));
-      check_close(w.grad(), want.w, tolerance(DType::f32).times(kLongSumFactor));
+      check_close(x.grad(), want.x, tolerance(dtype));
+      check_close(w.grad(), want.w, tolerance(dtype).times(kLongSumFactor));
     }
   }
+}
+
+// Runs the cases in `dtype` with the kernels of `isa`, or says why not: a set this CPU cannot run
+// is reported skipped (ctest SKIP), never passed.
+void check_cases_with(CpuIsa isa, DType dtype = DType::f32) {
+  if (isa > cpu_isa_supported()) {
+    WARN("SKIPPED: this CPU cannot run the " << cpu_isa_name(isa) << " kernels (its best is "
+                                             << cpu_isa_name(cpu_isa_supported()) << ")");
+    return;
+  }
+  struct IsaScope {
+    CpuIsa previous;
+    ~IsaScope() { set_cpu_isa(previous); }
+  } scope{set_cpu_isa(isa)};
+  // f32 has no kernels past AVX-512's: on an AVX512-BF16 CPU its best set is AVX-512.
+  const CpuIsa best = dtype == DType::f32 ? std::min(cpu_isa_supported(), CpuIsa::avx512)
+                                          : cpu_isa_supported();
+  check_cases(dtype, isa == best);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, portable kernels") {
+  check_cases_with(CpuIsa::baseline);
+}
+
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX2 kernels") {
+  check_cases_with(CpuIsa::avx2);
+}
+
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX-512 kernels") {
+  check_cases_with(CpuIsa::avx512);
+}
+
+// bf16 on the CPU: with AVX512-BF16 the bf16 kernels (pairs of channels, vdpbf16ps; groups > 1 go
+// through f32), without it f32 copies; either way f32 sums rounded once to bf16.
+TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, AVX512-BF16 kernels") {
+  check_cases_with(CpuIsa::avx512_bf16, DType::bf16);
+}
+
+TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, through f32") {
+  check_cases_with(CpuIsa::baseline, DType::bf16);
 }
 
 TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {

@@ -5,8 +5,13 @@
 #include <cstring>
 #include <limits>
 
+#include <string>
+#include <vector>
+
+#include "kiln/core/cpu_isa.h"
 #include "kiln/core/half.h"
 #include "kiln/core/philox.h"
+#include "kiln/kernels/cpu/convert.h"
 
 using kiln::BFloat16;
 using kiln::Half;
@@ -221,4 +226,73 @@ TEST_CASE("bfloat16: every bit pattern round-trips through float") {
       REQUIRE(back == b);
     }
   }
+}
+
+namespace {
+
+// Floats whose 16-bit conversions are hard: signed zeros, infinities, quiet and signalling NaNs
+// with payloads that truncation would lose, the largest finite values, both formats'
+// subnormals and their edges, ties on both sides of even, and a spread of random bit patterns.
+std::vector<float> conversion_inputs() {
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                0x7f800001u, 0xff800001u, 0x7fbfffffu, 0x7f7fffffu, 0xff7fffffu,
+                                0x00000001u, 0x807fffffu, 0x00800000u, 0x33800000u, 0x33000000u,
+                                0x387fc000u, 0x38800000u, 0x477fe000u, 0x477ff000u, 0x47800000u,
+                                0x3f808000u, 0x3f818000u, 0x3f7f8000u, 0x3f800001u, 0x3fffffffu};
+  uint32_t state = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    bits.push_back(state);
+  }
+  std::vector<float> values;
+  for (uint32_t b : bits) values.push_back(float_from_bits(b));
+  return values;
+}
+
+// The conversions of `isa` against Half and BFloat16, bit for bit, both ways, on lengths that
+// leave every tail size of the vector loops; a set this CPU cannot run is reported skipped.
+void check_conversions(kiln::CpuIsa isa) {
+  if (isa > kiln::cpu_isa_supported()) {
+    WARN("SKIPPED: this CPU cannot run the " << kiln::cpu_isa_name(isa) << " conversions");
+    return;
+  }
+  const kiln::cpu::ConvertKernels& k = kiln::cpu::convert_kernels(isa);
+  REQUIRE(k.isa == isa);
+  const std::vector<float> in = conversion_inputs();
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{15}, int64_t{17}, static_cast<int64_t>(in.size())}) {
+    std::vector<uint16_t> bf16(n), f16(n);
+    k.f32_to_bf16(in.data(), bf16.data(), n);
+    k.f32_to_f16(in.data(), f16.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      INFO("input bits " << std::hex << kiln::detail::float_bits(in[i]));
+      REQUIRE(bf16[i] == BFloat16(in[i]).bits);
+      REQUIRE(f16[i] == Half(in[i]).bits);
+    }
+  }
+  std::vector<uint16_t> every(65536 + 3);
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<uint16_t>(i);
+  std::vector<float> from_bf16(every.size()), from_f16(every.size());
+  k.bf16_to_f32(every.data(), from_bf16.data(), static_cast<int64_t>(every.size()));
+  k.f16_to_f32(every.data(), from_f16.data(), static_cast<int64_t>(every.size()));
+  for (size_t i = 0; i < every.size(); ++i) {
+    INFO("16-bit pattern " << std::hex << every[i]);
+    REQUIRE(kiln::detail::float_bits(from_bf16[i]) ==
+            kiln::detail::float_bits(static_cast<float>(BFloat16::from_bits(every[i]))));
+    REQUIRE(kiln::detail::float_bits(from_f16[i]) ==
+            kiln::detail::float_bits(static_cast<float>(Half::from_bits(every[i]))));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("f32 to and from f16 and bf16, portable loops, bit for bit as Half and BFloat16") {
+  check_conversions(kiln::CpuIsa::baseline);
+}
+
+TEST_CASE("f32 to and from f16 and bf16, AVX2 and F16C, bit for bit as Half and BFloat16") {
+  check_conversions(kiln::CpuIsa::avx2);
+}
+
+TEST_CASE("f32 to and from f16 and bf16, AVX-512, bit for bit as Half and BFloat16") {
+  check_conversions(kiln::CpuIsa::avx512);
 }

@@ -1,5 +1,6 @@
 // ImageFolder: torchvision's class and file order, the extension filter, decoding in the
-// DataLoader's workers, and bad files: an ImageDecodeError naming the file, or skipped when asked.
+// DataLoader's workers (into pinned batches for a GPU), and bad files: an ImageDecodeError naming
+// the file, or skipped when asked.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -118,6 +119,32 @@ TEST_CASE("ImageFolder decodes in the DataLoader's workers, the same batches as 
     seen += (*batch)[0].size(0);
   }
   CHECK(seen == 7);
+}
+
+TEST_CASE("ImageFolder batches for a GPU are collated into pinned memory by the workers") {
+  if (!cuda::is_available()) {
+    WARN("SKIPPED: no GPU (or simulated one) visible: batches are pinned only for a GPU");
+    return;
+  }
+  Folder folder;
+  auto images = std::make_shared<ImageFolder>(folder.root());
+  const data::Transform eval = data::compose({data::resize(7), data::center_crop(6),
+                                              data::to_float()});
+  data::DataLoader pinned(images, eval, {.batch_size = 4, .num_workers = 2, .pin_memory = true});
+  data::DataLoader pageable(images, eval, {.batch_size = 4, .num_workers = 2});
+  int64_t batches = 0;
+  while (auto batch = pinned.next()) {
+    data::Batch same = *pageable.next();
+    for (size_t field = 0; field < 2; ++field) {
+      CHECK((*batch)[field].is_pinned());
+      CHECK_FALSE(same[field].is_pinned());
+      // From pinned memory the copy is queued without waiting; reading it back waits.
+      const Tensor on_gpu = (*batch)[field].to(Device::cuda(0), /*non_blocking=*/true);
+      CHECK(equal(on_gpu.cpu(), same[field]));
+    }
+    ++batches;
+  }
+  CHECK(batches == 2);
 }
 
 TEST_CASE("a corrupt file fails naming it, or is skipped with a warning when asked") {

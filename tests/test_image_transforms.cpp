@@ -1,10 +1,13 @@
 // The photo transforms' own logic: sizes, RandomResizedCrop's windows and fallback, ColorJitter's
 // ranges, seeding, and their errors. Their pixels are held to torchvision's by
 // tests/torchvision/compare_transforms.py.
+#include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -130,6 +133,69 @@ TEST_CASE("color_jitter draws factors in its ranges, in a random order, reproduc
   // Saturation leaves a gray image alone.
   const Tensor gray = ramp(1, 6, 6);
   CHECK(equal(F::adjust_saturation(gray, 1.8), gray));
+}
+
+TEST_CASE("adjust_hue: Pillow's HSV round trip, torchvision's shift, gray and alpha kept") {
+  // Pure red, a green and a gray, against torchvision 0.14's adjust_hue of the same PIL pixels.
+  const Tensor image = tensor<int64_t>({255, 10, 128, 0, 200, 128, 0, 30, 128}).to(DType::u8).view({3, 1, 3});
+  CHECK(F::adjust_hue(image, 0.5).tolist() == std::vector<double>{0, 200, 128, 255, 10, 128, 252, 184, 128});
+  CHECK(F::adjust_hue(image, -0.2).tolist() == std::vector<double>{210, 200, 128, 0, 180, 128, 255, 10, 128});
+  // No shift is still a round trip through u8 HSV, which moves some colours by a level.
+  CHECK(F::adjust_hue(image, 0.0).tolist() == std::vector<double>{255, 10, 128, 0, 200, 128, 0, 28, 128});
+  const Tensor gray = ramp(1, 4, 4);
+  CHECK(equal(F::adjust_hue(gray, 0.3), gray));
+  const Tensor rgba = cat({image, full({1, 1, 3}, 7.0).to(DType::u8)}, 0);
+  const Tensor shifted = F::adjust_hue(rgba, 0.5);
+  CHECK(equal(shifted.narrow(0, 0, 3), F::adjust_hue(image, 0.5)));
+  CHECK(equal(shifted.narrow(0, 3, 1), rgba.narrow(0, 3, 1)));
+  CHECK_THROWS_WITH(F::adjust_hue(image, 0.6), Contains("hue_factor must be in [-0.5, 0.5]"));
+}
+
+TEST_CASE("color_jitter: the four adjustments in each of the 24 orders, hue within its range") {
+  // Hue alone, pinned, is adjust_hue.
+  const Tensor image = ramp(3, 6, 6);
+  Rng rng(0, 0);
+  CHECK(equal(data::color_jitter({1, 1}, {1, 1}, {1, 1}, {0.2, 0.2})(image, rng),
+              F::adjust_hue(image, 0.2)));
+  // Each adjustment of a fixed order, by hand: functional::color_jitter applies them in turn and
+  // skips the ones left out.
+  F::ColorJitterParams params;
+  params.order = {3, 1, 0, 2};
+  params.factors = {0.8, std::nullopt, 1.3, -0.1};
+  CHECK(equal(F::color_jitter(image, params),
+              F::adjust_saturation(F::adjust_brightness(F::adjust_hue(image, -0.1), 0.8), 1.3)));
+  params.order = {0, 1, 2, 4};
+  CHECK_THROWS_WITH(F::color_jitter(image, params), Contains("got 4"));
+
+  // Which order a draw took shows in the result: with all four factors pinned, the 24 orders give
+  // 24 different images of noise, and 400 draws meet every one of them.
+  Generator gen(2);
+  const Tensor noise = randint(0, 256, {3, 6, 6}, DType::i64, Device::cpu(), &gen).to(DType::u8);
+  const data::Transform jitter = data::color_jitter({0.6, 0.6}, {1.5, 1.5}, {0.3, 0.3}, {0.2, 0.2});
+  std::set<std::vector<double>> by_order, drawn;
+  std::array<int, 4> order = {0, 1, 2, 3};
+  do {
+    by_order.insert(F::color_jitter(noise, {order, {0.6, 1.5, 0.3, 0.2}}).tolist());
+  } while (std::next_permutation(order.begin(), order.end()));
+  REQUIRE(by_order.size() == 24);
+  for (uint64_t i = 0; i < 400; ++i) {
+    Rng r(i, 3);
+    drawn.insert(jitter(noise, r).tolist());
+  }
+  CHECK(drawn == by_order);
+
+  // hue 0.25 means factors in [-0.25, 0.25]: pure red moves at most 63 levels of hue either way.
+  const Tensor red = tensor<int64_t>({255, 0, 0}).to(DType::u8).view({3, 1, 1});
+  std::set<std::vector<double>> hues;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    Rng r(seed, 4);
+    hues.insert(data::color_jitter(0, 0, 0, 0.25)(red, r).tolist());
+  }
+  CHECK(hues.size() > 20);
+  CHECK(hues.count(F::adjust_hue(red, 0.5).tolist()) == 0);
+  CHECK_THROWS_WITH(data::color_jitter(0, 0, 0, 0.6), Contains("hue must be in [0, 0.5]"));
+  CHECK_THROWS_AS(data::color_jitter({1, 1}, {1, 1}, {1, 1}, {0.2, -0.2}), ValueError);
+  CHECK_THROWS_AS(data::color_jitter({1, 1}, {1, 1}, {1, 1}, {-0.7, 0.1}), ValueError);
 }
 
 TEST_CASE("hflip and crop work on any dtype") {

@@ -1,10 +1,12 @@
 // Module: registration and dotted names, train/eval, zero_grad, state_dict save/load (strict and
-// not), to(dtype/device) keeping tensor identity, and the printed tree.
+// not), to(dtype/device) keeping tensor identity, the printed tree, and Pipeline's schedule and
+// results on CPU stages.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradcheck.h"
@@ -380,4 +382,130 @@ TEST_CASE("nn module: name() defaults to the class's own name, as PyTorch prints
   CHECK(net.name() == "TwoLayerNet");
   CHECK_THAT(net.str(), Catch::StartsWith("TwoLayerNet(\n  (fc): Linear("));
   CHECK(nn::Linear(2, 3).name() == "Linear");
+}
+
+// ---- Pipeline (nn/pipeline.h) ----
+
+namespace {
+
+// A convolution stage and a classifier stage, or the same layers unsplit, with the same weights.
+std::vector<std::shared_ptr<nn::Module>> pipeline_halves() {
+  manual_seed(17);
+  auto features = std::make_shared<nn::Sequential>();
+  features->push_back(std::make_shared<nn::Conv2d>(1, 4, 3))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::MaxPool2d>(2));
+  auto classifier = std::make_shared<nn::Sequential>();
+  classifier->push_back(std::make_shared<nn::Flatten>())
+      .push_back(std::make_shared<nn::Linear>(36, 16))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::Linear>(16, 10));
+  return {features, classifier};
+}
+
+std::shared_ptr<nn::Sequential> unsplit() {
+  const auto halves = pipeline_halves();
+  return std::make_shared<nn::Sequential>(halves);
+}
+
+// Loss, then every parameter's gradient, after one forward and backward of `model`.
+std::vector<Tensor> loss_and_gradients(nn::Module& model, const Tensor& x, const Tensor& y,
+                                       Device output_device) {
+  model.zero_grad();
+  Tensor loss = cross_entropy(model.forward(x), y.to(output_device));
+  loss.backward();
+  std::vector<Tensor> out = {loss.detach().cpu()};
+  for (const Tensor& p : model.parameters()) out.push_back(p.grad().cpu());
+  return out;
+}
+
+// Records which micro-batch each call saw (the first value of its input).
+class Tap : public nn::Module {
+ public:
+  Tap(std::vector<std::pair<int, double>>& log, int stage) : log_(log), stage_(stage) {}
+  Tensor forward(const Tensor& x) override {
+    log_.emplace_back(stage_, x.flatten()[0].item<double>());
+    return x;
+  }
+
+ private:
+  std::vector<std::pair<int, double>>& log_;
+  int stage_;
+};
+
+}  // namespace
+
+TEST_CASE("pipeline: CPU stages give the unsplit model's loss and gradients") {
+  Generator gen(4);
+  const Tensor x = randn({8, 1, 8, 8}, DType::f32, Device::cpu(), &gen);
+  const Tensor y = randint(0, 10, {8}, DType::i64, Device::cpu(), &gen);
+  auto whole = unsplit();
+  const std::vector<Tensor> want = loss_and_gradients(*whole, x, y, Device::cpu());
+
+  nn::Pipeline one(pipeline_halves(), {Device::cpu(), Device::cpu()});
+  const std::vector<Tensor> got_one = loss_and_gradients(one, x, y, one.output_device());
+  nn::Pipeline three(pipeline_halves(), {Device::cpu(), Device::cpu()}, {.chunks = 3});
+  const std::vector<Tensor> got_three = loss_and_gradients(three, x, y, three.output_device());
+  nn::Pipeline recomputed(pipeline_halves(), {Device::cpu(), Device::cpu()},
+                          {.chunks = 3, .checkpoint = nn::PipelineCheckpoint::except_last});
+  const std::vector<Tensor> got_recomputed =
+      loss_and_gradients(recomputed, x, y, recomputed.output_device());
+
+  REQUIRE(got_one.size() == want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    INFO("loss (0) or gradient " << k);
+    // One micro-batch: the same ops on the same values.
+    CHECK(equal(got_one[k], want[k]));
+    // Three: each gradient is a sum over micro-batches, added in another order.
+    CHECK(allclose(got_three[k], want[k], 1e-5, 1e-6));
+    // Checkpointed micro-batches recompute exactly what they dropped.
+    CHECK(equal(got_recomputed[k], got_three[k]));
+  }
+  CHECK(one.str().find("chunks=1, devices=[cpu, cpu]") != std::string::npos);
+  CHECK(one.named_parameters()[0].first == "0.0.weight");
+}
+
+TEST_CASE("pipeline: micro-batches run on GPipe's clock") {
+  std::vector<std::pair<int, double>> log;
+  nn::Pipeline pipe({std::make_shared<Tap>(log, 0), std::make_shared<Tap>(log, 1),
+                     std::make_shared<Tap>(log, 2)},
+                    {Device::cpu(), Device::cpu(), Device::cpu()}, {.chunks = 3});
+  // Micro-batch i starts with the value 2i.
+  const Tensor out = pipe.forward(arange(0.0, 6.0).reshape({6, 1}));
+  // Tick k runs stage j on micro-batch k - j.
+  const std::vector<std::pair<int, double>> want = {{0, 0}, {0, 2}, {1, 0}, {0, 4}, {1, 2},
+                                                    {2, 0}, {1, 4}, {2, 2}, {2, 4}};
+  CHECK(log == want);
+  CHECK(equal(out, arange(0.0, 6.0).reshape({6, 1})));
+  // A batch smaller than chunks makes fewer micro-batches, as chunk().
+  log.clear();
+  pipe.forward(ones({2, 1}));
+  CHECK(log.size() == 6);
+}
+
+TEST_CASE("pipeline: trains as the unsplit model, and rejects what it cannot run") {
+  auto whole = unsplit();
+  nn::Pipeline pipe(pipeline_halves(), {Device::cpu(), Device::cpu()}, {.chunks = 2});
+  optim::SGD sgd_whole(whole->parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD sgd_pipe(pipe.parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 3; ++step) {
+    Generator gen(40 + static_cast<uint64_t>(step));
+    const Tensor x = randn({6, 1, 8, 8}, DType::f32, Device::cpu(), &gen);
+    const Tensor y = randint(0, 10, {6}, DType::i64, Device::cpu(), &gen);
+    loss_and_gradients(*whole, x, y, Device::cpu());
+    loss_and_gradients(pipe, x, y, pipe.output_device());
+    sgd_whole.step();
+    sgd_pipe.step();
+  }
+  const std::vector<Tensor> want = whole->parameters(), got = pipe.parameters();
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) CHECK(allclose(got[k], want[k], 1e-5, 1e-6));
+
+  CHECK_THROWS_WITH(nn::Pipeline(pipeline_halves(), {Device::cpu()}),
+                    Catch::Contains("2 stages but 1 devices"));
+  CHECK_THROWS_WITH(nn::Pipeline(pipeline_halves(), {Device::cpu(), Device::cpu()}, {.chunks = 0}),
+                    Catch::Contains("chunks (micro-batches) must be at least 1"));
+  CHECK_THROWS_WITH(nn::Pipeline({}, {}), Catch::Contains("at least one stage"));
+  CHECK_THROWS_WITH(pipe.forward(zeros({0, 1, 8, 8})),
+                    Catch::Contains("Pipeline: expected a batch with at least one example"));
 }

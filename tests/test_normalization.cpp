@@ -322,6 +322,65 @@ TEST_CASE("normalization: BatchNorm2d::forward_relu is relu(forward) and counts 
   CHECK(fused.forward_relu(x).tolist() == relu(plain.forward(x)).tolist());
 }
 
+TEST_CASE(
+    "normalization: batch_norm_add_relu is relu(batch_norm(x) + residual), in 16 bits rounded "
+    "once") {
+  // On the CPU it is the three ops, in f32 for the 16-bit floats: against the same ops on f32
+  // copies, rounded at the end.
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (bool training : {true, false}) {
+      INFO(dtype_name(dtype) << (training ? " training" : " inference"));
+      const Shape shape{4, 3, 5, 2};
+      const DType wide = dtype == DType::f64 ? DType::f64 : DType::f32;
+      const Tensor x = add(random_f64(shape, 100, -2.0, 2.0), 3.0).to(dtype);
+      const Tensor r = random_f64(shape, 101, -1.5, 1.5).to(dtype);
+      const Tensor w = random_f64({3}, 102, 0.5, 1.5).to(dtype), b = random_f64({3}, 103).to(dtype);
+      Tensor rm = random_f64({3}, 104).to(dtype), rv = random_f64({3}, 105, 0.5, 2.0).to(dtype);
+      Tensor rm_plain = rm.clone(), rv_plain = rv.clone();
+      Tensor y = batch_norm_add_relu(x, r, rm, rv, w, b, training);
+      Tensor want =
+          relu(add(batch_norm(x.to(wide), rm_plain, rv_plain, w, b, training), r.to(wide)))
+              .to(dtype);
+      CHECK(y.dtype() == dtype);
+      CHECK(y.tolist() == want.tolist());
+      CHECK(rm.tolist() == rm_plain.tolist());
+      CHECK(rv.tolist() == rv_plain.tolist());
+    }
+  }
+}
+
+TEST_CASE("normalization: batch_norm_add_relu gradcheck w.r.t. x, residual, weight and bias") {
+  for (bool training : {true, false}) {
+    INFO("training " << training);
+    Tensor rm = random_f64({2}, 106), rv = random_f64({2}, 107, 0.5, 2.0);
+    CHECK_GRADCHECK(
+        [&](const std::vector<Tensor>& in) {
+          return batch_norm_add_relu(in[0], in[1], rm, rv, in[2], in[3], training, 0.0, 1e-5);
+        },
+        {random_f64({3, 2, 2, 3}, 108), random_f64({3, 2, 2, 3}, 109), random_f64({2}, 110),
+         random_f64({2}, 111)});
+  }
+}
+
+TEST_CASE("normalization: batch_norm_add_relu errors and BatchNorm2d::forward_add_relu") {
+  Tensor x = zeros({4, 3, 2, 2});
+  CHECK_THROWS_AS(
+      batch_norm_add_relu(x, zeros({4, 3, 2, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+      ShapeError);
+  CHECK_THROWS_WITH(
+      batch_norm_add_relu(x, zeros({4, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+      Catch::Contains("batch_norm_add_relu") && Catch::Contains("residual") &&
+          Catch::Contains("[4, 3, 2, 2]"));
+  CHECK_THROWS_AS(batch_norm_add_relu(x, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                  ValueError);
+  nn::BatchNorm2d fused(3), plain(3);
+  Tensor in = random_f64({2, 3, 4, 4}, 112).to(DType::f32),
+         r = random_f64({2, 3, 4, 4}, 113).to(DType::f32);
+  CHECK(fused.forward_add_relu(in, r).tolist() == relu(add(plain.forward(in), r)).tolist());
+  CHECK(fused.running_var.tolist() == plain.running_var.tolist());
+  CHECK(fused.num_batches_tracked.item<int64_t>() == 1);
+}
+
 // ---- layer_norm ----
 
 TEST_CASE("normalization: layer_norm matches a loop reference") {

@@ -1,7 +1,8 @@
 // kiln-device-info: what a user checks first on a new machine, as the PyTorch guides do with
 // torch.cuda.is_available(), device_count() and get_device_properties(): the CUDA build, the
 // devices with their memory and compute capability, the library versions, and one small
-// computation on each GPU checked against the CPU. Without a GPU it says so and exits 0.
+// computation on each GPU checked against the CPU. Without a GPU it says so and exits 0. It also
+// names the vector instructions the CPU kernels picked at start-up (core/cpu_isa.h).
 #include <omp.h>
 
 #include <cstdio>
@@ -23,8 +24,10 @@ double gib(size_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
 }
 
-// A matmul, a convolution and a softmax on the GPU against the same ops on the CPU.
+// A matmul, a convolution and a softmax on the GPU against the same ops on the CPU, in f32: TF32
+// (the default for convolutions, as PyTorch's) is off for the check, whose tolerance is f32's.
 bool check_device(int index) {
+  const backends::Tf32Scope f32(false);
   Generator gen(1234);
   Tensor a = randn({256, 384}, DType::f32, Device::cpu(), &gen);
   Tensor b = randn({384, 128}, DType::f32, Device::cpu(), &gen);
@@ -56,6 +59,8 @@ bool check_device(int index) {
 
 int main() {
   return apps::run_main("kiln-device-info", [] {
+    std::printf("CPU kernels: %s (this CPU runs up to %s; KILN_CPU_ISA caps it)\n",
+                cpu_isa_name(cpu_isa()), cpu_isa_name(cpu_isa_supported()));
     std::printf("kiln built with CUDA: %s\n", cuda::is_built() ? "yes" : "no");
     if (cuda::is_built()) {
       const cuda::LibraryVersions v = cuda::library_versions();

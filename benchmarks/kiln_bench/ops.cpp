@@ -96,6 +96,28 @@ int run_ops(const OpsOptions& options) {
   bandwidth("sum cols (dim 0)", mat, square_bytes, [&] { sum(m, {0}); });
   bandwidth("softmax rows", fmt::format("[{}, {}]", square / 4, square), 2 * square_bytes / 4,
             [&] { softmax(logits, 1); });
+  // Batch norm in training, forward and backward: x read twice and the output written (statistics,
+  // then normalisation), then x and the gradient read twice and grad_x written, 8 passes in all.
+  // ResNet-50's first stage at batch 128 (few channels of many values: one block per channel left
+  // most of a GPU idle) and a later one.
+  const std::vector<Shape> norm_shapes =
+      options.smoke ? std::vector<Shape>{{4, 8, 16, 16}}
+                    : (gpu ? std::vector<Shape>{{128, 64, 112, 112}, {128, 512, 28, 28}}
+                           : std::vector<Shape>{{32, 64, 56, 56}});
+  for (const Shape& shape : norm_shapes) {
+    const int64_t channels = shape[1];
+    const Tensor input = randn(shape).to(device).requires_grad_();
+    const Tensor grad = randn(shape).to(device);
+    const Tensor weight = ones({channels}).to(device).requires_grad_();
+    const Tensor bias = zeros({channels}).to(device).requires_grad_();
+    Tensor running_mean = zeros({channels}).to(device), running_var = ones({channels}).to(device);
+    // .grad dropped first, so the backward hands its gradients over rather than adding to them.
+    bandwidth("batch_norm train fwd+bwd", shape_str(shape),
+              8.0 * static_cast<double>(input.numel()) * 4, [&] {
+                for (Tensor t : {input, weight, bias}) t.zero_grad();
+                batch_norm(input, running_mean, running_var, weight, bias, true).backward(grad);
+              });
+  }
   for (Row& r : rows) r.of_copy = r.rate / copy_gbps;
 
   auto flops = [&](const std::string& op, const Tensor& p, const Tensor& q, bool tf32) {

@@ -66,6 +66,28 @@ def main():
         bandwidth("sum cols (dim 0)", mat, square_bytes, lambda: m.sum(0))
         bandwidth("softmax rows", f"[{square // 4}, {square}]", 2 * square_bytes / 4,
                   lambda: torch.softmax(logits, 1))
+        if args.smoke:
+            norm_shapes = [(4, 8, 16, 16)]
+        else:
+            norm_shapes = [(128, 64, 112, 112), (128, 512, 28, 28)] if gpu else [(32, 64, 56, 56)]
+        for shape in norm_shapes:
+            channels = shape[1]
+            with torch.enable_grad():
+                inp = torch.randn(shape, device=device, requires_grad=True)
+                grad = torch.randn(shape, device=device)
+                weight = torch.ones(channels, device=device, requires_grad=True)
+                bias = torch.zeros(channels, device=device, requires_grad=True)
+                running_mean = torch.zeros(channels, device=device)
+                running_var = torch.ones(channels, device=device)
+
+                def norm():
+                    inp.grad = weight.grad = bias.grad = None
+                    with torch.enable_grad():
+                        torch.nn.functional.batch_norm(inp, running_mean, running_var, weight,
+                                                       bias, True).backward(grad)
+
+                bandwidth("batch_norm train fwd+bwd", "[" + ", ".join(map(str, shape)) + "]",
+                          8.0 * inp.numel() * 4, norm)
         for r in rows:
             r[5] = r[3] / copy_gbps
 

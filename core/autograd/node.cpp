@@ -5,11 +5,32 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/autograd/saved_tensor_hooks.h"
 
 namespace kiln {
 
+namespace {
+thread_local SavedTensorHooks* installed_hooks = nullptr;
+}  // namespace
+
+SavedTensorHooksGuard::SavedTensorHooksGuard(SavedTensorHooks& hooks) : previous_(installed_hooks) {
+  installed_hooks = &hooks;
+}
+
+SavedTensorHooksGuard::~SavedTensorHooksGuard() {
+  installed_hooks = previous_;
+}
+
+SavedTensorHooks* current_saved_tensor_hooks() {
+  return installed_hooks;
+}
+
 SavedTensor::SavedTensor(const Tensor& tensor) {
   if (!tensor.defined()) return;
+  if (installed_hooks) {
+    packed_ = installed_hooks->pack(tensor);
+    return;
+  }
   tensor_ = tensor.detach();
   saved_version_ = tensor.version();
 }
@@ -19,6 +40,8 @@ Tensor SavedTensor::unpack(const Node& owner) const {
              "{}: trying to backward through the graph a second time (its saved tensors were freed "
              "after the first backward); pass retain_graph=true to the first backward",
              owner.name());
+  // Whoever packed the tensor answers for its values (checkpointing checks its inputs' versions).
+  if (packed_) return packed_->unpack();
   if (!tensor_.defined()) return tensor_;
   KILN_CHECK(tensor_.version() == saved_version_, AutogradError,
              "{}: a tensor saved for backward, of shape {}, was modified by an in-place operation "

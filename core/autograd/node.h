@@ -15,6 +15,7 @@
 namespace kiln {
 
 class Node;
+class PackedTensor;
 
 struct Edge {
   std::shared_ptr<Node> node;
@@ -22,7 +23,8 @@ struct Edge {
 };
 
 // A tensor kept for backward. It holds a detached alias (so a node never owns its own output,
-// which would be a reference cycle) and the storage version at save time, to catch in-place edits.
+// which would be a reference cycle) and the storage version at save time, to catch in-place edits;
+// or, when saved-tensor hooks are installed (core/autograd/saved_tensor_hooks.h), what they packed.
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -31,11 +33,13 @@ class SavedTensor {
   Tensor unpack(const Node& owner) const;
   void reset() {
     tensor_ = Tensor();
+    packed_.reset();
     released_ = true;
   }
 
  private:
   Tensor tensor_;
+  std::shared_ptr<PackedTensor> packed_;  // set instead of tensor_ when hooks packed it
   uint64_t saved_version_ = 0;
   bool released_ = false;
 };

@@ -19,7 +19,7 @@ bool is_simulated() {
 
 SimulatedLaunches simulated_launches() {
 #if KILN_CUDA_SIMULATED
-  return {sim::grids_run(), sim::library_calls()};
+  return {sim::grids_run(), sim::library_calls(), sim::launches_by_name()};
 #else
   return {};
 #endif

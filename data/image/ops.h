@@ -11,7 +11,9 @@
 // loader converts to RGB, so its pipelines never resize RGBA).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "kiln/core/shape.h"
@@ -44,6 +46,20 @@ Tensor hflip(const Tensor& image);
 Tensor adjust_brightness(const Tensor& image, double factor);
 Tensor adjust_contrast(const Tensor& image, double factor);
 Tensor adjust_saturation(const Tensor& image, double factor);
+// torchvision's adjust_hue on a PIL image: the image converted to HSV as Pillow converts it (u8
+// hue, saturation and value), the hue moved by uint8(hue_factor * 255) around the circle (255
+// wraps to 0), and converted back. hue_factor in [-0.5, 0.5]; a gray image is returned as it is,
+// and alpha is kept (Pillow's HSV round trip would make it opaque).
+Tensor adjust_hue(const Tensor& image, double hue_factor);
+
+// ColorJitter's random choices (torchvision's get_params): the order of its four adjustments
+// (0 brightness, 1 contrast, 2 saturation, 3 hue) and the factor of each, nullopt for one left
+// out. color_jitter(image, params) applies them in that order, as ColorJitter.forward does.
+struct ColorJitterParams {
+  std::array<int, 4> order = {0, 1, 2, 3};
+  std::array<std::optional<double>, 4> factors = {};
+};
+Tensor color_jitter(const Tensor& image, const ColorJitterParams& params);
 
 // RandomResizedCrop's window for an image of height x width (torchvision's get_params): up to ten
 // tries of an area fraction uniform in `scale` and an aspect ratio w/h log-uniform in `ratio`,

@@ -96,32 +96,30 @@ Transform random_resized_crop(Shape size_hw, std::pair<double, double> scale,
   };
 }
 
-Transform color_jitter(double brightness, double contrast, double saturation) {
+Transform color_jitter(double brightness, double contrast, double saturation, double hue) {
+  KILN_CHECK(hue >= 0.0 && hue <= 0.5, ValueError, "color_jitter: hue must be in [0, 0.5], got {}",
+             hue);
   return color_jitter(around_one("brightness", brightness), around_one("contrast", contrast),
-                      around_one("saturation", saturation));
+                      around_one("saturation", saturation), {-hue, hue});
 }
 
 Transform color_jitter(std::pair<double, double> brightness, std::pair<double, double> contrast,
-                       std::pair<double, double> saturation) {
-  const std::array<FactorRange, 3> ranges = {factor_range("brightness", brightness),
-                                             factor_range("contrast", contrast),
-                                             factor_range("saturation", saturation)};
+                       std::pair<double, double> saturation, std::pair<double, double> hue) {
+  KILN_CHECK(-0.5 <= hue.first && hue.first <= hue.second && hue.second <= 0.5, ValueError,
+             "color_jitter: hue must satisfy -0.5 <= min <= max <= 0.5, got ({}, {})", hue.first,
+             hue.second);
+  const std::array<FactorRange, 4> ranges = {
+      factor_range("brightness", brightness), factor_range("contrast", contrast),
+      factor_range("saturation", saturation),
+      hue.first == 0.0 && hue.second == 0.0 ? std::nullopt : FactorRange(hue)};
   return [ranges](const Tensor& x, Rng& rng) {
-    // As torchvision: a random order of the adjustments, then a factor for each one in use.
-    std::array<int, 3> order = {0, 1, 2};
-    for (int i = 2; i > 0; --i) std::swap(order[i], order[rng.randint(0, i + 1)]);
-    std::array<double, 3> factors = {1.0, 1.0, 1.0};
-    for (size_t k = 0; k < 3; ++k)
-      if (ranges[k]) factors[k] = rng.uniform(ranges[k]->first, ranges[k]->second);
-    Tensor out = x;
-    for (const int k : order) {
-      if (!ranges[static_cast<size_t>(k)]) continue;
-      const double f = factors[static_cast<size_t>(k)];
-      out = k == 0   ? functional::adjust_brightness(out, f)
-            : k == 1 ? functional::adjust_contrast(out, f)
-                     : functional::adjust_saturation(out, f);
-    }
-    return out;
+    // As torchvision's get_params: a random order of the four adjustments, then a factor for each
+    // one in use, in the order brightness, contrast, saturation, hue.
+    functional::ColorJitterParams params;
+    for (int i = 3; i > 0; --i) std::swap(params.order[i], params.order[rng.randint(0, i + 1)]);
+    for (size_t k = 0; k < 4; ++k)
+      if (ranges[k]) params.factors[k] = rng.uniform(ranges[k]->first, ranges[k]->second);
+    return functional::color_jitter(x, params);
   };
 }
 

@@ -230,6 +230,7 @@ const PoolingKernels PoolingKernels::cpu{
     .avg_pool2d = cpu::avg_pool2d,
     .avg_pool2d_backward = cpu::avg_pool2d_backward,
     .adaptive_avg_pool2d = cpu::adaptive_avg_pool2d,
-    .adaptive_avg_pool2d_backward = cpu::adaptive_avg_pool2d_backward};
+    .adaptive_avg_pool2d_backward = cpu::adaptive_avg_pool2d_backward,
+    .takes_channels_last = false};
 
 }  // namespace kiln

@@ -2,6 +2,9 @@
 // once through PassTraits: describe the problem, list the algorithms allowed to solve it (cached),
 // and run the first one whose workspace can be allocated.
 //
+// Layouts: every operand NCHW, or every 4-D operand channels-last, described to cuDNN as NHWC
+// (filters included), the layout its tensor-core kernels read without a transpose.
+//
 // Math types: f16/bf16 use tensor cores with f32 accumulation (the convolution descriptor computes
 // in f32); f32 runs with CUDNN_FMA_MATH, which rules out TF32 tensor cores (CUDNN_DEFAULT_MATH
 // would allow them on Ampere and later), unless backends::cudnn_allow_tf32(); f64 computes in f64.
@@ -110,6 +113,10 @@ bool is_not_supported(cudnnStatus_t status) {
   return status >= CUDNN_STATUS_NOT_SUPPORTED && status < CUDNN_STATUS_NOT_SUPPORTED + 1000;
 }
 
+cudnnTensorFormat_t cudnn_layout(MemoryFormat format) {
+  return format == MemoryFormat::channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+
 int as_int(int64_t value) {
   return static_cast<int>(value);  // ConvProblem checked the range
 }
@@ -117,9 +124,10 @@ int as_int(int64_t value) {
 // One convolution as cuDNN sees it. x, w and y are conv2d's input, weight and output, whichever of
 // them the pass computes (the gradient passes write into x or w and read the gradient from y).
 struct ConvProblem {
-  ConvProblem(const char* op, DType dtype, int device, const Conv2dGeometry& geometry, void* x_ptr,
-              void* w_ptr, void* y_ptr)
-      : op(op), dtype(dtype), device(device), g(geometry), x(x_ptr), w(w_ptr), y(y_ptr) {
+  ConvProblem(const char* op, DType dtype, int device, MemoryFormat format,
+              const Conv2dGeometry& geometry, void* x_ptr, void* w_ptr, void* y_ptr)
+      : op(op), dtype(dtype), device(device), format(format), g(geometry), x(x_ptr), w(w_ptr),
+        y(y_ptr) {
     const int64_t limit = INT_MAX;
     for (int64_t v : {g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w})
       KILN_CHECK(v <= limit, NotImplementedError,
@@ -133,14 +141,15 @@ struct ConvProblem {
                op, g.batch, g.in_channels, g.in_h, g.in_w, g.batch, g.out_channels, g.out_h,
                g.out_w);
     const cudnnDataType_t type = cudnn_type(dtype);
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc, CUDNN_TENSOR_NCHW, type, as_int(g.batch),
+    const cudnnTensorFormat_t layout = cudnn_layout(format);
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc, layout, type, as_int(g.batch),
                                                 as_int(g.in_channels), as_int(g.in_h),
                                                 as_int(g.in_w)));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc, CUDNN_TENSOR_NCHW, type, as_int(g.batch),
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc, layout, type, as_int(g.batch),
                                                 as_int(g.out_channels), as_int(g.out_h),
                                                 as_int(g.out_w)));
     KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-        w_desc, type, CUDNN_TENSOR_NCHW, as_int(g.out_channels), as_int(g.in_channels / g.groups),
+        w_desc, type, layout, as_int(g.out_channels), as_int(g.in_channels / g.groups),
         as_int(g.kernel_h), as_int(g.kernel_w)));
     KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         conv_desc, as_int(g.pad_h), as_int(g.pad_w), as_int(g.stride_h), as_int(g.stride_w),
@@ -154,6 +163,7 @@ struct ConvProblem {
   const char* op;
   DType dtype;
   int device;
+  MemoryFormat format;
   Conv2dGeometry g;
   void* x;
   void* w;
@@ -262,6 +272,7 @@ CacheKey cache_key(Pass pass, const ConvProblem& p) {
   return {static_cast<int64_t>(pass),
           p.device,
           static_cast<int64_t>(p.dtype),
+          static_cast<int64_t>(p.format),
           g.batch,
           g.in_channels,
           g.in_h,
@@ -382,10 +393,10 @@ std::string describe_problem(const ConvProblem& p) {
   const Conv2dGeometry& g = p.g;
   return fmt::format(
       "input [{}, {}, {}, {}], weight [{}, {}, {}, {}], stride [{}, {}], padding [{}, {}], "
-      "dilation [{}, {}], groups {}, {} on cuda:{}",
+      "dilation [{}, {}], groups {}, {} {} on cuda:{}",
       g.batch, g.in_channels, g.in_h, g.in_w, g.out_channels, g.in_channels / g.groups, g.kernel_h,
       g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups,
-      dtype_name(p.dtype), p.device);
+      memory_format_name(p.format), dtype_name(p.dtype), p.device);
 }
 
 // Runs the first candidate whose workspace can be allocated and that cuDNN accepts. An
@@ -432,16 +443,31 @@ void run_pass(const ConvProblem& p) {
       last == CUDNN_STATUS_SUCCESS ? "" : cudnnGetErrorString(last)));
 }
 
-void require_operands(const char* op, std::initializer_list<const Tensor*> tensors,
-                      const Tensor& out) {
+// Checks the operands and answers their layout: NCHW when every one is contiguous, else NHWC,
+// which every 4-D one must then be dense in (a bias is 1-D).
+MemoryFormat require_operands(const char* op, std::initializer_list<const Tensor*> tensors,
+                              const Tensor& out) {
   const DType dtype = out.dtype();
   cudnn_type(dtype);
+  bool all_contiguous = true;
   for (const Tensor* t : tensors) {
     if (!t->defined()) continue;
-    KILN_CHECK(t->dtype() == dtype && t->device() == out.device() && t->is_contiguous(), ValueError,
-               "{}: expected contiguous {} tensors on {}, got {}", op, dtype_name(dtype),
-               out.device().str(), describe(*t));
+    KILN_CHECK(t->dtype() == dtype && t->device() == out.device(), ValueError,
+               "{}: expected {} tensors on {}, got {}", op, dtype_name(dtype), out.device().str(),
+               describe(*t));
+    all_contiguous = all_contiguous && t->is_contiguous();
   }
+  const MemoryFormat format =
+      all_contiguous ? MemoryFormat::contiguous : MemoryFormat::channels_last;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    const MemoryFormat own = t->dim() == 4 ? format : MemoryFormat::contiguous;
+    KILN_CHECK(t->is_contiguous(own), ValueError,
+               "{}: expected every operand contiguous, or every 4-D one channels-last, got {} "
+               "(strides {})",
+               op, describe(*t), shape_str(t->strides()));
+  }
+  return format;
 }
 
 // ops/conv.cpp settles every zero-size case itself (cuDNN rejects zero-size descriptors);
@@ -456,21 +482,21 @@ void require_non_empty(const char* op, std::initializer_list<const Tensor*> tens
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                     const Conv2dGeometry& g) {
-  require_operands("conv2d_forward", {&x, &weight, &bias, &out}, out);
+  const MemoryFormat format = require_operands("conv2d_forward", {&x, &weight, &bias, &out}, out);
   require_non_empty("conv2d_forward", {&x, &weight, &out});
   const int device = out.device().index;
   const cuda::DeviceGuard guard(device);
-  const ConvProblem p("conv2d_forward", out.dtype(), device, g, x.data_ptr(), weight.data_ptr(),
-                      out.data_ptr());
+  const ConvProblem p("conv2d_forward", out.dtype(), device, format, g, x.data_ptr(),
+                      weight.data_ptr(), out.data_ptr());
   run_pass<Pass::forward>(p);
   if (bias.defined()) {
     TensorDescriptor bias_desc, out_desc;
     const cudnnDataType_t type = cudnn_type(out.dtype());
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc, CUDNN_TENSOR_NCHW, type, 1,
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc, cudnn_layout(format), type, 1,
                                                 as_int(g.out_channels), 1, 1));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(out_desc, CUDNN_TENSOR_NCHW, type, as_int(g.batch),
-                                                as_int(g.out_channels), as_int(g.out_h),
-                                                as_int(g.out_w)));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(out_desc, cudnn_layout(format), type,
+                                                as_int(g.batch), as_int(g.out_channels),
+                                                as_int(g.out_h), as_int(g.out_w)));
     const double one_f64 = 1.0;
     const float one_f32 = 1.0f;
     const void* one = out.dtype() == DType::f64 ? static_cast<const void*>(&one_f64) : &one_f32;
@@ -481,23 +507,25 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 
 void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                            const Conv2dGeometry& g) {
-  require_operands("conv2d_backward_input", {&grad_out, &weight, &grad_x}, grad_x);
+  const MemoryFormat format =
+      require_operands("conv2d_backward_input", {&grad_out, &weight, &grad_x}, grad_x);
   require_non_empty("conv2d_backward_input", {&grad_out, &weight, &grad_x});
   const int device = grad_x.device().index;
   const cuda::DeviceGuard guard(device);
-  const ConvProblem p("conv2d_backward_input", grad_x.dtype(), device, g, grad_x.data_ptr(),
-                      weight.data_ptr(), grad_out.data_ptr());
+  const ConvProblem p("conv2d_backward_input", grad_x.dtype(), device, format, g,
+                      grad_x.data_ptr(), weight.data_ptr(), grad_out.data_ptr());
   run_pass<Pass::backward_input>(p);
 }
 
 void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                             const Conv2dGeometry& g) {
-  require_operands("conv2d_backward_weight", {&grad_out, &x, &grad_weight}, grad_weight);
+  const MemoryFormat format =
+      require_operands("conv2d_backward_weight", {&grad_out, &x, &grad_weight}, grad_weight);
   require_non_empty("conv2d_backward_weight", {&grad_out, &x, &grad_weight});
   const int device = grad_weight.device().index;
   const cuda::DeviceGuard guard(device);
-  const ConvProblem p("conv2d_backward_weight", grad_weight.dtype(), device, g, x.data_ptr(),
-                      grad_weight.data_ptr(), grad_out.data_ptr());
+  const ConvProblem p("conv2d_backward_weight", grad_weight.dtype(), device, format, g,
+                      x.data_ptr(), grad_weight.data_ptr(), grad_out.data_ptr());
   run_pass<Pass::backward_weight>(p);
 }
 
@@ -509,7 +537,8 @@ namespace {
 constexpr Conv2dKernels kCuda{.forward = cuda::conv2d_forward,
                               .backward_input = cuda::conv2d_backward_input,
                               .backward_weight = cuda::conv2d_backward_weight,
-                              .takes_half = true};
+                              .takes_half = true,
+                              .takes_channels_last = true};
 }  // namespace
 
 const Conv2dKernels* const Conv2dKernels::cuda = &kCuda;

@@ -3,12 +3,15 @@
 // accumulate in float (f16, bf16, f32) or double (f64), integer sums in i64; a mean divides in
 // double, as the CPU's does (kernels/cpu/reduce.cpp).
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/device_types.cuh"
+#include "kiln/kernels/cuda/lab_routes.h"
 #include "kiln/kernels/cuda/reduction.cuh"
 #include "kiln/kernels/reduce.h"
 
@@ -47,12 +50,42 @@ using sum_acc_t =
 
 }  // namespace
 
+namespace {
+
+// The reduction lab's row sums take an f32 sum over the trailing dims of a contiguous,
+// 16-byte-aligned tensor, as [outputs, count].
+bool lab_shaped(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out, bool mean) {
+  if (mean || x.dtype() != DType::f32 || out.dtype() != DType::f32 || !x.is_contiguous() ||
+      reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 != 0)
+    return false;
+  bool seen_reduced = false;
+  for (bool r : reduced) {
+    if (seen_reduced && !r) return false;
+    seen_reduced = seen_reduced || r;
+  }
+  return true;
+}
+
+}  // namespace
+
 void sum_reduce(const Tensor& x, const std::vector<bool>& reduced, const Tensor& out, bool mean) {
   const char* op = mean ? "mean" : "sum";
   const red::Plan plan = red::make_plan(x, reduced, op);
   if (out.numel() != plan.outputs || !out.is_contiguous())
     throw ShapeError(std::string(op) + ": the GPU kernel needs a contiguous output of " +
                      std::to_string(plan.outputs) + " elements");
+  // A shape the lab's table routes runs that version instead (lab_routes.h; none by default).
+  if (lab_shaped(x, reduced, out, mean)) {
+    if (const lab::ReductionVersion* version = routed_sum(plan.outputs, plan.count)) {
+      const Tensor workspace =
+          empty({static_cast<int64_t>(lab::reduction_workspace_bytes(plan.outputs, plan.count))},
+                DType::u8, x.device());
+      CopyKernels::cuda->fill(workspace, 0.0);
+      version->run({x.data<float>(), out.data<float>(), plan.outputs, plan.count,
+                    workspace.data_ptr()});
+      return;
+    }
+  }
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using D = device_t<T>;

@@ -1,14 +1,45 @@
 #include "kiln/ops/autograd/record.h"
 
+#include <cstddef>
 #include <initializer_list>
 #include <memory>
 #include <vector>
 
+#include "kiln/core/storage.h"
 #include "kiln/ops/elementwise.h"
 
 namespace kiln {
 
+namespace {
+
+// Whether `grad` may become a leaf's .grad as it is, without a copy (as PyTorch's AccumulateGrad
+// steals a gradient): dense in the leaf's memory format (PyTorch's layout contract for .grad: an
+// optimizer then walks a parameter, its gradient and its state in one order), in the leaf's dtype, the whole of its storage, and nothing else
+// holding its data, so no later accumulation or in-place unscaling reaches another tensor.
+// `holders` is how many handles to it the caller knows of; any more (the same gradient handed to
+// another input too, or kept by a hook) and it is copied.
+bool can_take(const Tensor& grad, const Tensor& leaf, long holders) {
+  return grad.impl_ptr().use_count() == holders && grad.storage() &&
+         grad.storage().use_count() == 1 && grad.dtype() == leaf.dtype() &&
+         grad.is_contiguous(leaf.suggest_memory_format()) &&
+         grad.offset() == 0 && grad.numel() > 0 &&
+         grad.storage()->nbytes() == static_cast<size_t>(grad.numel()) * grad.element_size() &&
+         !grad.requires_grad();
+}
+
+// grad in the leaf's dtype and memory format, in storage of its own: the conversion or the dense
+// copy when either makes one (they return grad itself when there is nothing to do), else a clone.
+Tensor fresh_copy(const Tensor& grad, const Tensor& leaf) {
+  const MemoryFormat format = leaf.suggest_memory_format();
+  Tensor out = grad.to(leaf.dtype()).contiguous(format);
+  return out.is_same(grad) ? out.clone(format) : out;
+}
+
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  // The engine hands over its only handle to a gradient that no other node received.
+  const bool engine_only = grad_output.impl_ptr().use_count() == 1;
   Tensor grad = grad_output;
   AutogradMeta& meta = leaf_->autograd_meta();
   for (auto& hook : meta.hooks) {
@@ -18,8 +49,11 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   Tensor leaf(leaf_);
   Tensor current = leaf.grad();
   if (!current.defined()) {
-    // A fresh contiguous copy: grad_output may be an expanded view or alias another tensor.
-    leaf.set_grad(grad.to(leaf.dtype()).contiguous().clone());
+    const bool replaced = !grad.is_same(grad_output);
+    if (replaced ? can_take(grad, leaf, 1) : engine_only && can_take(grad, leaf, 2))
+      leaf.set_grad(grad.detach());
+    else  // a fresh copy: grad may be an expanded view or alias another tensor
+      leaf.set_grad(fresh_copy(grad, leaf));
   } else {
     // The += that lets gradients accumulate across backward passes (gradient accumulation).
     current.add_(grad);

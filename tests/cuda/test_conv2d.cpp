@@ -5,12 +5,14 @@
 // Tolerances: parity.h's table (inputs in [-1, 1), TF32 off, the default), five times looser in
 // f16 (conv_tolerance).
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
+#include "kiln/core/cuda_simulated.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
 #include "parity.h"
@@ -72,7 +74,9 @@ struct Results {
   Tensor out, grad_x, grad_w;
 };
 
-Results run(const Geometry& g, DType dtype, Device device) {
+// In f32 accuracy unless tf32 (the GPU's default for f32 convolutions) is asked for.
+Results run(const Geometry& g, DType dtype, Device device, bool tf32 = false) {
+  const backends::Tf32Scope scope(tf32);
   const Tensor x = random(g.x, 1, dtype).to(device), w = random(g.w, 2, dtype).to(device);
   const Tensor b = random({g.w[0]}, 3, dtype).to(device);
   Results r;
@@ -107,10 +111,11 @@ struct BackendsGuard {
 
 }  // namespace
 
-TEST_CASE("cuda conv2d: the cuDNN switches are off by default") {
+TEST_CASE("cuda conv2d: the cuDNN switches are PyTorch's defaults") {
   CHECK_FALSE(backends::cudnn_benchmark());
   CHECK_FALSE(backends::cudnn_deterministic());
-  CHECK_FALSE(backends::cudnn_allow_tf32());
+  CHECK(backends::cudnn_allow_tf32());
+  CHECK_FALSE(backends::cuda_matmul_allow_tf32());
 }
 
 TEST_CASE("cuda conv2d: forward and both gradients match the CPU in f32", "[heavy]") {
@@ -143,6 +148,7 @@ TEST_CASE("cuda conv2d: two geometries per dtype, forward and both gradients") {
 }
 
 TEST_CASE("cuda conv2d: backward through autograd matches the CPU, bias included") {
+  const backends::Tf32Scope f32(false);
   for (DType dtype : {DType::f32, DType::f64}) {
     const Geometry& g = kGeometries[5];  // groups 2, padding 1
     INFO(dtype_name(dtype) << " " << describe_geometry(g));
@@ -165,6 +171,7 @@ TEST_CASE("cuda conv2d: backward through autograd matches the CPU, bias included
 }
 
 TEST_CASE("cuda conv2d: non-contiguous inputs are made contiguous first") {
+  const backends::Tf32Scope f32(false);
   const Tensor x = random({2, 3, 8, 8}, 9, DType::f32), w = random({4, 3, 3, 3}, 10, DType::f32);
   const Tensor x_cpu = x.transpose(2, 3), x_gpu = x.to(kGpu).transpose(2, 3);
   check_gpu_parity(conv2d(x_gpu, w.to(kGpu), Tensor(), {1, 1}, {1, 1}),
@@ -210,15 +217,21 @@ TEST_CASE("cuda conv2d: deterministic mode repeats bit for bit", "[heavy]") {
 }
 
 TEST_CASE("cuda conv2d: TF32 on stays within TF32 accuracy") {
-  BackendsGuard guard;
-  backends::set_cudnn_allow_tf32(true);
   const Geometry& g = kGeometries.back();
-  const Results got = run(g, DType::f32, kGpu), want = run(g, DType::f64, Device::cpu());
+  const Results got = run(g, DType::f32, kGpu, true), want = run(g, DType::f64, Device::cpu());
   // TF32 keeps 10 mantissa bits of each operand, so a sum of k terms of size <= 1 may be off by
   // k * 2^-10: k = 36 (forward), 72 (input gradient) and 147 (weight gradient) here.
   check_close(got.out, want.out, Tolerance{0.0, 36.0 / 1024});
   check_close(got.grad_x, want.grad_x, Tolerance{0.0, 72.0 / 1024});
   check_close(got.grad_w, want.grad_w, Tolerance{0.0, 147.0 / 1024});
+  // The simulator rounds as TF32 does (kernels/cuda/simulator/conv2d.cpp); cuDNN on a GPU may
+  // pick an algorithm without tensor cores for a problem this small, so only there is the
+  // difference from f32 certain.
+  if (cuda::is_simulated()) {
+    const Results f32 = run(g, DType::f32, kGpu, false);
+    CHECK(abs(sub(got.out, f32.out)).max().item() > 0.0);
+    CHECK(abs(sub(got.grad_w, f32.grad_w)).max().item() > 0.0);
+  }
 }
 
 TEST_CASE("cuda conv2d: zero-size batch, channels and outputs") {
@@ -274,4 +287,55 @@ TEST_CASE("cuda conv2d: operands on different devices are a DeviceError") {
   const Tensor x = random({1, 2, 5, 5}, 14, DType::f32), w = random({3, 2, 3, 3}, 15, DType::f32);
   CHECK_THROWS_AS(conv2d(x.to(kGpu), w), DeviceError);
   CHECK_THROWS_AS(conv2d(x.to(kGpu), w.to(kGpu), random({3}, 16, DType::f32)), DeviceError);
+}
+
+TEST_CASE("cuda conv2d: channels-last runs cuDNN's NHWC path and keeps the layout") {
+  const backends::Tf32Scope f32(false);
+  for (DType dtype : {DType::f32, DType::f16}) {
+    INFO(dtype_name(dtype));
+    const Geometry& g = kGeometries[0];
+    const Tensor x = random(g.x, 17, dtype), w = random(g.w, 18, dtype);
+    Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_();
+    Tensor xg = x.to(kGpu).to(MemoryFormat::channels_last).requires_grad_();
+    Tensor wg = w.to(kGpu).to(MemoryFormat::channels_last).requires_grad_();
+    const Tensor want = conv2d(xc, wc, Tensor(), g.stride, g.padding);
+    const Tensor got = conv2d(xg, wg, Tensor(), g.stride, g.padding);
+    CHECK(got.suggest_memory_format() == MemoryFormat::channels_last);
+    check_gpu_parity(got, want, conv_tolerance(dtype));
+    const Tensor r = random(want.shape(), 19, dtype);
+    want.backward(r);
+    got.backward(r.to(kGpu).to(MemoryFormat::channels_last));
+    CHECK(xg.grad().suggest_memory_format() == MemoryFormat::channels_last);
+    CHECK(wg.grad().suggest_memory_format() == MemoryFormat::channels_last);
+    check_gpu_parity(xg.grad(), xc.grad(), conv_tolerance(dtype));
+    check_gpu_parity(wg.grad(), wc.grad(), conv_tolerance(dtype));
+  }
+}
+
+TEST_CASE("cuda conv2d: a ResNet-20 trained in channels-last matches NCHW on the GPU") {
+  const backends::Tf32Scope f32(false);
+  auto train = [](MemoryFormat format) {
+    manual_seed(5);
+    auto net = nn::resnet20();
+    net->to(kGpu).to(format);
+    optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+    for (int step = 0; step < 2; ++step) {
+      const Tensor x = random({4, 3, 8, 8}, 20 + step, DType::f32).to(kGpu).to(format);
+      const Tensor y = arange(4).to(kGpu);
+      opt.zero_grad();
+      cross_entropy(net->forward(x), y).backward();
+      opt.step();
+    }
+    return net;
+  };
+  auto nchw = train(MemoryFormat::contiguous), nhwc = train(MemoryFormat::channels_last);
+  const auto want = nchw->named_parameters(), got = nhwc->named_parameters();
+  REQUIRE(want.size() == got.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    INFO(want[k].first);
+    if (got[k].second.dim() == 4)
+      CHECK(got[k].second.suggest_memory_format() == MemoryFormat::channels_last);
+    // cuDNN may choose other algorithms for NHWC: f32 sums in another order.
+    check_close(got[k].second.cpu(), want[k].second.cpu(), tolerance(DType::f32).times(10.0));
+  }
 }

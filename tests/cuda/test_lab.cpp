@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gradcheck.h"
 #include "kiln/kernels/cuda/lab/gemm/reference.h"
 #include "kiln/kernels/cuda/lab/gemm/versions.h"
 #include "kiln/kernels/cuda/lab/gemm_tc/versions.h"
@@ -23,7 +24,9 @@
 #include "kiln/kernels/cuda/lab/reduction/versions.h"
 #include "kiln/kernels/cuda/lab/softmax/reference.h"
 #include "kiln/kernels/cuda/lab/softmax/versions.h"
+#include "kiln/kernels/cuda/lab_routes.h"
 #include "kiln/kiln.h"
+#include "parity.h"
 
 using namespace kiln;
 
@@ -365,4 +368,52 @@ TEST_CASE("lab gemm_tc: a problem the hand-written versions cannot take is refus
   const lab::GemmTcArgs args{a.data_ptr(), b.data_ptr(), c.data<float>(), 16, 8, 12, DType::bf16};
   CHECK_THROWS_AS(lab::gemm_tc::v1_mma_ldmatrix(args), ShapeError);
   CHECK_THROWS_AS(lab::gemm_tc::v2_cp_async_pipeline(args), ShapeError);
+}
+
+namespace {
+
+// Puts the routes back to the (empty) built-in table at the end of a test.
+struct RoutesGuard {
+  ~RoutesGuard() { cuda::set_lab_routes({}); }
+};
+
+}  // namespace
+
+TEST_CASE("lab routes: the built-in table routes nothing, and a route runs its version") {
+  RoutesGuard guard;
+  REQUIRE(cuda::lab_routes().empty());
+  const Tensor x = testing::random_f64({5, 300}, 41).to(DType::f32).to(kGpu);
+  const Tensor want_softmax = softmax(x.cpu(), 1), want_sum = sum(x.cpu(), {1});
+  const uint64_t before = cuda::lab_routed_calls();
+  softmax(x, 1);
+  sum(x, {1});
+  CHECK(cuda::lab_routed_calls() == before);
+
+  cuda::set_lab_routes(cuda::parse_lab_routes("softmax:200-400:v4_block_vectorized,sum:256-:v5_one_pass"));
+  REQUIRE(cuda::lab_routes().size() == 2);
+  const Tensor routed_softmax = softmax(x, 1);
+  const Tensor routed_sum = sum(x, {1});
+  CHECK(cuda::lab_routed_calls() == before + 2);
+  testing::check_close(routed_softmax.cpu(), want_softmax, testing::tolerance(DType::f32));
+  testing::check_close(routed_sum.cpu(), want_sum, testing::sum_tolerance(DType::f32, 300));
+  // Outside the ranges, or not the lab's problem (log_softmax, a mean, f64), the op's own kernel.
+  softmax(testing::random_f64({5, 100}, 42).to(DType::f32).to(kGpu), 1);
+  log_softmax(x, 1);
+  mean(x, {1});
+  sum(x.to(DType::f64), {1});
+  sum(x, {0});
+  CHECK(cuda::lab_routed_calls() == before + 2);
+}
+
+TEST_CASE("lab routes: a route to a version the lab lacks, or to version 0, is refused") {
+  RoutesGuard guard;
+  CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("softmax:1-:v9_imaginary")),
+                    Catch::Contains("v9_imaginary") && Catch::Contains("softmax lab"));
+  CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("sum:1-:v0_cub")),
+                    Catch::Contains("version 0"));
+  CHECK_THROWS_WITH(cuda::parse_lab_routes("softmax:abc-:v2_online"), Catch::Contains("abc"));
+  CHECK_THROWS_WITH(cuda::parse_lab_routes("gemm:1-2:v2"), Catch::Contains("not a routed op"));
+  CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("softmax:9-3:v2_online")),
+                    Catch::Contains("empty range"));
+  CHECK(cuda::lab_routes().empty());
 }

@@ -1,20 +1,29 @@
 // GPU parity of batch_norm and layer_norm: forward, running statistics and backward on CUDA
 // against the CPU on the same inputs, per dtype, plus gradchecks through the GPU. The 16-bit
-// dtypes compute in f32 on both devices, so their tolerance is the dtype's rounding.
+// dtypes compute in f32 on both devices, so their tolerance is the dtype's rounding. Then the
+// fused batch_norm_add_relu, the ResNet blocks that end with it, and the GPU's batch-norm passes
+// called through the kernel table in both layouts (channels-last has no op of its own yet).
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gradcheck.h"
+#include "kiln/kernels/normalization.h"
 #include "kiln/kiln.h"
 #include "parity.h"
 
 using namespace kiln;
+using kiln::testing::check_close;
 using kiln::testing::check_gpu_parity;
 using kiln::testing::kExact;
 using kiln::testing::random_f64;
 using kiln::testing::relative_to_largest;
+using kiln::testing::Tolerance;
 using kiln::testing::tolerance;
 
 namespace {
@@ -257,5 +266,236 @@ TEST_CASE("gpu batch_norm_relu: in 16 bits the gradient follows the stored outpu
                      relative_to_largest(1e-3, plain_w.grad().cpu()));
     check_gpu_parity(fused_b.grad(), plain_b.grad().cpu(),
                      relative_to_largest(1e-3, plain_b.grad().cpu()));
+  }
+}
+
+TEST_CASE("gpu batch_norm_add_relu: the fused pass equals relu(batch_norm(x) + residual)") {
+  // One pass each way on the GPU against the three ops on the same GPU: output, running
+  // statistics, and the gradients of x, weight, bias and the residual, training and inference.
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (bool training : {true, false}) {
+      INFO(dtype_name(dtype) << (training ? " training" : " inference"));
+      const Shape shape{4, 6, 5, 3};
+      const Tensor x = add(random_f64(shape, 110, -2.0, 2.0), 3.0).to(dtype).to(kGpu);
+      const Tensor r = random_f64(shape, 111, -1.5, 1.5).to(dtype).to(kGpu);
+      const Tensor grad = random_f64(shape, 112).to(dtype).to(kGpu);
+      const Tensor w = random_f64({6}, 113, 0.5, 1.5).to(kGpu), b = random_f64({6}, 114).to(kGpu);
+      const Tensor rm = random_f64({6}, 115).to(kGpu), rv = random_f64({6}, 116, 0.5, 2.0).to(kGpu);
+      Tensor fused_x = leaf(x, kGpu), plain_x = leaf(x, kGpu), fused_r = leaf(r, kGpu),
+             plain_r = leaf(r, kGpu), fused_w = leaf(w, kGpu), plain_w = leaf(w, kGpu),
+             fused_b = leaf(b, kGpu), plain_b = leaf(b, kGpu);
+      Tensor fused_rm = rm.clone(), fused_rv = rv.clone(), plain_rm = rm.clone(),
+             plain_rv = rv.clone();
+      const Tensor fused =
+          batch_norm_add_relu(fused_x, fused_r, fused_rm, fused_rv, fused_w, fused_b, training);
+      const Tensor plain =
+          relu(add(batch_norm(plain_x, plain_rm, plain_rv, plain_w, plain_b, training), plain_r));
+      CHECK(fused.grad_fn()->name() == "BatchNormAddReluBackward");
+      // The three ops round batch norm's output to the dtype before the add; the pass once.
+      const Tolerance forward = tolerance(dtype).times(2.0);
+      check_gpu_parity(fused, plain.cpu(), forward);
+      check_gpu_parity(fused_rm, plain_rm.cpu(), relative_to_largest(1e-5, plain_rm.cpu()));
+      check_gpu_parity(fused_rv, plain_rv.cpu(), relative_to_largest(1e-5, plain_rv.cpu()));
+      fused.backward(grad);
+      plain.backward(grad);
+      check_gpu_parity(fused_r.grad(), plain_r.grad().cpu(), kExact);
+      check_gpu_parity(
+          fused_x.grad(), plain_x.grad().cpu(),
+          relative_to_largest(testing::gradient_tolerance(dtype).rtol, plain_x.grad().cpu()));
+      check_gpu_parity(fused_w.grad(), plain_w.grad().cpu(),
+                       relative_to_largest(1e-4, plain_w.grad().cpu()));
+      check_gpu_parity(fused_b.grad(), plain_b.grad().cpu(),
+                       relative_to_largest(1e-4, plain_b.grad().cpu()));
+    }
+  }
+}
+
+TEST_CASE("gpu batch_norm_add_relu: gradcheck in f64 through the GPU", "[heavy]") {
+  Tensor x = random_f64({3, 2, 4}, 120), r = random_f64({3, 2, 4}, 121);
+  Tensor w = random_f64({2}, 122, 0.5, 1.5), b = random_f64({2}, 123);
+  for (bool training : {true, false}) {
+    INFO("training " << training);
+    Tensor rm = random_f64({2}, 124).to(kGpu), rv = random_f64({2}, 125, 0.5, 2.0).to(kGpu);
+    CHECK_GRADCHECK(
+        [&](const std::vector<Tensor>& in) {
+          // Momentum 0 keeps the running statistics fixed across gradcheck's evaluations.
+          return batch_norm_add_relu(in[0].to(kGpu), in[1].to(kGpu), rm, rv, in[2].to(kGpu),
+                                     in[3].to(kGpu), training, 0.0, 1e-5)
+              .cpu();
+        },
+        {x, r, w, b});
+  }
+}
+
+TEST_CASE(
+    "gpu resnet blocks: a basic and a bottleneck block equal the CPU's, forward and backward") {
+  // The blocks end with batch_norm_add_relu: fused on the GPU, the three ops on the CPU.
+  manual_seed(130);
+  auto basic = std::make_shared<nn::BasicBlock>(
+      4, 6, 2,
+      std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(4, 6, 1,
+                                       nn::Conv2dOptions{{2, 2}, {0, 0}, {1, 1}, 1, false}),
+          std::make_shared<nn::BatchNorm2d>(6)}));
+  auto bottleneck = std::make_shared<nn::Bottleneck>(8, 2, 1, nullptr);
+  for (const std::shared_ptr<nn::Module>& block :
+       std::vector<std::shared_ptr<nn::Module>>{basic, bottleneck}) {
+    INFO(block->name());
+    const int64_t in_channels = block == basic ? 4 : 8;
+    const Tensor x = random_f64({3, in_channels, 7, 5}, 131).to(DType::f32);
+    Tensor y_cpu = block->forward(leaf(x, Device::cpu()));
+    std::vector<Tensor> cpu_grads;
+    sum(mul(y_cpu, y_cpu)).backward();
+    for (const Tensor& p : block->parameters()) cpu_grads.push_back(p.grad().clone());
+    block->zero_grad();
+    block->to(kGpu);
+    Tensor y_gpu = block->forward(leaf(x, kGpu));
+    sum(mul(y_gpu, y_gpu)).backward();
+    check_gpu_parity(y_gpu, y_cpu, relative_to_largest(1e-5, y_cpu));
+    // Every batch norm counted both batches, the GPU's inside its forward pass.
+    for (const auto& [name, buffer] : block->named_buffers())
+      if (name.find("num_batches_tracked") != std::string::npos)
+        CHECK(buffer.cpu().item<int64_t>() == 2);
+    const std::vector<Tensor> params = block->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      INFO("parameter " << i);
+      check_gpu_parity(params[i].grad(), cpu_grads[i], relative_to_largest(1e-4, cpu_grads[i]));
+    }
+  }
+}
+
+// ---- the GPU's batch-norm passes at the kernel table, in both layouts ----
+
+namespace {
+
+enum class Epilogue { none, relu, residual };
+
+struct PassCase {
+  Tensor x, residual, grad, weight, bias, running_mean, running_var;  // x [N, C, H, W]
+  bool training;
+  Epilogue epilogue;
+};
+
+struct PassResults {
+  Tensor out, mean, invstd, running_mean, running_var, grad_x, grad_residual, sum_g, sum_g_xhat;
+};
+
+// The case through NormalizationKernels::cuda's two passes with x, the residual and the gradient
+// handed over in `layout` (channels_last: [N * H * W, C] copies), results brought back to NCHW.
+PassResults run_passes(const PassCase& c, BatchNormLayout layout) {
+  const int64_t n = c.x.size(0), channels = c.x.size(1), h = c.x.size(2), w = c.x.size(3);
+  const bool last = layout == BatchNormLayout::channels_last;
+  auto to_layout = [&](const Tensor& t) {
+    return last ? t.permute({0, 2, 3, 1}).contiguous().view({n * h * w, channels})
+                : t.contiguous().view({n, channels, h * w});
+  };
+  auto from_layout = [&](const Tensor& t) {
+    return last ? t.view({n, h, w, channels}).permute({0, 3, 1, 2}).contiguous()
+                : t.view({n, channels, h, w});
+  };
+  const DType stats = c.weight.dtype();
+  BatchNormForwardPass f;
+  f.x = to_layout(c.x);
+  f.layout = layout;
+  f.weight = c.weight, f.bias = c.bias;
+  f.running_mean = c.running_mean.clone(), f.running_var = c.running_var.clone();
+  if (c.epilogue == Epilogue::residual) f.residual = to_layout(c.residual);
+  f.training = c.training, f.relu = c.epilogue != Epilogue::none;
+  f.out = empty(f.x.shape(), f.x.dtype(), kGpu);
+  f.mean = empty({channels}, stats, kGpu), f.invstd = empty({channels}, stats, kGpu);
+  NormalizationKernels::cuda->batch_norm_forward_pass(f);
+  BatchNormBackwardPass b;
+  b.x = f.x, b.grad = to_layout(c.grad);
+  b.layout = layout;
+  b.mean = f.mean, b.invstd = f.invstd, b.weight = c.weight, b.bias = c.bias;
+  if (c.epilogue == Epilogue::residual) b.output = f.out;
+  b.relu = c.epilogue == Epilogue::relu;
+  b.training = c.training;
+  b.grad_x = empty(f.x.shape(), f.x.dtype(), kGpu);
+  if (c.epilogue == Epilogue::residual) b.grad_residual = empty(f.x.shape(), f.x.dtype(), kGpu);
+  b.sum_g = empty({channels}, stats, kGpu), b.sum_g_xhat = empty({channels}, stats, kGpu);
+  NormalizationKernels::cuda->batch_norm_backward_pass(b);
+  return {from_layout(f.out),
+          f.mean,
+          f.invstd,
+          f.running_mean,
+          f.running_var,
+          from_layout(b.grad_x),
+          b.grad_residual.defined() ? from_layout(b.grad_residual) : Tensor(),
+          b.sum_g,
+          b.sum_g_xhat};
+}
+
+// The same case through kiln's ops on the CPU in f64, from the same rounded values.
+PassResults reference_passes(const PassCase& c) {
+  auto f64_leaf = [](const Tensor& t) { return leaf(t.to(DType::f64), Device::cpu()); };
+  Tensor x = f64_leaf(c.x), r = f64_leaf(c.residual), w = f64_leaf(c.weight), b = f64_leaf(c.bias);
+  PassResults want;
+  want.running_mean = c.running_mean.to(DType::f64).cpu();
+  want.running_var = c.running_var.to(DType::f64).cpu();
+  Tensor y = batch_norm(x, want.running_mean, want.running_var, w, b, c.training, 0.1, 1e-5);
+  if (c.epilogue == Epilogue::residual) y = add(y, r);
+  if (c.epilogue != Epilogue::none) y = relu(y);
+  y.backward(c.grad.to(DType::f64).cpu());
+  want.out = y.detach();
+  want.grad_x = x.grad();
+  want.grad_residual = c.epilogue == Epilogue::residual ? r.grad() : Tensor();
+  want.sum_g = b.grad();
+  want.sum_g_xhat = w.grad();
+  return want;
+}
+
+void check_close_to(const Tensor& got, const Tensor& want, double rtol) {
+  check_close(got.to(DType::f64), want, relative_to_largest(rtol, want));
+}
+
+}  // namespace
+
+TEST_CASE("gpu batch norm passes: both layouts against the CPU in f64, each dtype and epilogue") {
+  // [N, C, H, W]: odd sizes; one channel over several blocks (its 4 x 320 values split on every
+  // device); 1x1 spatial; 40 channels, two channels-last tiles of 32 with a ragged last one.
+  const Shape shapes[] = {{2, 3, 5, 7}, {4, 1, 16, 20}, {33, 5, 1, 1}, {3, 40, 2, 3}};
+  const std::pair<bool, Epilogue> modes[] = {{true, Epilogue::none},
+                                             {true, Epilogue::relu},
+                                             {true, Epilogue::residual},
+                                             {false, Epilogue::relu},
+                                             {false, Epilogue::residual}};
+  uint64_t seed = 140;
+  for (DType dtype : kTrainingDTypes) {
+    const DType stats = dtype == DType::f64 ? DType::f64 : DType::f32;
+    // Relative to the largest value, as check_batch_norm: the backward cancels sums of M terms.
+    const double rtol = tolerance(dtype).rtol;
+    for (const Shape& shape : shapes) {
+      const int64_t channels = shape[1];
+      for (auto [training, epilogue] : modes) {
+        seed += 10;
+        PassCase c{add(random_f64(shape, seed, -2.0, 2.0), 3.0).to(dtype).to(kGpu),
+                   random_f64(shape, seed + 1, -1.5, 1.5).to(dtype).to(kGpu),
+                   random_f64(shape, seed + 2).to(dtype).to(kGpu),
+                   random_f64({channels}, seed + 3, 0.5, 1.5).to(stats).to(kGpu),
+                   random_f64({channels}, seed + 4).to(stats).to(kGpu),
+                   random_f64({channels}, seed + 5).to(stats).to(kGpu),
+                   random_f64({channels}, seed + 6, 0.5, 2.0).to(stats).to(kGpu),
+                   training,
+                   epilogue};
+        const PassResults want = reference_passes(c);
+        for (BatchNormLayout layout :
+             {BatchNormLayout::channels_first, BatchNormLayout::channels_last}) {
+          INFO(dtype_name(dtype) << " " << shape_str(shape) << (training ? " training" : "")
+                                 << " epilogue " << static_cast<int>(epilogue) << " layout "
+                                 << static_cast<int>(layout));
+          const PassResults got = run_passes(c, layout);
+          CHECK(got.out.dtype() == dtype);
+          check_close_to(got.out, want.out, rtol);
+          check_close_to(got.running_mean, want.running_mean, rtol);
+          check_close_to(got.running_var, want.running_var, rtol);
+          check_close_to(got.grad_x, want.grad_x, rtol);
+          check_close_to(got.sum_g, want.sum_g, rtol);
+          check_close_to(got.sum_g_xhat, want.sum_g_xhat, rtol);
+          if (epilogue == Epilogue::residual)
+            check_close_to(got.grad_residual, want.grad_residual, rtol);
+        }
+      }
+    }
   }
 }

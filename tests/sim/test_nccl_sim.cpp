@@ -59,13 +59,20 @@ ncclResult_t first_error(ncclComm_t comm) {
   return async;
 }
 
-ncclComm_t join(int rank, int nranks, const ncclUniqueId& id, bool blocking) {
+// Starts joining and settles the join: what the communicator then answers.
+ncclResult_t settle_join(int rank, int nranks, const ncclUniqueId& id, bool blocking,
+                         ncclComm_t* comm) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = blocking ? 1 : 0;
+  *comm = nullptr;
+  const ncclResult_t started = ncclCommInitRankConfig(comm, nranks, id, rank, &config);
+  expect(*comm != nullptr, "ncclCommInitRankConfig made no communicator");
+  return settle(*comm, started);
+}
+
+ncclComm_t join(int rank, int nranks, const ncclUniqueId& id, bool blocking) {
   ncclComm_t comm = nullptr;
-  const ncclResult_t started = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
-  expect(comm != nullptr, "ncclCommInitRankConfig made no communicator");
-  expect_nccl(settle(comm, started), "ncclCommInitRankConfig");
+  expect_nccl(settle_join(rank, nranks, id, blocking, &comm), "ncclCommInitRankConfig");
   return comm;
 }
 
@@ -344,18 +351,25 @@ RankBody mismatched_collectives(std::function<ncclResult_t(ncclComm_t, float*)> 
   };
 }
 
-// The last rank's process ends without a word (as a killed rank's does); the others' next
-// all-reduce is a remote error, not a hang and not a result.
+// The last rank's process ends without a word (as a killed rank's does); the others hear of it as
+// a remote error, not a hang and not a result.
 std::string rank_dies(int rank, int nranks, const ncclUniqueId& id) {
-  ncclComm_t comm = join(rank, nranks, id, false);
-  if (rank == nranks - 1) _exit(0);
+  if (rank == nranks - 1) {
+    join(rank, nranks, id, false);
+    _exit(0);
+  }
+  // The asynchronous error is the communicator's, not a call's: a survivor still polling its
+  // join when the last rank's process ends may hear of the loss there, before its all-reduce.
+  ncclComm_t comm = nullptr;
+  ncclResult_t result = settle_join(rank, nranks, id, false, &comm);
   DeviceArray<float> buffer(4);
-  const ncclResult_t result =
-      settle(comm, ncclAllReduce(buffer.get(), buffer.get(), 4, ncclFloat32, ncclSum, comm, nullptr));
+  if (result == ncclSuccess)
+    result = settle(comm, ncclAllReduce(buffer.get(), buffer.get(), 4, ncclFloat32, ncclSum, comm,
+                                        nullptr));
   const std::string why = ncclGetLastError(comm);
   ncclCommAbort(comm);
   expect(result == ncclRemoteError,
-         std::string("the all-reduce answered ") + ncclGetErrorString(result));
+         std::string("the join or the all-reduce answered ") + ncclGetErrorString(result));
   // With 3 ranks, a survivor may see the other survivor's abort first.
   const std::string lost = nranks == 2 ? "rank 1's connection ended" : "connection ended";
   expect(why.find(lost) != std::string::npos, "ncclGetLastError does not say '" + lost + "': " + why);

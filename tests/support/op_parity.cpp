@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gradcheck.h"
+#include "kiln/core/backends.h"
 #include "kiln/kiln.h"
 #include "op_table.h"
 #include "parity.h"
@@ -58,6 +59,9 @@ void backward(const std::vector<Tensor>& outputs, uint64_t seed, DType dtype, De
 }
 
 void check_op(const OpEntry& op, Device device, DType dtype, uint64_t seed) {
+  // f32 is checked at f32 accuracy: GPU convolutions round their operands to TF32 by default
+  // (tests/cuda/test_conv2d.cpp checks that mode against its own tolerance).
+  const backends::Tf32Scope f32(false);
   const Device cpu = Device::cpu();
   const std::vector<OpInput> made = op.inputs(seed);
   std::vector<Tensor> on_device, reference;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,17 @@ OpInput indices(const Shape& shape, int64_t high, uint64_t seed) {
 
 OpInput mask(const Shape& shape, uint64_t seed) {
   return {gt(random_f64(shape, seed), 0.0), false};
+}
+
+// The channels-last entries run an op on NHWC operands (the conversion is differentiable, so the
+// gradients reach the NCHW leaves) and fail when its result lost the layout.
+Tensor nhwc(const Tensor& x) {
+  return x.to(MemoryFormat::channels_last);
+}
+Tensor kept_nhwc(const char* op, const Tensor& out) {
+  if (out.suggest_memory_format() != MemoryFormat::channels_last)
+    throw std::runtime_error(std::string(op) + ": the result lost the channels-last layout");
+  return out;
 }
 
 OpEntry with(OpEntry entry, Allowance allowance) {
@@ -208,6 +220,12 @@ std::vector<OpEntry> binary_entries() {
           {4, 6}, {}, {}, positive),
       binary("sub of transposed operands",
              [](const Tensor& a, const Tensor& b) { return sub(a.t(), b); }, {6, 4}, {4, 6}),
+      binary("mul channels-last",
+             [](const Tensor& a, const Tensor& b) { return kept_nhwc("mul", mul(nhwc(a), nhwc(b))); },
+             {2, 3, 4, 5}, {2, 3, 4, 5}),
+      binary("add channels-last and NCHW",
+             [](const Tensor& a, const Tensor& b) { return kept_nhwc("add", add(nhwc(a), b)); },
+             {2, 3, 4, 5}, {2, 3, 4, 5}),
   };
 }
 
@@ -437,16 +455,20 @@ std::vector<OpEntry> convolution_entries() {
   // sums: five times the table's f16 value (tests/cuda/test_conv2d.cpp finds the same).
   const Allowance cudnn_f16{DType::f16, 5.0, 5.0,
                             "cuDNN's f16 algorithms round transformed operands to f16", true};
-  auto conv = [&](std::string name, ConvGeometry g, bool bias) {
+  auto conv = [&](std::string name, ConvGeometry g, bool bias, bool channels_last = false) {
     return with({std::move(name), OpFamily::convolution,
                  [g, bias](uint64_t seed) {
                    Inputs in{uniform(g.x, seed), uniform(g.w, seed + 1)};
                    if (bias) in.push_back(uniform({g.w[0]}, seed + 2));
                    return in;
                  },
-                 [g](const Args& in) {
-                   return Outputs{conv2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), g.stride,
-                                         g.padding, g.dilation, g.groups)};
+                 [g, channels_last](const Args& in) {
+                   const Tensor b = in.size() > 2 ? in[2] : Tensor();
+                   if (channels_last)
+                     return Outputs{kept_nhwc("conv2d", conv2d(nhwc(in[0]), nhwc(in[1]), b, g.stride,
+                                                               g.padding, g.dilation, g.groups))};
+                   return Outputs{
+                       conv2d(in[0], in[1], b, g.stride, g.padding, g.dilation, g.groups)};
                  }},
                 cudnn_f16);
   };
@@ -455,6 +477,11 @@ std::vector<OpEntry> convolution_entries() {
       conv("conv2d 3x3 padding 1 with bias", {{2, 3, 7, 6}, {4, 3, 3, 3}, {1, 1}, {1, 1}}, true),
       conv("conv2d stride 2 dilation 2 groups 2", strided, true),
       conv("conv2d 1x1 without bias", {{2, 3, 5, 5}, {2, 3, 1, 1}}, false),
+      conv("conv2d channels-last 3x3 padding 1 with bias",
+           {{2, 3, 7, 6}, {4, 3, 3, 3}, {1, 1}, {1, 1}}, true, true),
+      conv("conv2d channels-last stride 2 dilation 2 groups 2", strided, false, true),
+      conv("conv2d channels-last 1x1 on a single channel", {{2, 1, 5, 5}, {3, 1, 1, 1}}, false,
+           true),
       with(not_differentiable(
                {"conv2d_backward_input", OpFamily::convolution,
                 [=](uint64_t seed) {
@@ -522,6 +549,19 @@ std::vector<OpEntry> pooling_entries() {
            [](const Tensor& x) {
              return adaptive_avg_pool2d(x, {1, 1});
            }),
+      pool("max_pool2d channels-last 3x3 stride 2 padding 1",
+           [](const Tensor& x) {
+             return kept_nhwc("max_pool2d", max_pool2d(nhwc(x), {3, 3}, {2, 2}, {1, 1}));
+           }),
+      pool("avg_pool2d channels-last ceil_mode without the padding",
+           [](const Tensor& x) {
+             return kept_nhwc("avg_pool2d",
+                              avg_pool2d(nhwc(x), {3, 2}, {2, 1}, {1, 1}, true, false));
+           }),
+      pool("adaptive_avg_pool2d channels-last 4x3",
+           [](const Tensor& x) {
+             return kept_nhwc("adaptive_avg_pool2d", adaptive_avg_pool2d(nhwc(x), {4, 3}));
+           }),
       not_differentiable(
           {"max_pool2d_backward", OpFamily::pooling,
            [=](uint64_t seed) {
@@ -547,14 +587,38 @@ std::vector<OpEntry> pooling_entries() {
   };
 }
 
-// x [4, 3, 5, 6] with a mean far from zero (a one-pass variance would show), running statistics,
-// weight and bias.
+// x of `shape` ([4, 3, 5, 6] unless said) with a mean far from zero (a one-pass variance would
+// show), running statistics, weight and bias.
+Inputs batch_norm_inputs_of(const Shape& shape, uint64_t seed) {
+  const int64_t channels = shape[1];
+  return {{add(random_f64(shape, seed, -2.0, 2.0), 3.0)},
+          fixed(uniform({channels}, seed + 1)),
+          fixed(uniform({channels}, seed + 2, 0.5, 2.0)),
+          uniform({channels}, seed + 3, 0.5, 1.5),
+          uniform({channels}, seed + 4)};
+}
+
 Inputs batch_norm_inputs(uint64_t seed) {
-  return {{add(random_f64({4, 3, 5, 6}, seed, -2.0, 2.0), 3.0)},
-          fixed(uniform({3}, seed + 1)),
-          fixed(uniform({3}, seed + 2, 0.5, 2.0)),
-          uniform({3}, seed + 3, 0.5, 1.5),
-          uniform({3}, seed + 4)};
+  return batch_norm_inputs_of({4, 3, 5, 6}, seed);
+}
+
+// batch_norm_add_relu's: batch norm's, then a residual of x's shape.
+OpEntry::InputsFn batch_norm_add_relu_inputs(Shape shape) {
+  return [shape](uint64_t seed) {
+    Inputs in = batch_norm_inputs_of(shape, seed);
+    in.push_back(uniform(shape, seed + 5, -1.5, 1.5));
+    return in;
+  };
+}
+
+// relu(batch_norm(x) + residual) in training, with the running statistics compared as outputs.
+OpEntry batch_norm_add_relu_training(std::string name, Shape shape) {
+  return {std::move(name), OpFamily::normalization, batch_norm_add_relu_inputs(std::move(shape)),
+          [](const Args& in) {
+            Tensor y =
+                batch_norm_add_relu(in[0], in[5], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+            return Outputs{y, in[1], in[2]};
+          }};
 }
 
 std::vector<OpEntry> normalization_entries() {
@@ -585,6 +649,34 @@ std::vector<OpEntry> normalization_entries() {
        [](const Args& in) {
          return Outputs{batch_norm_relu(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5)};
        }},
+      // The GPU splits a channel over several blocks when there are few channels: one channel
+      // of 4 x 320 values, and 130 rows of [N, C] (walked channels-last), on the simulator too.
+      {"batch_norm training, one channel over several blocks", OpFamily::normalization,
+       [](uint64_t seed) {
+         return batch_norm_inputs_of({4, 1, 16, 20}, seed);
+       },
+       [](const Args& in) {
+         Tensor y = batch_norm(in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+         return Outputs{y, in[1], in[2]};
+       }},
+      {"batch_norm_relu training on [N, C]", OpFamily::normalization,
+       [](uint64_t seed) {
+         return batch_norm_inputs_of({130, 3}, seed);
+       },
+       [](const Args& in) {
+         Tensor y = batch_norm_relu(in[0], in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+         return Outputs{y, in[1], in[2]};
+       }},
+      batch_norm_add_relu_training("batch_norm_add_relu training", {4, 3, 5, 6}),
+      {"batch_norm_add_relu inference", OpFamily::normalization,
+       batch_norm_add_relu_inputs({4, 3, 5, 6}),
+       [](const Args& in) {
+         return Outputs{
+             batch_norm_add_relu(in[0], in[5], in[1], in[2], in[3], in[4], false, 0.1, 1e-5)};
+       }},
+      batch_norm_add_relu_training("batch_norm_add_relu training, odd shape", {7, 5, 9, 11}),
+      batch_norm_add_relu_training("batch_norm_add_relu training, one channel", {4, 1, 16, 20}),
+      batch_norm_add_relu_training("batch_norm_add_relu training, 1x1 spatial", {130, 3, 1, 1}),
       {"layer_norm last dim, affine", OpFamily::normalization,
        [](uint64_t seed) {
          return Inputs{{add(random_f64({4, 5, 6}, seed), 2.0)},

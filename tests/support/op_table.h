@@ -31,7 +31,7 @@ enum class OpFamily {
   linalg,         // matmul, mm, bmm, linear
   convolution,    // conv2d and its two gradient ops
   pooling,        // max, average and adaptive average pooling and their backward ops
-  normalization,  // batch_norm, batch_norm_relu, layer_norm
+  normalization,  // batch_norm, batch_norm_relu, batch_norm_add_relu, layer_norm
   indexing,       // index_select, gather, scatter_add, index_add, embedding, one_hot
   joining,        // cat, stack, split, chunk
   view,           // views, clone, contiguous, in-place ops

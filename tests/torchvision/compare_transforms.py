@@ -58,7 +58,18 @@ def write_images(folder):
          progressive=True)
     save("gray.jpg", Image.fromarray(pixels(33, 47, 1, 7)[:, :, 0], "L"), quality=90)
     save("big.jpg", Image.fromarray(pixels(96, 128, 3, 8), "RGB"), quality=90)
+    # Every colour of a 64-level lattice of the RGB cube, for the HSV round trips of the hue.
+    levels = np.linspace(0, 255, 64).round().astype(np.uint8)
+    cube = np.stack(np.meshgrid(levels, levels, levels, indexing="ij"), axis=-1).reshape(512, 512, 3)
+    save("cube.png", Image.fromarray(cube, "RGB"))
     return files
+
+
+def fixed_jitter(order, brightness, contrast, saturation, hue):
+    """torchvision's ColorJitter.forward with its random choices given."""
+    jitter = T.ColorJitter(brightness=0.5, contrast=0.5, saturation=0.5, hue=0.5)
+    jitter.get_params = lambda *ranges: (torch.tensor(order), brightness, contrast, saturation, hue)
+    return jitter
 
 
 # Each pipeline: kiln's steps (probe.cpp) and torchvision's transforms on a PIL image.
@@ -79,11 +90,19 @@ PIPELINES = [
     (["contrast=1.7"], [T.ColorJitter(contrast=(1.7, 1.7))]),
     (["saturation=0.3"], [T.ColorJitter(saturation=(0.3, 0.3))]),
     (["saturation=1.8"], [T.ColorJitter(saturation=(1.8, 1.8))]),
+    (["hue=0.1"], [T.ColorJitter(hue=(0.1, 0.1))]),
+    (["hue=-0.27"], [T.ColorJitter(hue=(-0.27, -0.27))]),
+    (["jitter=3,0,2,1:0.7,1.3,1.6,0.2"], [fixed_jitter([3, 0, 2, 1], 0.7, 1.3, 1.6, 0.2)]),
+    (["jitter=1,3,0,2:1.2,,0.5,-0.15"], [fixed_jitter([1, 3, 0, 2], 1.2, None, 0.5, -0.15)]),
     (["resize=32", "center_crop=28", "to_float", "normalize_imagenet"],
      [T.Resize(32), T.CenterCrop(28), T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]),
 ]
+# The hue shifts the RGB cube goes through: uint8(h * 255) truncates toward zero, and negative
+# shifts wrap around.
+HUE_FACTORS = [0.002, 0.05, -0.05, 0.25, -0.33, 0.5, -0.5]
 GRAY_PIPELINES = [([], []), (["resize=24"], [T.Resize(24)]),
                   (["contrast=1.7"], [T.ColorJitter(contrast=(1.7, 1.7))]),
+                  (["hue=0.3"], [T.ColorJitter(hue=(0.3, 0.3))]),
                   (["saturation=1.8", "to_float"], [T.ColorJitter(saturation=(1.8, 1.8)), T.ToTensor()])]
 
 
@@ -150,6 +169,10 @@ def main():
     # (image, channels, min_short_side, kiln steps, torchvision steps, PIL draft size)
     cases = []
     for name, path in files.items():
+        if name == "cube.png":
+            for hue in HUE_FACTORS:
+                cases.append((path, 3, 0, [f"hue={hue}"], [T.ColorJitter(hue=(hue, hue))], None))
+            continue
         for kiln_steps, tv_steps in PIPELINES:
             cases.append((path, 3, 0, kiln_steps, tv_steps, None))
         for kiln_steps, tv_steps in GRAY_PIPELINES:

@@ -6,8 +6,9 @@
 //     (int64 each), then the values as f32, all little-endian. Steps: resize=N, resize=HxW,
 //     center_crop=N, center_crop=HxW, resized_crop=TOP,LEFT,H,W,N, rrc_fallback=N
 //     (random_resized_crop with scale (2, 2): always torchvision's centred fallback), hflip,
-//     brightness=F, contrast=F, saturation=F (color_jitter with one range {F, F}), to_float,
-//     normalize_imagenet.
+//     brightness=F, contrast=F, saturation=F, hue=F (color_jitter with one range {F, F}),
+//     jitter=ORDER:B,C,S,H (functional::color_jitter with the order, four digits separated by
+//     commas, and the factors, an empty one left out), to_float, normalize_imagenet.
 //   probe folder ROOT
 //     prints the classes ("class NAME INDEX") and samples ("sample PATH LABEL") of ImageFolder.
 #include <cstddef>
@@ -60,10 +61,24 @@ data::Transform step(const std::string& spec) {
   }
   if (name == "rrc_fallback") return data::random_resized_crop(std::stoll(value), {2.0, 2.0});
   if (name == "hflip") return data::random_horizontal_flip(1.0);
+  if (name == "jitter") {
+    const std::vector<std::string> parts = split(value, ':');
+    data::functional::ColorJitterParams params;
+    const std::vector<int64_t> order = numbers(parts.at(0), ',');
+    for (size_t k = 0; k < 4; ++k) params.order[k] = static_cast<int>(order.at(k));
+    // getline drops an empty last field: "0.8,,1.2," has three.
+    const std::vector<std::string> factors = split(parts.at(1), ',');
+    for (size_t k = 0; k < factors.size(); ++k)
+      if (!factors[k].empty()) params.factors.at(k) = std::stod(factors[k]);
+    return [params](const Tensor& x, data::Rng&) {
+      return data::functional::color_jitter(x, params);
+    };
+  }
   const double f = value.empty() ? 1.0 : std::stod(value);
   if (name == "brightness") return data::color_jitter({f, f}, {1.0, 1.0}, {1.0, 1.0});
   if (name == "contrast") return data::color_jitter({1.0, 1.0}, {f, f}, {1.0, 1.0});
   if (name == "saturation") return data::color_jitter({1.0, 1.0}, {1.0, 1.0}, {f, f});
+  if (name == "hue") return data::color_jitter({1.0, 1.0}, {1.0, 1.0}, {1.0, 1.0}, {f, f});
   if (name == "to_float") return data::to_float();
   if (name == "normalize_imagenet")
     return data::normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});

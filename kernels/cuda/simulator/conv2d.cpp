@@ -4,9 +4,23 @@
 // through sim::library_call on the current stream, where cuDNN would launch its kernels: it counts
 // as a library call, and on a capturing stream it is recorded to run at each launch of the graph.
 // Replaces kernels/cuda/conv2d.cpp in this build only (CMakeLists.txt).
+//
+// It takes what cuDNN's table takes, so the ops above run as they do on a GPU: channels-last
+// operands (copied to contiguous and back around the CPU kernels), and, for f32 with
+// backends::cudnn_allow_tf32() (the default, as PyTorch's), TF32 tensor-core numerics: both
+// operands rounded to TF32 (10 mantissa bits, to nearest with ties away from zero, as PTX's
+// cvt.rna.tf32.f32), products summed in f32. cuDNN's own kernels may round differently, so this
+// reproduces TF32's error, not its bits. Whether TF32 applies is decided when the op runs (at
+// capture for a graph), as cuDNN fixes the math mode in the plan it launches.
+#include <cstdint>
+#include <cstring>
+
+#include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
 #include "kiln/kernels/conv2d.h"
+#include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/simulator/borrowed.h"
+#include "kiln/kernels/layout.h"
 #include "kiln/sim/grid.h"
 
 namespace kiln {
@@ -15,33 +29,85 @@ namespace {
 
 using sim_library::Borrowed;
 
+float round_to_tf32(float value) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7f800000u) != 0x7f800000u) {  // inf and NaN pass as they are
+    bits += 0x1000u;                          // half of the 13 bits dropped: ties away from zero
+    bits &= ~0x1fffu;
+  }
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+bool rounds_to_tf32(const Tensor& t) {
+  return t.dtype() == DType::f32 && backends::cudnn_allow_tf32();
+}
+
+// A multiplied operand as the CPU kernels take it: contiguous, and TF32-rounded where cuDNN's
+// tensor cores would round it. x itself when it is already so.
+Tensor cpu_operand(const Tensor& x, bool tf32) {
+  if (!tf32) return contiguous_with(CopyKernels::cpu, x);
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  CopyKernels::cpu.copy(x, out);
+  float* data = out.data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) data[i] = round_to_tf32(data[i]);
+  return out;
+}
+
+// Runs `compute` into a contiguous buffer when `out` is laid out otherwise, then copies it there.
+template <class F>
+void into(const Tensor& out, F compute) {
+  if (out.is_contiguous()) return compute(out);
+  Tensor buffer = empty(out.shape(), out.dtype(), out.device());
+  compute(buffer);
+  CopyKernels::cpu.copy(buffer, out);
+}
+
 void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
              const Conv2dGeometry& g) {
-  sim::library_call("cuDNN convolution forward", cuda::current_stream_handle(),
+  sim::library_call("cudnn convolution forward", cuda::current_stream_handle(),
                     [x = Borrowed(x), weight = Borrowed(weight), bias = Borrowed(bias),
-                     out = Borrowed(out), g] { Conv2dKernels::cpu.forward(*x, *weight, *bias, *out, g); });
+                     out = Borrowed(out), g, tf32 = rounds_to_tf32(x)] {
+                      const Tensor cx = cpu_operand(*x, tf32), cw = cpu_operand(*weight, tf32);
+                      into(*out, [&](const Tensor& o) {
+                        Conv2dKernels::cpu.forward(cx, cw, *bias, o, g);
+                      });
+                    });
 }
 
 void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                     const Conv2dGeometry& g) {
-  sim::library_call("cuDNN convolution backward data", cuda::current_stream_handle(),
+  sim::library_call("cudnn convolution backward data", cuda::current_stream_handle(),
                     [grad_out = Borrowed(grad_out), weight = Borrowed(weight),
-                     grad_x = Borrowed(grad_x), g] {
-                      Conv2dKernels::cpu.backward_input(*grad_out, *weight, *grad_x, g);
+                     grad_x = Borrowed(grad_x), g, tf32 = rounds_to_tf32(grad_out)] {
+                      const Tensor cg = cpu_operand(*grad_out, tf32);
+                      const Tensor cw = cpu_operand(*weight, tf32);
+                      into(*grad_x, [&](const Tensor& o) {
+                        Conv2dKernels::cpu.backward_input(cg, cw, o, g);
+                      });
                     });
 }
 
 void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                      const Conv2dGeometry& g) {
-  sim::library_call("cuDNN convolution backward filter", cuda::current_stream_handle(),
+  sim::library_call("cudnn convolution backward filter", cuda::current_stream_handle(),
                     [grad_out = Borrowed(grad_out), x = Borrowed(x),
-                     grad_weight = Borrowed(grad_weight), g] {
-                      Conv2dKernels::cpu.backward_weight(*grad_out, *x, *grad_weight, g);
+                     grad_weight = Borrowed(grad_weight), g, tf32 = rounds_to_tf32(grad_out)] {
+                      const Tensor cg = cpu_operand(*grad_out, tf32), cx = cpu_operand(*x, tf32);
+                      into(*grad_weight, [&](const Tensor& o) {
+                        Conv2dKernels::cpu.backward_weight(cg, cx, o, g);
+                      });
                     });
 }
 
-// takes_half false, as the CPU's table: f16 and bf16 go through f32.
-const Conv2dKernels kSimulated{forward, backward_input, backward_weight, false};
+// takes_half false: f16 and bf16 reach the CPU kernels as f32 copies made by the op.
+// takes_channels_last true, as cuDNN's.
+const Conv2dKernels kSimulated{.forward = forward,
+                               .backward_input = backward_input,
+                               .backward_weight = backward_weight,
+                               .takes_half = false,
+                               .takes_channels_last = true};
 
 }  // namespace
 

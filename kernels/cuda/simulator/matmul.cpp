@@ -21,7 +21,7 @@ namespace kiln::cuda {
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
-  sim::note_library_call();
+  sim::note_library_call("cublas gemm");
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       T sum = 0;
@@ -46,7 +46,7 @@ namespace {
 using sim_library::Borrowed;
 
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
-  sim::library_call("cuBLAS gemm", cuda::current_stream_handle(),
+  sim::library_call("cublas batched matmul", cuda::current_stream_handle(),
                     [a = Borrowed(a), b = Borrowed(b), out = Borrowed(out), accumulate] {
                       MatmulKernels::cpu.batched_matmul(*a, *b, *out, accumulate);
                     });

@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "job.h"
+#include "kiln/core/backends.h"
 #include "kiln/dist/ddp.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/store.h"
 #include "kiln/dist/sync_batch_norm.h"
+#include "kiln/core/backends.h"
 #include "kiln/kiln.h"
 
 namespace nccl_job {
@@ -117,6 +119,9 @@ void expect_params_close(const std::vector<Tensor>& got, const std::vector<Tenso
 
 void ddp(const std::string& scratch) {
   const int n = dist::get_world_size(), r = dist::get_rank();
+  // f32 on both sides: the comparison with gloo on the CPU is one of f32 sums in another order,
+  // not of TF32's rounding, which GPU convolutions use by default.
+  const backends::Tf32Scope f32(false);
   // Buckets of 200 bytes: the Linear's weight alone, and the rest in several more, reduced while
   // backward goes on.
   const std::vector<Tensor> nccl =

@@ -1,0 +1,31 @@
+# The CPU kernels' variants per instruction set (core/cpu_isa.h): a file of kernels/cpu/ named
+# *_avx2.cpp is compiled for AVX2 + FMA + F16C, *_avx512.cpp for AVX-512 (F, BW, DQ, VL) and
+# *_avx512_bf16.cpp for AVX-512 with BF16; the rest of kiln for the plain target (x86-64), so the
+# library runs on any x86-64 and picks the variants at run time. On another architecture the
+# variants are left out and the portable kernels alone are built.
+function(kiln_cpu_isa_sources out_var)
+  set(sources ${ARGN})
+  set(x86 FALSE)
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+    set(x86 TRUE)
+  endif()
+  set(avx2 -mavx2 -mfma -mf16c)
+  set(avx512 ${avx2} -mavx512f -mavx512bw -mavx512dq -mavx512vl)
+  foreach(source ${ARGN})
+    if(source MATCHES "_avx512_bf16\\.cpp$")
+      set(flags ${avx512} -mavx512bf16)
+    elseif(source MATCHES "_avx512\\.cpp$")
+      set(flags ${avx512})
+    elseif(source MATCHES "_avx2\\.cpp$")
+      set(flags ${avx2})
+    else()
+      continue()
+    endif()
+    if(x86)
+      set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "${flags}")
+    else()
+      list(REMOVE_ITEM sources ${source})
+    endif()
+  endforeach()
+  set(${out_var} ${sources} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,17 @@
+// The direct convolution's micro-kernels in AVX2 + FMA (conv2d_direct_tiles_impl.h).
+#define KILN_SIMD KILN_SIMD_AVX2
+#include "kiln/kernels/cpu/conv2d_direct_tiles_impl.h"
+
+namespace kiln::cpu {
+
+const DirectConvTiles direct_conv_tiles_avx2{
+    .isa = CpuIsa::avx2,
+    .tile_positions = avx2::kTileVectors * avx2::kLanes,
+    .weight_taps = avx2::kWeightTaps,
+    .forward = avx2::forward,
+    .weight = avx2::weight<>,
+    .forward_bf16 = nullptr,
+    .weight_bf16 = nullptr,
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,17 @@
+// The direct convolution's micro-kernels in AVX-512 (conv2d_direct_tiles_impl.h).
+#define KILN_SIMD KILN_SIMD_AVX512
+#include "kiln/kernels/cpu/conv2d_direct_tiles_impl.h"
+
+namespace kiln::cpu {
+
+const DirectConvTiles direct_conv_tiles_avx512{
+    .isa = CpuIsa::avx512,
+    .tile_positions = avx512::kTileVectors * avx512::kLanes,
+    .weight_taps = avx512::kWeightTaps,
+    .forward = avx512::forward,
+    .weight = avx512::weight<>,
+    .forward_bf16 = nullptr,
+    .weight_bf16 = nullptr,
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,17 @@
+// The direct convolution's micro-kernels in portable C++ (any x86-64, or another architecture) (conv2d_direct_tiles_impl.h).
+#define KILN_SIMD KILN_SIMD_BASELINE
+#include "kiln/kernels/cpu/conv2d_direct_tiles_impl.h"
+
+namespace kiln::cpu {
+
+const DirectConvTiles direct_conv_tiles_baseline{
+    .isa = CpuIsa::baseline,
+    .tile_positions = baseline::kTileVectors * baseline::kLanes,
+    .weight_taps = baseline::kWeightTaps,
+    .forward = baseline::forward,
+    .weight = baseline::weight<>,
+    .forward_bf16 = nullptr,
+    .weight_bf16 = nullptr,
+};
+
+}  // namespace kiln::cpu

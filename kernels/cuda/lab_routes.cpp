@@ -1,0 +1,147 @@
+#include "kiln/kernels/cuda/lab_routes.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/error.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+const char* op_name(RoutedOp op) {
+  return op == RoutedOp::softmax ? "softmax" : "sum";
+}
+const char* lab_family(RoutedOp op) {
+  return op == RoutedOp::softmax ? "softmax" : "reduction";
+}
+
+template <class Version>
+const Version* find_version(const std::vector<Version>& versions, const std::string& name) {
+  for (const Version& v : versions)
+    if (name == v.name) return &v;
+  return nullptr;
+}
+
+bool names_a_version(const LabRoute& route) {
+  return route.op == RoutedOp::softmax
+             ? find_version(lab::softmax_versions(), route.version) != nullptr
+             : find_version(lab::reduction_versions(), route.version) != nullptr;
+}
+
+void check(const LabRoute& route) {
+  KILN_CHECK(route.min_cols >= 0 && (route.max_cols < 0 || route.max_cols >= route.min_cols),
+             ValueError, "lab routes: {} route to {} has an empty range of row lengths [{}, {}]",
+             op_name(route.op), route.version, route.min_cols, route.max_cols);
+  KILN_CHECK(route.version.rfind("v0_", 0) != 0, ValueError,
+             "lab routes: {} is version 0, the op's own kernel; leave the shapes out of the table "
+             "instead",
+             route.version);
+  KILN_CHECK(names_a_version(route), ValueError,
+             "lab routes: the {} lab has no version named \"{}\" (kernels/cuda/lab/)",
+             lab_family(route.op), route.version);
+}
+
+struct Table {
+  std::mutex mutex;
+  std::vector<LabRoute> routes;
+};
+
+Table& table() {
+  static Table* t = [] {
+    auto* made = new Table;
+    if (const char* text = std::getenv("KILN_LAB_ROUTES")) {
+      made->routes = parse_lab_routes(text);
+      for (const LabRoute& r : made->routes) check(r);
+    }
+    return made;
+  }();
+  return *t;
+}
+
+std::atomic<uint64_t> routed{0};
+
+// The version of the first route of `op` whose range holds cols.
+std::string route_for(RoutedOp op, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return {};
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  for (const LabRoute& r : t.routes)
+    if (r.op == op && cols >= r.min_cols && (r.max_cols < 0 || cols <= r.max_cols))
+      return r.version;
+  return {};
+}
+
+int64_t parse_size(const std::string& text, const std::string& whole) {
+  KILN_CHECK(!text.empty() && text.find_first_not_of("0123456789") == std::string::npos,
+             ValueError, "KILN_LAB_ROUTES: \"{}\" in \"{}\" is not a row length", text, whole);
+  return std::stoll(text);
+}
+
+}  // namespace
+
+std::vector<LabRoute> lab_routes() {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return t.routes;
+}
+
+void set_lab_routes(const std::vector<LabRoute>& routes) {
+  for (const LabRoute& r : routes) check(r);
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  t.routes = routes;
+}
+
+std::vector<LabRoute> parse_lab_routes(const std::string& text) {
+  std::vector<LabRoute> routes;
+  std::stringstream entries(text);
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    if (entry.empty()) continue;
+    const size_t first = entry.find(':'), second = entry.find(':', first + 1);
+    KILN_CHECK(first != std::string::npos && second != std::string::npos, ValueError,
+               "KILN_LAB_ROUTES: expected op:min-max:version, got \"{}\"", entry);
+    const std::string op = entry.substr(0, first);
+    const std::string range = entry.substr(first + 1, second - first - 1);
+    KILN_CHECK(op == "softmax" || op == "sum", ValueError,
+               "KILN_LAB_ROUTES: \"{}\" in \"{}\" is not a routed op (softmax or sum)", op, entry);
+    const size_t dash = range.find('-');
+    KILN_CHECK(dash != std::string::npos, ValueError,
+               "KILN_LAB_ROUTES: expected a range min-max (or min-) in \"{}\"", entry);
+    LabRoute route;
+    route.op = op == "softmax" ? RoutedOp::softmax : RoutedOp::sum;
+    route.min_cols = parse_size(range.substr(0, dash), entry);
+    const std::string max = range.substr(dash + 1);
+    route.max_cols = max.empty() ? -1 : parse_size(max, entry);
+    route.version = entry.substr(second + 1);
+    routes.push_back(std::move(route));
+  }
+  return routes;
+}
+
+const lab::SoftmaxVersion* routed_softmax(int64_t rows, int64_t cols) {
+  const std::string name = route_for(RoutedOp::softmax, rows, cols);
+  if (name.empty()) return nullptr;
+  ++routed;
+  return find_version(lab::softmax_versions(), name);
+}
+
+const lab::ReductionVersion* routed_sum(int64_t rows, int64_t cols) {
+  const std::string name = route_for(RoutedOp::sum, rows, cols);
+  if (name.empty()) return nullptr;
+  ++routed;
+  return find_version(lab::reduction_versions(), name);
+}
+
+uint64_t lab_routed_calls() {
+  return routed.load();
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,51 @@
+// Shape-routed dispatch from kiln's ops to the kernel lab's versions (docs/kernels/README.md):
+// kernels are promoted by dispatch, never by copy. An op whose problem is one of the lab's asks
+// here before it launches its own kernel:
+//
+//   softmax  softmax (not log_softmax) of a contiguous f32 tensor over its last dim, as the
+//            softmax lab's [rows, cols] (kernels/cuda/softmax.cu);
+//   sum      the sum of a contiguous, 16-byte-aligned f32 tensor over its trailing dims, as the
+//            reduction lab's row sums (kernels/cuda/reduce.cu).
+//
+// A route names the lab version a GPU measured faster than the op's own kernel (version 0) for a
+// range of row lengths. The built-in table is empty: no version has been timed against the ops'
+// kernels on a GPU yet (docs/results.md), so every shape runs the op's own kernel until a run of
+// `kiln-bench lab` says otherwise. KILN_LAB_ROUTES sets a table at start-up for such experiments
+// ("softmax:1024-8192:v4_block_vectorized,sum:4096-:v5_one_pass"), set_lab_routes() in a program.
+// A route never names version 0, which is the op's own kernel (and, for softmax, calls it through
+// the op's table); measure the lab with an empty table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/kernels/cuda/lab/reduction/versions.h"
+#include "kiln/kernels/cuda/lab/softmax/versions.h"
+
+namespace kiln::cuda {
+
+enum class RoutedOp { softmax, sum };
+
+struct LabRoute {
+  RoutedOp op = RoutedOp::softmax;
+  int64_t min_cols = 0;   // the row lengths routed: [min_cols, max_cols]
+  int64_t max_cols = -1;  // -1: no upper bound
+  std::string version;    // a name in the family's table, "v4_block_vectorized"
+};
+
+// The table in force (the built-in empty one, or KILN_LAB_ROUTES's, or the last set).
+std::vector<LabRoute> lab_routes();
+// Replaces the table; a ValueError names a version the lab does not have, a version 0, or an
+// empty range.
+void set_lab_routes(const std::vector<LabRoute>& routes);
+// "op:min-max:version,..." (max may be left out: no bound); a ValueError names what it cannot read.
+std::vector<LabRoute> parse_lab_routes(const std::string& text);
+
+// The routed version for a problem of [rows, cols], or nullptr for the op's own kernel.
+const lab::SoftmaxVersion* routed_softmax(int64_t rows, int64_t cols);
+const lab::ReductionVersion* routed_sum(int64_t rows, int64_t cols);
+// How many problems this process has routed to a lab version.
+uint64_t lab_routed_calls();
+
+}  // namespace kiln::cuda
