@@ -3,6 +3,7 @@
 // _amp_foreach_non_finite_check_and_unscale_. optim/grad_scaler.cpp is the entry point.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kiln/core/tensor.h"

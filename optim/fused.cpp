@@ -44,10 +44,6 @@ FusedBatch& FusedBatches::of(const Tensor& p, double step) {
   return b;
 }
 
-}  // namespace kiln::optim
-
-namespace kiln::optim {
-
 Tensor checked_found_inf(const std::string& optimizer, const Tensor& found_inf, Device device) {
   if (!found_inf.defined()) return found_inf;
   KILN_CHECK(found_inf.device() == device && found_inf.dtype() == DType::f32 &&

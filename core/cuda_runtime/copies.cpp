@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_caching_allocator.h"

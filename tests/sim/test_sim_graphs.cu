@@ -1,6 +1,7 @@
 // The simulated cudart's stream capture and CUDA graphs (sim/runtime/capture.h): what a capture
 // records and what each launch of the graph runs, and the calls CUDA forbids during a capture,
 // failing with CUDA's errors and invalidating it.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <thread>
