@@ -30,12 +30,12 @@ void library_call(const char* name, cudaStream_t stream, std::function<void()> w
   const runtime::Queue queue = runtime::queue_on(name, stream);
   if (queue.action == runtime::Queue::fail) {
     cudaGetLastError();  // the library reports it as its own failure, as cuBLAS and cuDNN do
-    throw KernelError(std::string("kiln-sim: ") + name + " on a stream whose capture refuses work: " +
-                      cudaGetErrorName(queue.error) + " (" + cudaGetErrorString(queue.error) +
-                      ")");
+    throw KernelError(std::string("kiln-sim: ") + name +
+                      " on a stream whose capture refuses work: " + cudaGetErrorName(queue.error) +
+                      " (" + cudaGetErrorString(queue.error) + ")");
   }
   if (queue.action == runtime::Queue::record) {
-    runtime::record(stream, {name, runtime::stream_device(stream), [work = std::move(work)] {
+    runtime::record(stream, {name, runtime::stream_device(stream), [name, work = std::move(work)] {
                                note_library_call(name);
                                work();
                              }});

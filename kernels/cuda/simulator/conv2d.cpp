@@ -66,27 +66,25 @@ void into(const Tensor& out, F compute) {
 
 void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
              const Conv2dGeometry& g) {
-  sim::library_call("cudnn convolution forward", cuda::current_stream_handle(),
-                    [x = Borrowed(x), weight = Borrowed(weight), bias = Borrowed(bias),
-                     out = Borrowed(out), g, tf32 = rounds_to_tf32(x)] {
-                      const Tensor cx = cpu_operand(*x, tf32), cw = cpu_operand(*weight, tf32);
-                      into(*out, [&](const Tensor& o) {
-                        Conv2dKernels::cpu.forward(cx, cw, *bias, o, g);
-                      });
-                    });
+  sim::library_call(
+      "cudnn convolution forward", cuda::current_stream_handle(),
+      [x = Borrowed(x), weight = Borrowed(weight), bias = Borrowed(bias), out = Borrowed(out), g,
+       tf32 = rounds_to_tf32(x)] {
+        const Tensor cx = cpu_operand(*x, tf32), cw = cpu_operand(*weight, tf32);
+        into(*out, [&](const Tensor& o) { Conv2dKernels::cpu.forward(cx, cw, *bias, o, g); });
+      });
 }
 
 void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                     const Conv2dGeometry& g) {
-  sim::library_call("cudnn convolution backward data", cuda::current_stream_handle(),
-                    [grad_out = Borrowed(grad_out), weight = Borrowed(weight),
-                     grad_x = Borrowed(grad_x), g, tf32 = rounds_to_tf32(grad_out)] {
-                      const Tensor cg = cpu_operand(*grad_out, tf32);
-                      const Tensor cw = cpu_operand(*weight, tf32);
-                      into(*grad_x, [&](const Tensor& o) {
-                        Conv2dKernels::cpu.backward_input(cg, cw, o, g);
-                      });
-                    });
+  sim::library_call(
+      "cudnn convolution backward data", cuda::current_stream_handle(),
+      [grad_out = Borrowed(grad_out), weight = Borrowed(weight), grad_x = Borrowed(grad_x), g,
+       tf32 = rounds_to_tf32(grad_out)] {
+        const Tensor cg = cpu_operand(*grad_out, tf32);
+        const Tensor cw = cpu_operand(*weight, tf32);
+        into(*grad_x, [&](const Tensor& o) { Conv2dKernels::cpu.backward_input(cg, cw, o, g); });
+      });
 }
 
 void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
