@@ -305,8 +305,9 @@ TEST_CASE("grad_scaler: capturable decides on the device what the host scaler de
       CHECK(device.scaler->growth_tracker() == host.scaler->growth_tracker());
       CHECK(device.scaler->found_inf().item() == (step == 3 ? 1.0 : 0.0));
     }
-    CHECK(host.scaler->get_scale() == 2048.0);  // doubled at steps 1, 6; halved at 3
-    CHECK(device.scaler->state_dict().at("scale").item() == 2048.0);
+    // Growth every 2 clean steps: doubled at steps 1, 5 and 7, halved at 3 (which resets the count).
+    CHECK(host.scaler->get_scale() == 4096.0);
+    CHECK(device.scaler->state_dict().at("scale").item() == 4096.0);
   }
 }
 
