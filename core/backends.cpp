@@ -90,7 +90,8 @@ void set_cudnn_api(CudnnApi which) {
 CudnnApiCounts cudnn_api_counts() {
   CudnnApiCounts counts{v9_runs.load(std::memory_order_relaxed),
                         v7_runs.load(std::memory_order_relaxed),
-                        v9_fallbacks.load(std::memory_order_relaxed), {}};
+                        v9_fallbacks.load(std::memory_order_relaxed),
+                        {}};
   const std::lock_guard<std::mutex> lock(fallback_mutex);
   counts.last_fallback_reason = fallback_reason;
   return counts;

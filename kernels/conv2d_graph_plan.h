@@ -66,7 +66,6 @@ std::vector<int64_t> plan_key(const PlanKeyInputs& in);
 
 // "input [N, C, H, W], weight [...], stride [...], ..., channels_last f16 on cuda:0": the problem
 // as error messages of both cuDNN paths name it.
-std::string describe_problem(const Conv2dGeometry& g, MemoryFormat format, DType dtype,
-                             int device);
+std::string describe_problem(const Conv2dGeometry& g, MemoryFormat format, DType dtype, int device);
 
 }  // namespace kiln::conv2d_graph

@@ -257,9 +257,16 @@ struct Candidate {
 using CacheKey = std::vector<int64_t>;
 
 CacheKey cache_key(Pass pass, const ConvProblem& p) {
-  return conv2d_graph::plan_key({pass, p.device, p.dtype, p.format, p.g, {0, 0, 0},
-                                 backends::cudnn_allow_tf32(), backends::cudnn_deterministic(),
-                                 backends::cudnn_benchmark()});
+  conv2d_graph::PlanKeyInputs in;
+  in.pass = pass;
+  in.device = p.device;
+  in.dtype = p.dtype;
+  in.format = p.format;
+  in.geometry = p.g;
+  in.allow_tf32 = backends::cudnn_allow_tf32();
+  in.deterministic = backends::cudnn_deterministic();
+  in.benchmark = backends::cudnn_benchmark();
+  return conv2d_graph::plan_key(in);
 }
 
 struct CandidateCache {

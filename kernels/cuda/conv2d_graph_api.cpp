@@ -325,7 +325,8 @@ std::shared_ptr<const Plan> build_plan(const GraphConvCall& call, cudnnHandle_t 
       make_tensor(kWId, conv2d_graph::weight_layout(g, call.format), type, alignments[1]));
   owned.push_back(
       make_tensor(kYId, conv2d_graph::output_layout(g, call.format), type, alignments[2]));
-  owned.push_back(make_convolution(g, cudnn_data_type(conv2d_graph::compute_dtype(call.dtype), call.op)));
+  owned.push_back(
+      make_convolution(g, cudnn_data_type(conv2d_graph::compute_dtype(call.dtype), call.op)));
   owned.push_back(make_operation(call.pass, call.dtype, owned[0], owned[1], owned[2], owned[3]));
   Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, owned[4]);
@@ -406,8 +407,7 @@ bool run_conv2d_graph_api(const GraphConvCall& call) {
       conv2d_graph::byte_alignment(reinterpret_cast<uintptr_t>(call.y))};
   const std::vector<int64_t> key = conv2d_graph::plan_key(
       {call.pass, call.device, call.dtype, call.format, call.geometry, alignments,
-       backends::cudnn_allow_tf32(), backends::cudnn_deterministic(),
-       backends::cudnn_benchmark()});
+       backends::cudnn_allow_tf32(), backends::cudnn_deterministic(), backends::cudnn_benchmark()});
   const cudnnHandle_t handle = cudnn_handle(call.device);
   PlanCache& cache = plan_cache();
   auto fall_back = [&](const std::string& why) {
