@@ -12,11 +12,10 @@
 // mode does with the heuristics' list.
 //
 // Every cuDNN status error in steps 1-7 becomes "run the legacy path for this problem"
-// (run_conv2d_graph_api answers false): a mistake here costs the graph API's choice of engine,
-// never a convolution.
+// (run_conv2d_graph_api answers false): a mistake here that cuDNN reports costs the graph API's
+// choice of engine, not the convolution.
 #include "kiln/kernels/cuda/conv2d_graph_api.h"
 
-#include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <algorithm>
@@ -49,16 +48,20 @@ class GraphStatusError : public Error {
       : Error(what + " failed: " + cudnnGetErrorString(status)) {}
 };
 
-void check(cudnnStatus_t status, const std::string& what) {
-  if (status != CUDNN_STATUS_SUCCESS) throw GraphStatusError(what, status);
+// The message is made only on failure: the variant pack's calls run on every convolution.
+// `number` (an attribute or descriptor type) is appended when not negative.
+void check(cudnnStatus_t status, const char* what, int number = -1) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  throw GraphStatusError(number < 0 ? std::string(what) : fmt::format("{} ({})", what, number),
+                         status);
 }
 
 // Owns one backend descriptor. Every attribute is set as an array of `count` values of one type.
 class Descriptor {
  public:
   explicit Descriptor(cudnnBackendDescriptorType_t type) {
-    check(cudnnBackendCreateDescriptor(type, &desc_),
-          fmt::format("cudnnBackendCreateDescriptor (type {})", static_cast<int>(type)));
+    check(cudnnBackendCreateDescriptor(type, &desc_), "cudnnBackendCreateDescriptor of type",
+          static_cast<int>(type));
   }
   ~Descriptor() {
     if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
@@ -76,15 +79,17 @@ class Descriptor {
   void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
            const void* values) {
     check(cudnnBackendSetAttribute(desc_, name, type, count, values),
-          fmt::format("cudnnBackendSetAttribute (attribute {})", static_cast<int>(name)));
+          "cudnnBackendSetAttribute of attribute", static_cast<int>(name));
   }
   // Sets an attribute that names another descriptor.
   void set(cudnnBackendAttributeName_t name, const Descriptor& other) {
     const cudnnBackendDescriptor_t raw = other.get();
     set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
   }
+  // `what` names the descriptor in the error: "cudnnBackendFinalize of the <what>".
   void finalize(const char* what) {
-    check(cudnnBackendFinalize(desc_), fmt::format("cudnnBackendFinalize ({})", what));
+    if (const cudnnStatus_t status = cudnnBackendFinalize(desc_); status != CUDNN_STATUS_SUCCESS)
+      throw GraphStatusError(fmt::format("cudnnBackendFinalize of the {}", what), status);
   }
 
  private:
@@ -102,7 +107,7 @@ Descriptor make_tensor(int64_t id, const conv2d_graph::TensorLayout& t, cudnnDat
   d.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t.strides.data());
   d.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &id);
   d.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
-  d.finalize("tensor");
+  d.finalize("tensor descriptor");
   return d;
 }
 
@@ -120,7 +125,7 @@ Descriptor make_convolution(const Conv2dGeometry& g, cudnnDataType_t compute) {
   d.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
   d.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
   d.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation);
-  d.finalize("convolution");
+  d.finalize("convolution descriptor");
   return d;
 }
 
