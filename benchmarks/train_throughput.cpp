@@ -5,7 +5,7 @@
 // train_throughput_torch.py (the same model, recipe, batch and precision in PyTorch).
 //
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
-//   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16 --tf32
+//   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16 --channels-last
 //   benchmarks/train_throughput --profile-steps 1   # then where one step's time goes, per op
 //   benchmarks/train_throughput --device cuda --cuda-graph   # the step captured, then replayed
 //
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   int64_t profile_steps = 0, profile_rows = 15;
   int threads = 2;
   bool imagenet = false, tf32 = false, benchmark = false, cuda_graph = false, launches = false;
+  bool channels_last = false;
   CLI::App app{"train_throughput: images/s of training steps"};
   app.add_option("--model", model_name)->capture_default_str();
   app.add_option("--device", device_name, "cpu|cuda|cuda:N")->capture_default_str();
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"off", "fp16", "bf16"}));
   app.add_flag("--tf32", tf32,
                "let f32 matmul and conv2d use TF32 tensor cores (as PyTorch's conv)");
+  app.add_flag("--channels-last", channels_last,
+               "the model and the images in NHWC (torch.channels_last)");
   app.add_flag(
       "--cudnn-benchmark", benchmark,
       "pick cuDNN's convolution algorithms by timing them (torch.backends.cudnn.benchmark)");
@@ -102,9 +105,12 @@ int main(int argc, char** argv) {
     manual_seed(0);
     auto model = nn::make_resnet(model_name, {classes, channels, !imagenet, false});
     model->to(device);
+    const MemoryFormat format =
+        channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+    model->to(format);
     optim::SGD sgd(model->parameters(), {0.1, 0.9, 0.0, 5e-4, true, true, cuda_graph});
     optim::GradScaler scaler({.enabled = amp == "fp16", .capturable = cuda_graph});
-    Tensor x = randn({batch_size, channels, side, side}).to(device);
+    Tensor x = randn({batch_size, channels, side, side}).to(device).to(format);
     Tensor y = randint(0, classes, {batch_size}).to(device);
     auto sync = [&] {
       if (device.is_cuda()) cuda::synchronize(device.index);

@@ -1,6 +1,12 @@
 #include "kiln/core/backends.h"
 
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "kiln/core/error.h"
 
 namespace kiln::backends {
 
@@ -10,6 +16,23 @@ std::atomic<bool> matmul_tf32{false};
 std::atomic<bool> conv_tf32{true};
 std::atomic<bool> benchmark{false};
 std::atomic<bool> deterministic{false};
+
+CudnnApi api_from_environment() {
+  const char* value = std::getenv("KILN_CUDNN_API");
+  if (value == nullptr || *value == '\0') return CudnnApi::v9;
+  try {
+    return parse_cudnn_api(value);
+  } catch (const ValueError& e) {
+    throw ValueError(std::string("KILN_CUDNN_API: ") + e.what());
+  }
+}
+
+// -1 until the first use reads KILN_CUDNN_API.
+std::atomic<int> api{-1};
+
+std::atomic<int64_t> v9_runs{0}, v7_runs{0}, v9_fallbacks{0};
+std::mutex fallback_mutex;
+std::string fallback_reason;  // guarded by fallback_mutex
 
 }  // namespace
 
@@ -39,6 +62,47 @@ bool cudnn_deterministic() {
 }
 void set_cudnn_deterministic(bool on) {
   deterministic.store(on, std::memory_order_relaxed);
+}
+
+CudnnApi parse_cudnn_api(const std::string& name) {
+  if (name == "v7") return CudnnApi::v7;
+  if (name == "v9") return CudnnApi::v9;
+  throw ValueError("expected a cuDNN API v7 or v9, got '" + name + "'");
+}
+
+const char* cudnn_api_name(CudnnApi which) {
+  return which == CudnnApi::v7 ? "v7" : "v9";
+}
+
+CudnnApi cudnn_api() {
+  int value = api.load(std::memory_order_relaxed);
+  if (value < 0) {
+    // Two threads that race here read the same variable and store the same value.
+    value = static_cast<int>(api_from_environment());
+    api.store(value, std::memory_order_relaxed);
+  }
+  return static_cast<CudnnApi>(value);
+}
+void set_cudnn_api(CudnnApi which) {
+  api.store(static_cast<int>(which), std::memory_order_relaxed);
+}
+
+CudnnApiCounts cudnn_api_counts() {
+  CudnnApiCounts counts{v9_runs.load(std::memory_order_relaxed),
+                        v7_runs.load(std::memory_order_relaxed),
+                        v9_fallbacks.load(std::memory_order_relaxed),
+                        {}};
+  const std::lock_guard<std::mutex> lock(fallback_mutex);
+  counts.last_fallback_reason = fallback_reason;
+  return counts;
+}
+void count_cudnn_run(CudnnApi which) {
+  (which == CudnnApi::v9 ? v9_runs : v7_runs).fetch_add(1, std::memory_order_relaxed);
+}
+void count_cudnn_fallback(const std::string& reason) {
+  v9_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  const std::lock_guard<std::mutex> lock(fallback_mutex);
+  fallback_reason = reason;
 }
 
 Tf32Scope::Tf32Scope(bool allow)

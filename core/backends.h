@@ -3,6 +3,9 @@
 // tests set them without #if. Reads and writes are atomic; a change applies to later calls.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 namespace kiln::backends {
 
 // f32 matmul/linear/bmm may use TF32 tensor cores (10-bit mantissa products). Default false, as
@@ -25,6 +28,30 @@ void set_cudnn_benchmark(bool on);
 // torch.backends.cudnn.deterministic.
 bool cudnn_deterministic();
 void set_cudnn_deterministic(bool on);
+
+// Which cuDNN API conv2d calls. v9: the graph (backend) API, engines ranked by cuDNN 9's
+// heuristics (mode A), as PyTorch's default since its cuDNN v8 API; a problem whose graph or plan
+// cuDNN rejects falls back to v7 for the rest of the process. v7: the legacy API
+// (cudnnGet*Algorithm_v7, cudnnFind*AlgorithmEx under benchmark mode). Default v9, or what the
+// environment variable KILN_CUDNN_API (v7 or v9) says when first read.
+enum class CudnnApi { v7, v9 };
+CudnnApi cudnn_api();
+void set_cudnn_api(CudnnApi api);
+const char* cudnn_api_name(CudnnApi api);
+// "v7" or "v9"; anything else is a ValueError naming what came.
+CudnnApi parse_cudnn_api(const std::string& name);
+
+// How many conv2d passes (forward, input gradient, weight gradient) each API ran in this process,
+// how many problems the v9 path handed to v7, and why the last one was. The CUDA kernels count;
+// kiln-device-info prints them and tests check which path ran. The simulator runs neither API
+// and counts nothing.
+struct CudnnApiCounts {
+  int64_t v9_runs = 0, v7_runs = 0, v9_fallbacks = 0;
+  std::string last_fallback_reason;  // empty until a fallback
+};
+CudnnApiCounts cudnn_api_counts();
+void count_cudnn_run(CudnnApi api);
+void count_cudnn_fallback(const std::string& reason);
 
 // Sets both TF32 switches for a scope and puts the old values back at its end, as PyTorch's
 // torch.backends.cudnn.flags(allow_tf32=...) with the matmul switch beside it.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/memory_format.h"
 #include "kiln/core/profiler.h"
 #include "kiln/core/storage.h"
 #include "kiln/kernels/normalization.h"
@@ -35,6 +36,44 @@ DType compute_dtype(DType dtype) {
 
 Tensor kernel_operand(const Tensor& t, DType compute) {
   return t.defined() ? t.detach().to(compute).contiguous() : Tensor();
+}
+
+// How batch norm's kernels see an activation of x's shape: [N, C, S] (NCHW, and whatever is not
+// 4-D), or [N * H * W, C] for a channels-last x on a device whose passes take that layout (the
+// GPU's; the CPU's kernels take NCHW, and the op copies to it and back there).
+struct BatchNormView {
+  BatchNormLayout layout = BatchNormLayout::channels_first;
+  MemoryFormat format = MemoryFormat::contiguous;  // x's, which results and gradients keep
+  Shape shape;                                     // x's
+  Shape flat;
+
+  // t, of x's shape, as the kernels read it, in dtype.
+  Tensor operand(const Tensor& t, DType dtype) const {
+    if (!t.defined()) return Tensor();
+    if (layout == BatchNormLayout::channels_first) return kernel_operand(t, dtype).view(flat);
+    return t.detach().to(dtype).contiguous(MemoryFormat::channels_last).permute({0, 2, 3, 1}).view(
+        flat);
+  }
+  // A kernel's output back in x's shape and memory format.
+  Tensor unflat(const Tensor& out) const {
+    if (layout == BatchNormLayout::channels_last)
+      return out.view({shape[0], shape[2], shape[3], shape[1]}).permute({0, 3, 1, 2});
+    return out.view(shape).contiguous(format);
+  }
+};
+
+BatchNormView batch_norm_view(const Tensor& x, bool takes_channels_last) {
+  BatchNormView v;
+  v.shape = x.shape();
+  if (x.dim() == 4) v.format = x.suggest_memory_format();
+  const int64_t channels = x.size(1);
+  if (takes_channels_last && v.format == MemoryFormat::channels_last) {
+    v.layout = BatchNormLayout::channels_last;
+    v.flat = {x.size(0) * x.size(2) * x.size(3), channels};
+  } else {
+    v.flat = {x.size(0), channels, shape_numel(Shape(v.shape.begin() + 2, v.shape.end()))};
+  }
+  return v;
 }
 
 void check_affine(const char* op, const Tensor& t, const Shape& expected, const char* argument) {
@@ -76,19 +115,20 @@ struct BatchNormBackward : NormBackward {
     const DType compute = mu.dtype();
     const auto kernels = kernels_for<NormalizationKernels>("batch_norm_backward", x.device());
     const DType io = kernels.takes_half ? x.dtype() : compute;
-    const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
-    const Shape flat{x.size(0), channels, spatial};
-    Tensor cx = kernel_operand(x, io).view(flat);
-    Tensor cg = kernel_operand(g, io).view(flat);
+    const BatchNormView view = batch_norm_view(x, kernels.batch_norm_backward_pass != nullptr);
+    const Shape& flat = view.flat;
+    Tensor cx = view.operand(x, io);
+    Tensor cg = view.operand(g, io);
     Tensor grad_x = wants(0) ? empty(flat, io, x.device()) : Tensor();
     Tensor sum_g, sum_g_x_hat, grad_residual;
     if (kernels.batch_norm_backward_pass) {
       BatchNormBackwardPass pass;
+      pass.layout = view.layout;
       pass.x = cx, pass.grad = cg, pass.mean = mu, pass.invstd = rstd;
       pass.weight = kernel_operand(w, compute);
       pass.training = training;
       if (residual) {
-        pass.output = kernel_operand(output.unpack(*this), io).view(flat);
+        pass.output = view.operand(output.unpack(*this), io);
       } else if (relu) {
         pass.relu = true;
         pass.bias = kernel_operand(bias.unpack(*this), compute);
@@ -107,10 +147,10 @@ struct BatchNormBackward : NormBackward {
           cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g, sum_g_x_hat, relu,
           relu ? kernel_operand(bias.unpack(*this), compute) : Tensor(), x.dtype());
     }
-    return {wants(0) ? grad_x.view(x.shape()).to(x.dtype()) : Tensor(),
+    return {wants(0) ? view.unflat(grad_x).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
             wants(2) ? sum_g.to(bias_dtype) : Tensor(),
-            wants(3) ? grad_residual.view(x.shape()).to(x.dtype()) : Tensor()};
+            wants(3) ? view.unflat(grad_residual).to(x.dtype()) : Tensor()};
   }
 };
 
@@ -208,13 +248,15 @@ struct BatchNormExtras {
 
 // The GPU's forward pass: statistics, running statistics, normalisation, epilogue and count in two
 // launches. Running statistics in another dtype, or not contiguous, go through copies.
-BatchNormResult batch_norm_pass(const NormalizationKernels& kernels, const Tensor& cx,
+BatchNormResult batch_norm_pass(const NormalizationKernels& kernels, BatchNormLayout layout,
+                                const Tensor& cx,
                                 const Tensor& running_mean, const Tensor& running_var,
                                 const Tensor& weight, const Tensor& bias, bool training,
                                 double momentum, double eps, const BatchNormExtras& extras) {
   const int64_t channels = cx.size(1);
   const DType compute = compute_dtype(cx.dtype());
   BatchNormForwardPass pass;
+  pass.layout = layout;
   pass.x = cx;
   pass.weight = kernel_operand(weight, compute), pass.bias = kernel_operand(bias, compute);
   pass.running_mean = kernel_operand(running_mean, compute);
@@ -228,7 +270,7 @@ BatchNormResult batch_norm_pass(const NormalizationKernels& kernels, const Tenso
   kernels.batch_norm_forward_pass(pass);
   // The kernels wrote into these in place: their versions say so, as an in-place op's would.
   if (extras.num_batches_tracked.defined()) extras.num_batches_tracked.storage()->bump_version();
-  if (training && running_mean.defined() && cx.size(0) * cx.size(2) > 0) {
+  if (training && running_mean.defined() && cx.numel() > 0) {
     NoGradGuard no_grad;
     for (auto [buffer, updated] :
          {std::pair{running_mean, pass.running_mean}, std::pair{running_var, pass.running_var}}) {
@@ -276,14 +318,13 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
   const auto kernels = kernels_for<NormalizationKernels>(op, device);
   const DType compute = compute_dtype(x.dtype());
   const DType io = kernels.takes_half ? x.dtype() : compute;
-  const int64_t spatial = shape_numel(Shape(x.shape().begin() + 2, x.shape().end()));
-  const Shape flat{x.size(0), channels, spatial};
-  Tensor cx = kernel_operand(x, io).view(flat);
+  const BatchNormView view = batch_norm_view(x, kernels.batch_norm_forward_pass != nullptr);
+  Tensor cx = view.operand(x, io);
   BatchNormResult r;
   if (kernels.batch_norm_forward_pass) {
     BatchNormExtras flat_extras = extras;
-    if (residual.defined()) flat_extras.residual = kernel_operand(residual, io).view(flat);
-    r = batch_norm_pass(kernels, cx, running_mean, running_var, weight, bias, training, momentum,
+    flat_extras.residual = view.operand(residual, io);
+    r = batch_norm_pass(kernels, view.layout, cx, running_mean, running_var, weight, bias, training, momentum,
                         eps, flat_extras);
   } else {
     r = batch_norm_kernels(kernels, cx, running_mean, running_var, weight, bias, training, momentum,
@@ -293,7 +334,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
       Tensor(num_batches_tracked).add_(1.0);
     }
   }
-  Tensor result = r.out.view(x.shape()).to(x.dtype());
+  Tensor result = view.unflat(r.out).to(x.dtype());
   if (should_record({&x, &weight, &bias, &residual})) {
     auto node = std::make_shared<BatchNormBackward>();
     node->input = SavedTensor(x);

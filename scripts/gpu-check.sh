@@ -18,8 +18,8 @@
 #    docs/results.md), and the PyTorch peer of the recipe when python3 has torch.
 # 5. The same recipe with --amp fp16 and --amp bf16, each within 0.3 points of step 4's f32 run.
 # 6. Training throughput against PyTorch in the same call (BENCH=0 skips it): ResNet-50 on
-#    ImageNet shapes, batch 128, f32 with TF32 and with autocast bf16/fp16 (PyTorch's with
-#    channels-last), and ResNet-20 on 28x28, eager and captured as a CUDA graph (--cuda-graph:
+#    ImageNet shapes, batch 128, f32 with TF32 and with autocast bf16/fp16 channels-last (both
+#    frameworks alike), and ResNet-20 on 28x28, eager and captured as a CUDA graph (--cuda-graph:
 #    kiln's CUDAGraph against torch.cuda.graph), all with cuDNN's benchmark search, after the op
 #    bandwidths and matmul rates of `kiln-bench ops` and its peer ops_torch.py; bench.log. Then
 #    the profiler's table of one ResNet-50 step on the GPU (profile.log).
@@ -140,9 +140,7 @@ fi
 bench() {  # bench ARGS...: kiln's and PyTorch's train_throughput with the same arguments
   "$BUILD_DIR/benchmarks/train_throughput" --device cuda --cudnn-benchmark "$@" || return 1
   if python3 -c "import torch" 2>/dev/null; then
-    local torch_args=("$@")
-    [[ " $* " == *" --amp "* && " $* " != *" --amp off "* ]] && torch_args+=(--channels-last)
-    python3 benchmarks/train_throughput_torch.py --device cuda --cudnn-benchmark "${torch_args[@]}"
+    python3 benchmarks/train_throughput_torch.py --device cuda --cudnn-benchmark "$@"
   fi
 }
 bench_all() {
@@ -152,7 +150,8 @@ bench_all() {
   fi
   local r50=(--model resnet50 --imagenet --batch-size 128 --steps 30 --warmup 5)
   local r20=(--model resnet20 --batch-size 128 --steps 100 --warmup 10 --tf32)
-  bench "${r50[@]}" --tf32 && bench "${r50[@]}" --amp bf16 && bench "${r50[@]}" --amp fp16 &&
+  bench "${r50[@]}" --tf32 && bench "${r50[@]}" --amp bf16 --channels-last &&
+    bench "${r50[@]}" --amp fp16 --channels-last &&
     bench "${r20[@]}" && bench "${r20[@]}" --cuda-graph
 }
 export -f bench bench_all

@@ -15,16 +15,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's header says when it began, in minutes since the start (CI's time budget).
+stage() { printf '== %s (at %d min %02d s) ==\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
+
 KILN_DEPS=test scripts/install-deps.sh
 jobs=$(nproc)
 
-echo "== clang + libc++ build of the library and its headers =="
+stage "clang + libc++ build of the library and its headers"
 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
       -DCMAKE_CXX_FLAGS="-stdlib=libc++ -Werror" -DKILN_CUDA=OFF -DKILN_BUILD_TESTS=OFF \
       -DKILN_BUILD_APPS=OFF
 cmake --build build-clang -j "$jobs" --target kiln kiln_header_check
 
-echo "== sanitizer build (ASan + UBSan; kiln's CUDA backend on the simulator where CUDA's headers are) =="
+stage "sanitizer build (ASan + UBSan; kiln's CUDA backend on the simulator where CUDA's headers are)"
 sim=OFF
 apps=OFF
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then sim=SIM; apps=ON; fi
@@ -33,16 +36,19 @@ if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then sim=SIM;
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_BUILD_APPS="$apps" \
       -DKILN_CUDA="$sim" -DCMAKE_CXX_FLAGS="-O1" -DCMAKE_CXX_FLAGS_DEBUG="-g1"
 cmake --build build-asan -j "$jobs"
+stage "sanitizer tests"
 # detect_leaks stays on; OpenMP's thread pool is reused, not leaked.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -j "$jobs" --output-on-failure --timeout 600 > build-asan/ctest.log 2>&1 \
   || { tail -100 build-asan/ctest.log; echo "sanitizer tests failed"; exit 1; }
 tail -3 build-asan/ctest.log
 
-echo "== release build =="
+stage "release build"
 archs=()
 if ! nvidia-smi -L 2> /dev/null | grep -q GPU; then archs=(-DCMAKE_CUDA_ARCHITECTURES=90); fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=ON -DKILN_BUILD_APPS=ON \
       "${archs[@]}"
 cmake --build build -j "$jobs"
+stage "release tests"
 ctest --test-dir build -j "$jobs" --output-on-failure --timeout 600
+stage "done"

@@ -1,11 +1,16 @@
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "gradcheck.h"
+#include "kiln/core/backends.h"
+#include "kiln/kernels/conv2d_graph_plan.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
 #include "parity.h"
@@ -502,4 +507,104 @@ TEST_CASE("conv2d: gradient ops refuse to record a graph") {
   NoGradGuard no_grad;
   CHECK(conv2d_backward_input(zeros({1, 4, 3, 3}, DType::f64), w, {1, 2, 5, 5}).shape() ==
         Shape{1, 2, 5, 5});
+}
+
+// The pure half of the cuDNN graph-API path (kernels/conv2d_graph_plan.h): a GPU run is the only
+// check of the cuDNN calls, but what they are given is checked here.
+TEST_CASE("conv2d graph plan: NCHW and NHWC strides of input, weight and output") {
+  Conv2dGeometry g;
+  g.batch = 2, g.in_channels = 6, g.in_h = 5, g.in_w = 7;
+  g.out_channels = 4, g.kernel_h = 3, g.kernel_w = 2, g.out_h = 3, g.out_w = 6, g.groups = 2;
+  using conv2d_graph::TensorLayout;
+  const TensorLayout x = conv2d_graph::input_layout(g, MemoryFormat::contiguous);
+  CHECK(x.dims == std::array<int64_t, 4>{2, 6, 5, 7});
+  CHECK(x.strides == std::array<int64_t, 4>{210, 35, 7, 1});
+  const TensorLayout x_nhwc = conv2d_graph::input_layout(g, MemoryFormat::channels_last);
+  CHECK(x_nhwc.dims == x.dims);
+  CHECK(x_nhwc.strides == std::array<int64_t, 4>{210, 1, 42, 6});
+  // Groups show in the filter's channel count alone.
+  const TensorLayout w = conv2d_graph::weight_layout(g, MemoryFormat::contiguous);
+  CHECK(w.dims == std::array<int64_t, 4>{4, 3, 3, 2});
+  CHECK(w.strides == std::array<int64_t, 4>{18, 6, 2, 1});
+  CHECK(conv2d_graph::weight_layout(g, MemoryFormat::channels_last).strides ==
+        std::array<int64_t, 4>{18, 1, 6, 3});
+  const TensorLayout y = conv2d_graph::output_layout(g, MemoryFormat::channels_last);
+  CHECK(y.dims == std::array<int64_t, 4>{2, 4, 3, 6});
+  CHECK(y.strides == std::array<int64_t, 4>{72, 1, 24, 4});
+  // The strides are those of a tensor kiln lays out the same way.
+  const Tensor t = empty({2, 6, 5, 7}, DType::f32, Device::cpu(), MemoryFormat::channels_last);
+  CHECK(t.strides() == Shape(x_nhwc.strides.begin(), x_nhwc.strides.end()));
+}
+
+TEST_CASE("conv2d graph plan: byte alignment, compute type and the engine filter") {
+  CHECK(conv2d_graph::byte_alignment(0x1000) == 16);
+  CHECK(conv2d_graph::byte_alignment(0x1008) == 8);
+  CHECK(conv2d_graph::byte_alignment(0x1004) == 4);
+  CHECK(conv2d_graph::byte_alignment(0x1002) == 2);
+  CHECK(conv2d_graph::byte_alignment(0x1001) == 1);
+  CHECK(conv2d_graph::compute_dtype(DType::f16) == DType::f32);
+  CHECK(conv2d_graph::compute_dtype(DType::bf16) == DType::f32);
+  CHECK(conv2d_graph::compute_dtype(DType::f32) == DType::f32);
+  CHECK(conv2d_graph::compute_dtype(DType::f64) == DType::f64);
+  using conv2d_graph::engine_allowed;
+  const conv2d_graph::EngineNotes plain, tensor_core{.tensor_core = true},
+      down_convert{.down_convert_inputs = true}, nondeterministic{.nondeterministic = true};
+  CHECK(engine_allowed(DType::f32, plain, false, true));
+  // TF32 is a tensor-core engine on f32 data: allowed only with TF32 on.
+  CHECK_FALSE(engine_allowed(DType::f32, tensor_core, false, false));
+  CHECK(engine_allowed(DType::f32, tensor_core, true, false));
+  // Half precision and f64 tensor cores lose nothing the dtype had.
+  CHECK(engine_allowed(DType::f16, tensor_core, false, false));
+  CHECK(engine_allowed(DType::bf16, tensor_core, false, false));
+  CHECK(engine_allowed(DType::f64, tensor_core, false, false));
+  CHECK_FALSE(engine_allowed(DType::f16, down_convert, true, false));
+  CHECK_FALSE(engine_allowed(DType::f32, down_convert, true, false));
+  CHECK(engine_allowed(DType::f32, nondeterministic, true, false));
+  CHECK_FALSE(engine_allowed(DType::f32, nondeterministic, true, true));
+}
+
+TEST_CASE("conv2d graph plan: the cache key tells every input apart") {
+  conv2d_graph::PlanKeyInputs base;
+  base.geometry.batch = 2, base.geometry.in_channels = 3, base.geometry.in_h = 8;
+  base.geometry.in_w = 8, base.geometry.out_channels = 4, base.geometry.kernel_h = 3;
+  base.geometry.kernel_w = 3, base.geometry.out_h = 6, base.geometry.out_w = 6;
+  base.alignments = {16, 16, 16};
+  const std::vector<int64_t> key = conv2d_graph::plan_key(base);
+  CHECK(conv2d_graph::plan_key(base) == key);
+  std::vector<conv2d_graph::PlanKeyInputs> changed(11, base);
+  changed[0].pass = conv2d_graph::Pass::backward_weight;
+  changed[1].device = 1;
+  changed[2].dtype = DType::bf16;
+  changed[3].format = MemoryFormat::channels_last;
+  changed[4].geometry.pad_w = 1;
+  changed[5].geometry.groups = 3;
+  changed[6].alignments[2] = 8;
+  changed[7].allow_tf32 = true;
+  changed[8].deterministic = true;
+  changed[9].benchmark = true;
+  changed[10].geometry.dilation_h = 2;
+  for (size_t i = 0; i < changed.size(); ++i) {
+    INFO("change " << i);
+    CHECK(conv2d_graph::plan_key(changed[i]) != key);
+  }
+}
+
+TEST_CASE("conv2d graph plan: the cuDNN API switch and its names") {
+  CHECK(backends::parse_cudnn_api("v7") == backends::CudnnApi::v7);
+  CHECK(backends::parse_cudnn_api("v9") == backends::CudnnApi::v9);
+  CHECK_THROWS_WITH(backends::parse_cudnn_api("v8"),
+                    Catch::Contains("expected a cuDNN API v7 or v9, got 'v8'"));
+  CHECK_THROWS_AS(backends::parse_cudnn_api(""), ValueError);
+  CHECK(std::string(backends::cudnn_api_name(backends::CudnnApi::v7)) == "v7");
+  CHECK(std::string(backends::cudnn_api_name(backends::CudnnApi::v9)) == "v9");
+  const backends::CudnnApi before = backends::cudnn_api();
+  if (std::getenv("KILN_CUDNN_API") == nullptr) CHECK(before == backends::CudnnApi::v9);
+  backends::set_cudnn_api(backends::CudnnApi::v7);
+  CHECK(backends::cudnn_api() == backends::CudnnApi::v7);
+  backends::set_cudnn_api(before);
+  // The CPU runs neither API: nothing is counted.
+  const backends::CudnnApiCounts counts = backends::cudnn_api_counts();
+  conv2d(ones({1, 1, 3, 3}), ones({1, 1, 2, 2}));
+  CHECK(backends::cudnn_api_counts().v9_runs == counts.v9_runs);
+  CHECK(backends::cudnn_api_counts().v7_runs == counts.v7_runs);
 }

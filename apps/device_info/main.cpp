@@ -2,7 +2,8 @@
 // torch.cuda.is_available(), device_count() and get_device_properties(): the CUDA build, the
 // devices with their memory and compute capability, the library versions, and one small
 // computation on each GPU checked against the CPU. Without a GPU it says so and exits 0. It also
-// names the vector instructions the CPU kernels picked at start-up (core/cpu_isa.h).
+// names the vector instructions the CPU kernels picked at start-up (core/cpu_isa.h), and which
+// cuDNN API ran the convolution check (backends::cudnn_api(): v9 graph API or v7 legacy).
 #include <omp.h>
 
 #include <cstdio>
@@ -86,6 +87,14 @@ int main() {
                   gib(m.free_bytes));
       ok = check_device(i) && ok;
     }
+    const backends::CudnnApiCounts api = backends::cudnn_api_counts();
+    std::printf(
+        "cuDNN convolution API asked for: %s (KILN_CUDNN_API); passes run on v9: %lld, on "
+        "v7: %lld, problems v9 handed to v7: %lld\n",
+        backends::cudnn_api_name(backends::cudnn_api()), static_cast<long long>(api.v9_runs),
+        static_cast<long long>(api.v7_runs), static_cast<long long>(api.v9_fallbacks));
+    if (!api.last_fallback_reason.empty())
+      std::printf("  last fallback: %s\n", api.last_fallback_reason.c_str());
     std::printf("GPU check against the CPU: %s\n", ok ? "passed" : "FAILED");
     return ok ? 0 : 1;
   });

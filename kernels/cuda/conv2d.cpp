@@ -1,6 +1,8 @@
-// conv2d on cuDNN's legacy convolution API. The three passes share one shape of code, spelled out
-// once through PassTraits: describe the problem, list the algorithms allowed to solve it (cached),
-// and run the first one whose workspace can be allocated.
+// conv2d on cuDNN. Each pass goes first to the graph API (conv2d_graph_api.cpp) when
+// backends::cudnn_api() is v9, the default, and to the legacy convolution API here when it is v7
+// or when the graph API gave the problem up. On the legacy API the three passes share one shape
+// of code, spelled out once through PassTraits: describe the problem, list the algorithms allowed
+// to solve it (cached), and run the first one whose workspace can be allocated.
 //
 // Layouts: every operand NCHW, or every 4-D operand channels-last, described to cuDNN as NHWC
 // (filters included), the layout its tensor-core kernels read without a transpose.
@@ -28,6 +30,8 @@
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/kernels/conv2d_graph_plan.h"
+#include "kiln/kernels/cuda/conv2d_graph_api.h"
 #include "kiln/kernels/cuda/handles.h"
 #include "kiln/kernels/cuda/launch.h"
 
@@ -70,22 +74,6 @@ class ConvolutionDescriptor {
  private:
   cudnnConvolutionDescriptor_t desc_ = nullptr;
 };
-
-cudnnDataType_t cudnn_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return CUDNN_DATA_FLOAT;
-    case DType::f64:
-      return CUDNN_DATA_DOUBLE;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      throw DTypeError(
-          fmt::format("conv2d (cuda): expected f32, f64, f16 or bf16, got {}", dtype_name(dtype)));
-  }
-}
 
 // The math type the descriptor asks for when algorithms are listed.
 cudnnMathType_t requested_math(DType dtype) {
@@ -140,7 +128,7 @@ struct ConvProblem {
                "{}, {}, {}] and output [{}, {}, {}, {}] (split the batch)",
                op, g.batch, g.in_channels, g.in_h, g.in_w, g.batch, g.out_channels, g.out_h,
                g.out_w);
-    const cudnnDataType_t type = cudnn_type(dtype);
+    const cudnnDataType_t type = cudnn_data_type(dtype, op);
     const cudnnTensorFormat_t layout = cudnn_layout(format);
     KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc, layout, type, as_int(g.batch),
                                                 as_int(g.in_channels), as_int(g.in_h),
@@ -174,7 +162,7 @@ struct ConvProblem {
   ConvolutionDescriptor conv_desc;
 };
 
-enum class Pass { forward, backward_input, backward_weight };
+using conv2d_graph::Pass;
 
 template <Pass P>
 struct PassTraits;
@@ -264,32 +252,21 @@ struct Candidate {
   size_t workspace_bytes = 0;
 };
 
-// The candidates depend on the problem and on the switches, so all of them are in the key.
+// The candidates depend on the problem and on the switches, so all of them are in the key (the
+// legacy descriptors promise no alignment: zeros there).
 using CacheKey = std::vector<int64_t>;
 
 CacheKey cache_key(Pass pass, const ConvProblem& p) {
-  const Conv2dGeometry& g = p.g;
-  return {static_cast<int64_t>(pass),
-          p.device,
-          static_cast<int64_t>(p.dtype),
-          static_cast<int64_t>(p.format),
-          g.batch,
-          g.in_channels,
-          g.in_h,
-          g.in_w,
-          g.out_channels,
-          g.kernel_h,
-          g.kernel_w,
-          g.stride_h,
-          g.stride_w,
-          g.pad_h,
-          g.pad_w,
-          g.dilation_h,
-          g.dilation_w,
-          g.groups,
-          backends::cudnn_allow_tf32(),
-          backends::cudnn_deterministic(),
-          backends::cudnn_benchmark()};
+  conv2d_graph::PlanKeyInputs in;
+  in.pass = pass;
+  in.device = p.device;
+  in.dtype = p.dtype;
+  in.format = p.format;
+  in.geometry = p.g;
+  in.allow_tf32 = backends::cudnn_allow_tf32();
+  in.deterministic = backends::cudnn_deterministic();
+  in.benchmark = backends::cudnn_benchmark();
+  return conv2d_graph::plan_key(in);
 }
 
 struct CandidateCache {
@@ -390,13 +367,7 @@ std::vector<Candidate> candidates_for(const ConvProblem& p) {
 }
 
 std::string describe_problem(const ConvProblem& p) {
-  const Conv2dGeometry& g = p.g;
-  return fmt::format(
-      "input [{}, {}, {}, {}], weight [{}, {}, {}, {}], stride [{}, {}], padding [{}, {}], "
-      "dilation [{}, {}], groups {}, {} {} on cuda:{}",
-      g.batch, g.in_channels, g.in_h, g.in_w, g.out_channels, g.in_channels / g.groups, g.kernel_h,
-      g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups,
-      memory_format_name(p.format), dtype_name(p.dtype), p.device);
+  return conv2d_graph::describe_problem(p.g, p.format, p.dtype, p.device);
 }
 
 // Runs the first candidate whose workspace can be allocated and that cuDNN accepts. An
@@ -448,7 +419,7 @@ void run_pass(const ConvProblem& p) {
 MemoryFormat require_operands(const char* op, std::initializer_list<const Tensor*> tensors,
                               const Tensor& out) {
   const DType dtype = out.dtype();
-  cudnn_type(dtype);
+  cudnn_data_type(dtype, op);
   bool all_contiguous = true;
   for (const Tensor* t : tensors) {
     if (!t->defined()) continue;
@@ -478,6 +449,21 @@ void require_non_empty(const char* op, std::initializer_list<const Tensor*> tens
                op, describe(*t));
 }
 
+// The graph API when backends::cudnn_api() asks for it and it takes the problem, else the legacy
+// API; either way counted in backends::cudnn_api_counts().
+template <Pass P>
+void run_either(const char* op, DType dtype, int device, MemoryFormat format,
+                const Conv2dGeometry& g, void* x, void* w, void* y) {
+  if (backends::cudnn_api() == backends::CudnnApi::v9 &&
+      run_conv2d_graph_api({op, P, dtype, device, format, g, x, w, y})) {
+    backends::count_cudnn_run(backends::CudnnApi::v9);
+    return;
+  }
+  const ConvProblem p(op, dtype, device, format, g, x, w, y);
+  run_pass<P>(p);
+  backends::count_cudnn_run(backends::CudnnApi::v7);
+}
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
@@ -486,12 +472,11 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   require_non_empty("conv2d_forward", {&x, &weight, &out});
   const int device = out.device().index;
   const cuda::DeviceGuard guard(device);
-  const ConvProblem p("conv2d_forward", out.dtype(), device, format, g, x.data_ptr(),
-                      weight.data_ptr(), out.data_ptr());
-  run_pass<Pass::forward>(p);
+  run_either<Pass::forward>("conv2d_forward", out.dtype(), device, format, g, x.data_ptr(),
+                            weight.data_ptr(), out.data_ptr());
   if (bias.defined()) {
     TensorDescriptor bias_desc, out_desc;
-    const cudnnDataType_t type = cudnn_type(out.dtype());
+    const cudnnDataType_t type = cudnn_data_type(out.dtype(), "conv2d_forward");
     KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc, cudnn_layout(format), type, 1,
                                                 as_int(g.out_channels), 1, 1));
     KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(out_desc, cudnn_layout(format), type,
@@ -512,9 +497,8 @@ void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const T
   require_non_empty("conv2d_backward_input", {&grad_out, &weight, &grad_x});
   const int device = grad_x.device().index;
   const cuda::DeviceGuard guard(device);
-  const ConvProblem p("conv2d_backward_input", grad_x.dtype(), device, format, g,
-                      grad_x.data_ptr(), weight.data_ptr(), grad_out.data_ptr());
-  run_pass<Pass::backward_input>(p);
+  run_either<Pass::backward_input>("conv2d_backward_input", grad_x.dtype(), device, format, g,
+                                   grad_x.data_ptr(), weight.data_ptr(), grad_out.data_ptr());
 }
 
 void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
@@ -524,9 +508,8 @@ void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tenso
   require_non_empty("conv2d_backward_weight", {&grad_out, &x, &grad_weight});
   const int device = grad_weight.device().index;
   const cuda::DeviceGuard guard(device);
-  const ConvProblem p("conv2d_backward_weight", grad_weight.dtype(), device, format, g,
-                      x.data_ptr(), grad_weight.data_ptr(), grad_out.data_ptr());
-  run_pass<Pass::backward_weight>(p);
+  run_either<Pass::backward_weight>("conv2d_backward_weight", grad_weight.dtype(), device, format,
+                                    g, x.data_ptr(), grad_weight.data_ptr(), grad_out.data_ptr());
 }
 
 }  // namespace kiln::cuda

@@ -4,9 +4,11 @@
 //
 // Tolerances: parity.h's table (inputs in [-1, 1), TF32 off, the default), five times looser in
 // f16 (conv_tolerance).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -74,14 +76,17 @@ struct Results {
   Tensor out, grad_x, grad_w;
 };
 
-// In f32 accuracy unless tf32 (the GPU's default for f32 convolutions) is asked for.
-Results run(const Geometry& g, DType dtype, Device device, bool tf32 = false) {
+// In f32 accuracy unless tf32 (the GPU's default for f32 convolutions) is asked for; every 4-D
+// operand laid out as `format` says.
+Results run(const Geometry& g, DType dtype, Device device, bool tf32 = false,
+            MemoryFormat format = MemoryFormat::contiguous) {
   const backends::Tf32Scope scope(tf32);
-  const Tensor x = random(g.x, 1, dtype).to(device), w = random(g.w, 2, dtype).to(device);
+  const Tensor x = random(g.x, 1, dtype).to(device).to(format);
+  const Tensor w = random(g.w, 2, dtype).to(device).to(format);
   const Tensor b = random({g.w[0]}, 3, dtype).to(device);
   Results r;
   r.out = conv2d(x, w, b, g.stride, g.padding, g.dilation, g.groups);
-  const Tensor grad_out = random(r.out.shape(), 4, dtype).to(device);
+  const Tensor grad_out = random(r.out.shape(), 4, dtype).to(device).to(format);
   r.grad_x = conv2d_backward_input(grad_out, w, g.x, g.stride, g.padding, g.dilation, g.groups);
   r.grad_w = conv2d_backward_weight(grad_out, x, g.w, g.stride, g.padding, g.dilation, g.groups);
   return r;
@@ -102,7 +107,9 @@ struct BackendsGuard {
   bool benchmark = backends::cudnn_benchmark();
   bool deterministic = backends::cudnn_deterministic();
   bool tf32 = backends::cudnn_allow_tf32();
+  backends::CudnnApi api = backends::cudnn_api();
   ~BackendsGuard() {
+    backends::set_cudnn_api(api);
     backends::set_cudnn_benchmark(benchmark);
     backends::set_cudnn_deterministic(deterministic);
     backends::set_cudnn_allow_tf32(tf32);
@@ -112,6 +119,8 @@ struct BackendsGuard {
 }  // namespace
 
 TEST_CASE("cuda conv2d: the cuDNN switches are PyTorch's defaults") {
+  if (std::getenv("KILN_CUDNN_API") == nullptr)
+    CHECK(backends::cudnn_api() == backends::CudnnApi::v9);
   CHECK_FALSE(backends::cudnn_benchmark());
   CHECK_FALSE(backends::cudnn_deterministic());
   CHECK(backends::cudnn_allow_tf32());
@@ -337,5 +346,58 @@ TEST_CASE("cuda conv2d: a ResNet-20 trained in channels-last matches NCHW on the
       CHECK(got[k].second.suggest_memory_format() == MemoryFormat::channels_last);
     // cuDNN may choose other algorithms for NHWC: f32 sums in another order.
     check_close(got[k].second.cpu(), want[k].second.cpu(), tolerance(DType::f32).times(10.0));
+  }
+}
+
+// Both cuDNN APIs, each layout, f32 with TF32 off and on, f16 and bf16, against the CPU; the
+// counts prove which API ran each pass (v9 must not have fallen back to v7). The simulator runs
+// neither API (its conv2d is a CPU stand-in, kernels/cuda/simulator/conv2d.cpp), so only a GPU
+// runs this.
+TEST_CASE("cuda conv2d: the v7 and v9 cuDNN APIs match the CPU in NCHW and NHWC") {
+  if (cuda::is_simulated()) {
+    WARN("SKIPPED: the simulator runs neither cuDNN API; a GPU runs this case");
+    return;
+  }
+  BackendsGuard guard;
+  struct Setting {
+    DType dtype;
+    bool tf32;
+  };
+  const Setting settings[] = {
+      {DType::f32, false}, {DType::f32, true}, {DType::f16, false}, {DType::bf16, false}};
+  for (backends::CudnnApi api : {backends::CudnnApi::v7, backends::CudnnApi::v9}) {
+    backends::set_cudnn_api(api);
+    for (MemoryFormat format : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+      for (const Setting& s : settings) {
+        for (const Geometry& g : {kGeometries[0], kGeometries[5], kGeometries[6]}) {
+          INFO(backends::cudnn_api_name(api)
+               << " " << memory_format_name(format) << " " << dtype_name(s.dtype) << " tf32 "
+               << s.tf32 << " " << describe_geometry(g));
+          const backends::CudnnApiCounts before = backends::cudnn_api_counts();
+          const Results got = run(g, s.dtype, kGpu, s.tf32, format);
+          const backends::CudnnApiCounts after = backends::cudnn_api_counts();
+          INFO("last fallback: " << after.last_fallback_reason);
+          CHECK(after.v9_fallbacks == before.v9_fallbacks);
+          const bool v9 = api == backends::CudnnApi::v9;
+          CHECK(after.v9_runs - before.v9_runs == (v9 ? 3 : 0));
+          CHECK(after.v7_runs - before.v7_runs == (v9 ? 0 : 3));
+          CHECK(got.out.suggest_memory_format() == (format == MemoryFormat::channels_last
+                                                        ? MemoryFormat::channels_last
+                                                        : MemoryFormat::contiguous));
+          const Results want = run(g, s.dtype, Device::cpu());
+          // TF32 keeps 10 mantissa bits of each operand: a sum of k products of size <= 1 may be
+          // off by k * 2^-10, k the longest of the three passes' sums.
+          const int64_t groups = g.groups;
+          const int64_t k =
+              std::max({g.x[1] / groups * g.w[2] * g.w[3], g.w[0] / groups * g.w[2] * g.w[3],
+                        got.out.shape()[0] * got.out.shape()[2] * got.out.shape()[3]});
+          const Tolerance tol =
+              s.tf32 ? Tolerance{0.0, static_cast<double>(k) / 1024} : conv_tolerance(s.dtype);
+          check_gpu_parity(got.out, want.out, tol);
+          check_gpu_parity(got.grad_x, want.grad_x, tol);
+          check_gpu_parity(got.grad_w, want.grad_w, tol);
+        }
+      }
+    }
   }
 }

@@ -329,7 +329,9 @@ TEST_CASE("gpu batch_norm_add_relu: gradcheck in f64 through the GPU", "[heavy]"
 
 TEST_CASE(
     "gpu resnet blocks: a basic and a bottleneck block equal the CPU's, forward and backward") {
-  // The blocks end with batch_norm_add_relu: fused on the GPU, the three ops on the CPU.
+  // The blocks end with batch_norm_add_relu: fused on the GPU, the three ops on the CPU. Their
+  // convolutions in f32, not TF32 (cuDNN's default), to compare with the CPU at f32's tolerance.
+  const backends::Tf32Scope f32(false);
   manual_seed(130);
   auto basic = std::make_shared<nn::BasicBlock>(
       4, 6, 2,

@@ -677,6 +677,29 @@ std::vector<OpEntry> normalization_entries() {
       batch_norm_add_relu_training("batch_norm_add_relu training, odd shape", {7, 5, 9, 11}),
       batch_norm_add_relu_training("batch_norm_add_relu training, one channel", {4, 1, 16, 20}),
       batch_norm_add_relu_training("batch_norm_add_relu training, 1x1 spatial", {130, 3, 1, 1}),
+      // Channels-last x: the GPU's passes walk [N * H * W, C] (40 channels: two tiles of the
+      // kernels' channel blocks, the second ragged); the result keeps the layout everywhere.
+      {"batch_norm training, channels-last", OpFamily::normalization,
+       [](uint64_t seed) {
+         return batch_norm_inputs_of({3, 40, 5, 7}, seed);
+       },
+       [](const Args& in) {
+         Tensor y = batch_norm(nhwc(in[0]), in[1], in[2], in[3], in[4], true, 0.1, 1e-5);
+         return Outputs{kept_nhwc("batch_norm", y), in[1], in[2]};
+       }},
+      {"batch_norm_relu inference, channels-last", OpFamily::normalization, batch_norm_inputs,
+       [](const Args& in) {
+         return Outputs{kept_nhwc(
+             "batch_norm_relu",
+             batch_norm_relu(nhwc(in[0]), in[1], in[2], in[3], in[4], false, 0.1, 1e-5))};
+       }},
+      {"batch_norm_add_relu training, channels-last", OpFamily::normalization,
+       batch_norm_add_relu_inputs({7, 5, 9, 11}),
+       [](const Args& in) {
+         Tensor y = batch_norm_add_relu(nhwc(in[0]), nhwc(in[5]), in[1], in[2], in[3], in[4], true,
+                                        0.1, 1e-5);
+         return Outputs{kept_nhwc("batch_norm_add_relu", y), in[1], in[2]};
+       }},
       {"layer_norm last dim, affine", OpFamily::normalization,
        [](uint64_t seed) {
          return Inputs{{add(random_f64({4, 5, 6}, seed), 2.0)},
