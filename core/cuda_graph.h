@@ -105,6 +105,7 @@ class CUDAGraph {
   void reset();
 
   bool has_graph() const { return exec_ != nullptr; }
+  bool capturing() const { return capturing_; }  // between capture_begin and capture_end
   GraphPool pool() const { return pool_; }
   int device() const { return device_; }
   std::size_t num_nodes() const { return nodes_; }  // kernels, copies, sets, library calls

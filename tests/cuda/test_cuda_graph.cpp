@@ -207,9 +207,13 @@ TEST_CASE("cuda graphs: captures do not nest, and capture_end without a capture 
   cuda::CUDAGraph outer, inner;
   outer.capture_begin();
   CHECK(cuda::is_current_stream_capturing(0));
+  CHECK(outer.capturing());
   CHECK_FALSE(cuda::current_stream().is_default());
   CHECK_THROWS_WITH(inner.capture_begin(), Contains("captures do not nest"));
+  CHECK_FALSE(inner.capturing());
   outer.capture_end();
+  CHECK_FALSE(outer.capturing());
+  CHECK(outer.has_graph());
   CHECK(cuda::current_stream().is_default());
   CHECK_THROWS_WITH(inner.capture_end(), Contains("not capturing"));
   CHECK_THROWS_WITH(cuda::CUDAGraph().capture_begin({.stream = cuda::Stream::default_stream()}),
