@@ -88,8 +88,9 @@ TEST_CASE("nn layers: Linear equals linear(x, W, b), forward and backward") {
 TEST_CASE("nn layers: non-contiguous, f64 and empty inputs") {
   nn::Linear layer(5, 3);
   Tensor x = random_f32({4, 5}, 40);
-  // A transposed x reaches the GEMM as a column-major operand, summed in another order than a
-  // row-major one unless the build contracts both into FMAs (KILN_NATIVE_ARCH): equal to rounding.
+  // A transposed x reaches the GEMM as a column-major operand, which Eigen may sum in another
+  // order than a row-major one: equal to rounding (bit for bit only while the build used
+  // -march=native, before KILN_NATIVE_ARCH became off by default).
   check_close(layer(testing::non_contiguous(x)), layer(x), tolerance(DType::f32));
   CHECK(layer(zeros({0, 5})).shape() == Shape{0, 3});
   nn::Conv2d conv(2, 3, 3, nn::Conv2dOptions{{1, 1}, {1, 1}});
