@@ -8,9 +8,10 @@ packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohm
           libboost-context-dev libturbojpeg0-dev libpng-dev)
 # The test job also builds the library with clang and LLVM's libc++ (scripts/test.sh), and draws
 # kiln-train's curves with gnuplot (its tests check that no directory name reaches a shell), and
-# compares the image transforms with torchvision's on the same files (tests/torchvision).
+# compares the image transforms with torchvision's on the same files (tests/torchvision); its
+# ~200 test programs link with LLVM's lld (cmake/KilnLinker.cmake).
 if [ "${KILN_DEPS:-run}" = test ]; then
-  packages+=(clang libc++-dev libc++abi-dev libomp-dev gnuplot-nox python3-torchvision)
+  packages+=(clang lld libc++-dev libc++abi-dev libomp-dev gnuplot-nox python3-torchvision)
 fi
 
 missing=()
