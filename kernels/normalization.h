@@ -9,9 +9,9 @@
 // Batch norm comes in two shapes of table. The CPU's runs three entries (batch_norm_stats, then
 // batch_norm_apply, and batch_norm_backward), with the running statistics and 1/sqrt(var + eps)
 // left to the op. The GPU's runs one pass each way (batch_norm_forward_pass,
-// batch_norm_backward_pass): two launches per direction that also update the running statistics,
-// take x in either layout (BatchNormLayout) and fuse the residual add + ReLU that ends a ResNet
-// block. A table has one shape or the other; the other's entries are null.
+// batch_norm_backward_pass): two launches per direction that also update the running statistics
+// and take x in either layout (BatchNormLayout). A table has one shape or the other; the other's
+// entries are null. Both fuse the residual add + ReLU that ends a ResNet block.
 #pragma once
 
 #include <cstdint>
@@ -76,9 +76,12 @@ struct NormalizationKernels {
   void (*batch_norm_stats)(const Tensor& x, const Tensor& mean, const Tensor& var);
   // out[n, c, s] = (x[n, c, s] - mean[c]) * invstd[c] * weight[c] + bias[c]; weight and bias may
   // be undefined (1 and 0). With relu (only where fuses_relu), out = max(that, 0) in the same
-  // pass.
+  // pass; with a residual as well (x's shape and dtype; undefined for none), out = max(that +
+  // residual, 0), the end of a ResNet block, formed in the statistics' dtype and rounded to x's
+  // once.
   void (*batch_norm_apply)(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                           const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu);
+                           const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu,
+                           const Tensor& residual);
   // The whole of batch norm's backward in two passes over x and grad (contiguous [N, C, S]): the
   // per-channel sums sum_g = Σ g and sum_g_xhat = Σ g * x_hat over N and S, then, when grad_x is
   // defined, dx = w * invstd / M * (M * g - sum_g - x_hat * sum_g_xhat) in training (the batch
@@ -88,11 +91,14 @@ struct NormalizationKernels {
   // bias with the very expression batch_norm_apply used, so the mask is bit for bit the forward's,
   // and taken after rounding to out_dtype, the dtype the op's output is stored in (x's, or the
   // 16-bit float x was widened from): a y that rounds to 0 there passes no gradient, as PyTorch's
-  // relu backward reads the stored output.
+  // relu backward reads the stored output. With output defined instead (the forward had a
+  // residual; relu is then false), g counts where !(output <= 0), NaN included, read from the
+  // forward's output as stored, and grad_residual, when defined, receives that g.
   void (*batch_norm_backward)(const Tensor& x, const Tensor& grad, const Tensor& mean,
                               const Tensor& invstd, const Tensor& weight, bool training,
                               const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
-                              bool relu, const Tensor& bias, DType out_dtype);
+                              bool relu, const Tensor& bias, DType out_dtype, const Tensor& output,
+                              const Tensor& grad_residual);
   // x [M, K]: each row normalised by its own mean and biased variance, then scaled by weight [K]
   // and shifted by bias [K] (either may be undefined); writes each row's mean and
   // 1/sqrt(var + eps).
@@ -105,8 +111,7 @@ struct NormalizationKernels {
   // GPU's), which saves a conversion pass each way under autocast.
   bool takes_half;
   // The GPU's batch norm, one pass each way (see the top of the file); null on the CPU, whose
-  // three entries above run instead, and which runs batch_norm_add_relu as relu(batch_norm(x) +
-  // residual).
+  // three entries above run instead.
   void (*batch_norm_forward_pass)(const BatchNormForwardPass& pass) = nullptr;
   void (*batch_norm_backward_pass)(const BatchNormBackwardPass& pass) = nullptr;
 

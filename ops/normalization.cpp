@@ -139,13 +139,15 @@ struct BatchNormBackward : NormBackward {
       if (wants(3)) pass.grad_residual = grad_residual = empty(flat, io, x.device());
       kernels.batch_norm_backward_pass(pass);
     } else {
-      // batch_norm_add_relu has no node on such a device (it runs as the three ops there), and
       // relu is only ever set where the device's kernels fuse it (see batch_norm_relu).
       sum_g = empty({channels}, compute, x.device());
       sum_g_x_hat = empty({channels}, compute, x.device());
+      Tensor out = residual ? view.operand(output.unpack(*this), io) : Tensor();
+      if (wants(3)) grad_residual = empty(flat, io, x.device());
       kernels.batch_norm_backward(
-          cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g, sum_g_x_hat, relu,
-          relu ? kernel_operand(bias.unpack(*this), compute) : Tensor(), x.dtype());
+          cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g, sum_g_x_hat,
+          relu && !residual, relu && !residual ? kernel_operand(bias.unpack(*this), compute) : Tensor(),
+          x.dtype(), out, grad_residual);
     }
     return {wants(0) ? view.unflat(grad_x).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
@@ -207,11 +209,13 @@ struct BatchNormResult {
   Tensor out, mean, invstd;
 };
 
-// The CPU's three kernels, with the running statistics and invstd left to kiln ops.
+// The CPU's three kernels, with the running statistics and invstd left to kiln ops; residual
+// (cx's layout and dtype, with relu) undefined for none.
 BatchNormResult batch_norm_kernels(const NormalizationKernels& kernels, const Tensor& cx,
                                    const Tensor& running_mean, const Tensor& running_var,
                                    const Tensor& weight, const Tensor& bias, bool training,
-                                   double momentum, double eps, bool relu) {
+                                   double momentum, double eps, bool relu,
+                                   const Tensor& residual) {
   const int64_t channels = cx.size(1), count = cx.size(0) * cx.size(2);
   const DType compute = compute_dtype(cx.dtype());
   BatchNormResult r;
@@ -233,13 +237,13 @@ BatchNormResult batch_norm_kernels(const NormalizationKernels& kernels, const Te
   }
   r.out = empty(cx.shape(), cx.dtype(), cx.device());
   kernels.batch_norm_apply(cx, r.mean, r.invstd, kernel_operand(weight, compute),
-                           kernel_operand(bias, compute), r.out, relu);
+                           kernel_operand(bias, compute), r.out, relu, residual);
   return r;
 }
 
 // What batch_norm_impl does besides normalising: the ReLU, the residual add before it (only where
-// the device's passes fuse them: the callers run the separate ops elsewhere), and nn::BatchNorm's
-// count of batches.
+// the device's kernels fuse the ReLU: the callers run the separate ops elsewhere), and
+// nn::BatchNorm's count of batches.
 struct BatchNormExtras {
   bool relu = false;
   Tensor residual{};
@@ -328,7 +332,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
                         eps, flat_extras);
   } else {
     r = batch_norm_kernels(kernels, cx, running_mean, running_var, weight, bias, training, momentum,
-                           eps, extras.relu);
+                           eps, extras.relu, view.operand(residual, io));
     if (num_batches_tracked.defined()) {
       NoGradGuard no_grad;
       Tensor(num_batches_tracked).add_(1.0);
@@ -385,8 +389,7 @@ Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor
   KILN_CHECK(residual.shape() == x.shape(), ShapeError,
              "{}: expected a residual of the input's shape {}, got {}", op, shape_str(x.shape()),
              describe(residual));
-  if (kernels_for<NormalizationKernels>(op, x.device()).batch_norm_forward_pass &&
-      residual.dtype() == x.dtype())
+  if (kernels_for<NormalizationKernels>(op, x.device()).fuses_relu && residual.dtype() == x.dtype())
     return batch_norm_impl(
         op, x, running_mean, running_var, weight, bias, training, momentum, eps,
         {.relu = true, .residual = residual, .num_batches_tracked = num_batches_tracked});

@@ -325,8 +325,8 @@ TEST_CASE("normalization: BatchNorm2d::forward_relu is relu(forward) and counts 
 TEST_CASE(
     "normalization: batch_norm_add_relu is relu(batch_norm(x) + residual), in 16 bits rounded "
     "once") {
-  // On the CPU it is the three ops, in f32 for the 16-bit floats: against the same ops on f32
-  // copies, rounded at the end.
+  // One pass on the CPU, in f32 for the 16-bit floats: against the three ops on f32 copies,
+  // rounded at the end.
   for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     for (bool training : {true, false}) {
       INFO(dtype_name(dtype) << (training ? " training" : " inference"));
@@ -347,6 +347,50 @@ TEST_CASE(
       CHECK(rv.tolist() == rv_plain.tolist());
     }
   }
+}
+
+TEST_CASE("normalization: batch_norm_add_relu's fused backward equals the three ops'") {
+  // The CPU's kernels take the residual and mask the gradient by the stored output: gradients of
+  // x, residual, weight and bias against relu(batch_norm(x) + residual) in the compute dtype,
+  // training and inference, NCHW and channels-last.
+  uint64_t seed = 120;
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    for (bool training : {true, false})
+      for (MemoryFormat format : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+        INFO(dtype_name(dtype) << (training ? " training" : " inference")
+                               << (format == MemoryFormat::channels_last ? " channels-last" : ""));
+        const Shape shape{4, 3, 5, 6};
+        const DType wide = dtype == DType::f64 ? DType::f64 : DType::f32;
+        const Tensor x = random_f64(shape, seed++).to(dtype).contiguous(format);
+        const Tensor r = random_f64(shape, seed++).to(dtype).contiguous(format);
+        const Tensor g = random_f64(shape, seed++).to(dtype);
+        const Tensor w = random_f64({3}, seed++, 0.5, 1.5), b = random_f64({3}, seed++);
+        auto leaves = [&] {
+          return std::vector<Tensor>{x.detach().requires_grad_(), r.detach().requires_grad_(),
+                                     w.detach().requires_grad_(), b.detach().requires_grad_()};
+        };
+        std::vector<Tensor> fused_in = leaves(), plain_in = leaves();
+        Tensor rm = zeros({3}, DType::f64), rv = ones({3}, DType::f64);
+        Tensor fused = batch_norm_add_relu(fused_in[0], fused_in[1], rm, rv, fused_in[2],
+                                           fused_in[3], training);
+        Tensor plain = relu(add(batch_norm(plain_in[0].to(wide), rm.clone(), rv.clone(),
+                                           plain_in[2], plain_in[3], training),
+                                plain_in[1].to(wide)))
+                           .to(dtype);
+        CHECK(fused.grad_fn()->name() == "BatchNormAddReluBackward");
+        CHECK(fused.is_contiguous(format));
+        CHECK(fused.tolist() == plain.tolist());
+        fused.backward(g);
+        plain.backward(g);
+        // The residual's gradient is g where the output is positive: exactly the three ops'.
+        CHECK(fused_in[1].grad().tolist() == plain_in[1].grad().tolist());
+        for (size_t i : {size_t{0}, size_t{2}, size_t{3}}) {
+          INFO("input " << i);
+          check_close(fused_in[i].grad(), plain_in[i].grad().tolist(),
+                      testing::relative_to_largest(testing::gradient_tolerance(dtype).rtol,
+                                                   plain_in[i].grad()));
+        }
+      }
 }
 
 TEST_CASE("normalization: batch_norm_add_relu gradcheck w.r.t. x, residual, weight and bias") {

@@ -70,7 +70,8 @@ class Rows {
   using A = acc_type_t<T>;
   static constexpr bool kWidened = !std::is_same_v<T, A>;
 
-  // Row `row` (of s elements) as A values; `slot` tells apart the rows one loop holds at once.
+  // Row `row` (of s elements) as A values; `slot` (0, 1 or 2) tells apart the rows one loop holds
+  // at once.
   const A* read(const T* row, int64_t s, int slot) {
     if constexpr (kWidened) {
       A* buffer = scratch(slot, s);
@@ -83,11 +84,11 @@ class Rows {
       return row;
     }
   }
-  // Where to compute a row whose result goes to `row`: the row itself, or a buffer that write()
-  // then narrows into it.
-  A* target(T* row, int64_t s) {
+  // Where to compute a row whose result goes to `row`: the row itself, or a buffer (`slot` 3 or
+  // 4) that write() then narrows into it.
+  A* target(T* row, int64_t s, int slot = 3) {
     if constexpr (kWidened)
-      return scratch(2, s);
+      return scratch(slot, s);
     else
       return row;
   }
@@ -102,7 +103,7 @@ class Rows {
 
  private:
   static A* scratch(int slot, int64_t s) {
-    thread_local std::vector<A> buffers[3];
+    thread_local std::vector<A> buffers[5];
     std::vector<A>& b = buffers[slot];
     if (b.size() < static_cast<size_t>(s)) b.resize(static_cast<size_t>(s));
     return b.data();
@@ -117,8 +118,14 @@ class Rows {
 // has a name another file could share.
 template <class A>
 [[gnu::always_inline]] inline void apply_row(const A* src, A* dst, int64_t s,
-                                             ChannelAffine<A> affine, bool relu) {
-  if (relu) {
+                                             ChannelAffine<A> affine, bool relu,
+                                             const A* residual) {
+  if (residual) {
+    for (int64_t j = 0; j < s; ++j) {
+      const A y = affine(src[j]) + residual[j];
+      dst[j] = y < A(0) ? A(0) : y;  // NaN passes, as relu
+    }
+  } else if (relu) {
     for (int64_t j = 0; j < s; ++j) {
       const A y = affine(src[j]);
       dst[j] = y < A(0) ? A(0) : y;  // NaN passes, as relu
@@ -128,13 +135,21 @@ template <class A>
   }
 }
 
-// Σ g and Σ g * (x - mu) over a row, g masked by the fused ReLU's output when relu.
+// Σ g and Σ g * (x - mu) over a row, g masked by the fused ReLU: from the stored output where
+// there is one (the forward had a residual), else from y worked out again when relu.
 template <class A>
 [[gnu::always_inline]] inline void sums_row(const A* xr, const A* gr, int64_t s,
                                             ChannelAffine<A> affine, A cutoff, A mu, bool relu,
-                                            A* total, A* dot) {
+                                            const A* output, A* total, A* dot) {
   A row_total = 0, row_dot = 0;
-  if (relu) {
+  if (output) {
+#pragma omp simd reduction(+ : row_total, row_dot)
+    for (int64_t j = 0; j < s; ++j) {
+      const A gj = output[j] <= A(0) ? A(0) : gr[j];  // NaN passes, as relu
+      row_total += gj;
+      row_dot += gj * (xr[j] - mu);
+    }
+  } else if (relu) {
 #pragma omp simd reduction(+ : row_total, row_dot)
     for (int64_t j = 0; j < s; ++j) {
       const A gj = affine(xr[j]) <= cutoff ? A(0) : gr[j];  // NaN passes, as relu
@@ -152,12 +167,20 @@ template <class A>
   *dot = row_dot;
 }
 
-// dx = a * g - b * x + shift, g masked as in sums_row.
+// dx = a * g - b * x + shift (out null: none), g masked as in sums_row; with an output, the
+// masked g itself to masked (null: not wanted), the residual's gradient.
 template <class A>
 [[gnu::always_inline]] inline void grad_x_row(const A* xr, const A* gr, A* out, int64_t s, A a,
                                               A b, A shift, ChannelAffine<A> affine, A cutoff,
-                                              bool relu) {
-  if (relu) {
+                                              bool relu, const A* output, A* masked) {
+  if (output && masked) {
+    for (int64_t j = 0; j < s; ++j) masked[j] = output[j] <= A(0) ? A(0) : gr[j];
+  }
+  if (!out) return;
+  if (output) {
+    for (int64_t j = 0; j < s; ++j)
+      out[j] = a * (output[j] <= A(0) ? A(0) : gr[j]) - b * xr[j] + shift;
+  } else if (relu) {
     for (int64_t j = 0; j < s; ++j)
       out[j] = a * (affine(xr[j]) <= cutoff ? A(0) : gr[j]) - b * xr[j] + shift;
   } else {
@@ -167,25 +190,26 @@ template <class A>
 
 template <class A>
 struct RowLoops {
-  void (*apply)(const A*, A*, int64_t, ChannelAffine<A>, bool);
-  void (*sums)(const A*, const A*, int64_t, ChannelAffine<A>, A, A, bool, A*, A*);
-  void (*grad_x)(const A*, const A*, A*, int64_t, A, A, A, ChannelAffine<A>, A, bool);
+  void (*apply)(const A*, A*, int64_t, ChannelAffine<A>, bool, const A*);
+  void (*sums)(const A*, const A*, int64_t, ChannelAffine<A>, A, A, bool, const A*, A*, A*);
+  void (*grad_x)(const A*, const A*, A*, int64_t, A, A, A, ChannelAffine<A>, A, bool, const A*,
+                 A*);
 };
 
 #define KILN_BATCH_NORM_ROWS(name, attributes)                                                 \
   attributes void apply_##name(const float* src, float* dst, int64_t s,                       \
-                               ChannelAffine<float> affine, bool relu) {                     \
-    apply_row(src, dst, s, affine, relu);                                                     \
+                               ChannelAffine<float> affine, bool relu, const float* residual) { \
+    apply_row(src, dst, s, affine, relu, residual);                                           \
   }                                                                                           \
   attributes void sums_##name(const float* xr, const float* gr, int64_t s,                    \
                               ChannelAffine<float> affine, float cutoff, float mu, bool relu, \
-                              float* total, float* dot) {                                     \
-    sums_row(xr, gr, s, affine, cutoff, mu, relu, total, dot);                                \
+                              const float* output, float* total, float* dot) {                \
+    sums_row(xr, gr, s, affine, cutoff, mu, relu, output, total, dot);                        \
   }                                                                                           \
   attributes void grad_x_##name(const float* xr, const float* gr, float* out, int64_t s,      \
                                 float a, float b, float shift, ChannelAffine<float> affine,   \
-                                float cutoff, bool relu) {                                    \
-    grad_x_row(xr, gr, out, s, a, b, shift, affine, cutoff, relu);                            \
+                                float cutoff, bool relu, const float* output, float* masked) { \
+    grad_x_row(xr, gr, out, s, a, b, shift, affine, cutoff, relu, output, masked);            \
   }                                                                                           \
   const RowLoops<float> name##_rows{apply_##name, sums_##name, grad_x_##name};
 
@@ -251,7 +275,8 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
 }
 
 void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                      const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu) {
+                      const Tensor& weight, const Tensor& bias, const Tensor& out, bool relu,
+                      const Tensor& residual) {
   visit_activation("batch_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type_t<T>;
@@ -260,6 +285,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
     const A* r = invstd.data<A>();
     const A* w = optional_data<A>(weight);
     const A* b = optional_data<A>(bias);
+    const T* res = optional_data<T>(residual);
     T* o = out.data<T>();
     const int64_t channels = x.size(1), s = x.size(2);
     const RowLoops<A> loops = row_loops<A>();
@@ -267,8 +293,9 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
       Rows<T> rows;
       for (int64_t row = begin; row < end; ++row) {
         const A* src = rows.read(in + row * s, s, 0);
+        const A* res_row = res ? rows.read(res + row * s, s, 1) : nullptr;
         A* dst = rows.target(o + row * s, s);
-        loops.apply(src, dst, s, ChannelAffine<A>(m, r, w, b, row % channels), relu);
+        loops.apply(src, dst, s, ChannelAffine<A>(m, r, w, b, row % channels), relu, res_row);
         rows.write(dst, o + row * s, s);
       }
     });
@@ -278,7 +305,8 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
 void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean,
                          const Tensor& invstd, const Tensor& weight, bool training,
                          const Tensor& grad_x, const Tensor& sum_g, const Tensor& sum_g_xhat,
-                         bool relu, const Tensor& bias, DType out_dtype) {
+                         bool relu, const Tensor& bias, DType out_dtype, const Tensor& output,
+                         const Tensor& grad_residual) {
   visit_activation("batch_norm_backward", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_type_t<T>;
@@ -289,6 +317,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
     const A* r = invstd.data<A>();
     const A* w = optional_data<A>(weight);
     const A* bs = optional_data<A>(bias);
+    const T* y = optional_data<T>(output);
     A* sg = sum_g.data<A>();
     A* sgx = sum_g_xhat.data<A>();
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
@@ -303,8 +332,9 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         for (int64_t i = 0; i < n; ++i) {
           const A* xr = rows.read(in + (i * channels + c) * s, s, 0);
           const A* gr = rows.read(g + (i * channels + c) * s, s, 1);
+          const A* yr = y ? rows.read(y + (i * channels + c) * s, s, 2) : nullptr;
           A row_total = 0, row_dot = 0;
-          loops.sums(xr, gr, s, affine, cutoff, mu, relu, &row_total, &row_dot);
+          loops.sums(xr, gr, s, affine, cutoff, mu, relu, yr, &row_total, &row_dot);
           total += row_total;
           dot += row_dot;
         }
@@ -312,8 +342,9 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         sgx[c] = static_cast<A>(dot * static_cast<double>(r[c]));
       }
     });
-    if (!grad_x.defined()) return;
-    T* dx = grad_x.data<T>();
+    if (!grad_x.defined() && !grad_residual.defined()) return;
+    T* dx = grad_x.defined() ? grad_x.data<T>() : nullptr;
+    T* dr = grad_residual.defined() ? grad_residual.data<T>() : nullptr;
     const A count = static_cast<A>(n * s);
     parallel_for(n * channels, s, [&](int64_t begin, int64_t end) {
       Rows<T> rows;
@@ -321,14 +352,20 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
         const int64_t c = row % channels;
         const A* xr = rows.read(in + row * s, s, 0);
         const A* gr = rows.read(g + row * s, s, 1);
-        A* out = rows.target(dx + row * s, s);
+        const A* yr = y ? rows.read(y + row * s, s, 2) : nullptr;
+        A* out = dx ? rows.target(dx + row * s, s) : nullptr;
+        // The residual's gradient: g where the ReLU passed, exact in T (a 16-bit g widened and
+        // narrowed again is the same value).
+        A* masked = dr ? rows.target(dr + row * s, s, 4) : nullptr;
         // dx = a * g - b * x + shift: the training formula expanded so each element costs two
         // multiply-adds; inference keeps only a * g.
         const A a = r[c] * (w ? w[c] : A(1));
         const A b = training && count > 0 ? a * sgx[c] * r[c] / count : A(0);
         const A shift = training && count > 0 ? b * m[c] - a * sg[c] / count : A(0);
-        loops.grad_x(xr, gr, out, s, a, b, shift, ChannelAffine<A>(m, r, w, bs, c), cutoff, relu);
-        rows.write(out, dx + row * s, s);
+        loops.grad_x(xr, gr, out, s, a, b, shift, ChannelAffine<A>(m, r, w, bs, c), cutoff, relu,
+                     yr, masked);
+        if (out) rows.write(out, dx + row * s, s);
+        if (masked) rows.write(masked, dr + row * s, s);
       }
     });
   });
