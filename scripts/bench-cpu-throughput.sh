@@ -2,16 +2,25 @@
 # kiln's CPU training throughput against PyTorch's, run alternately so that both see the same
 # machine: a shared or throttled host moves single runs by a third, so compare medians of pairs.
 #
-#   scripts/bench-cpu-throughput.sh [rounds] [build dir] [--amp bf16|fp16]  (defaults: 5, build, f32)
+#   scripts/bench-cpu-throughput.sh [rounds] [build dir] [--amp bf16|fp16] [--torch-malloc glibc]
+#   (defaults: 5, build, f32, PyTorch with kiln's malloc settings)
 #
 # --amp runs both under autocast (PyTorch's CPU autocast). KILN_CPU_ISA=avx2 (core/cpu_isa.h)
 # caps kiln's kernels, to see what a machine without AVX-512 gets. Needs a release build with
 # benchmarks (cmake -DCMAKE_BUILD_TYPE=Release) and Debian's python3-torch for the peer.
+#
+# Malloc: kiln's CPU allocator raises glibc's mmap and trim thresholds (core/allocator.cpp), so a
+# step's freed activations stay in the process; PyTorch's CPU allocator leaves glibc's defaults,
+# and its activations page-fault in anew every step, which on a VM can cost it half its speed,
+# more on some days than others (docs/results.md). By default PyTorch runs with the same
+# thresholds, through GLIBC_TUNABLES, so the two differ in their kernels, not in what the host
+# charges for page faults; --torch-malloc glibc gives it glibc's defaults instead.
 set -euo pipefail
-positional=() amp=off
+positional=() amp=off torch_malloc=kiln
 while (($#)); do
   case $1 in
     --amp) amp=${2:?--amp needs bf16 or fp16}; shift 2 ;;
+    --torch-malloc) torch_malloc=${2:?--torch-malloc needs kiln or glibc}; shift 2 ;;
     *) positional+=("$1"); shift ;;
   esac
 done
@@ -21,11 +30,18 @@ cd "$(dirname "$0")/.."
 kiln_bin="$build/benchmarks/train_throughput"
 [[ -x "$kiln_bin" ]] || { echo "bench-cpu-throughput: no $kiln_bin; build the benchmarks first" >&2; exit 2; }
 
+case $torch_malloc in
+  kiln) torch_env=(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824) ;;
+  glibc) torch_env=() ;;
+  *) echo "bench-cpu-throughput: --torch-malloc takes kiln or glibc, not '$torch_malloc'" >&2; exit 2 ;;
+esac
+echo "PyTorch's malloc: $torch_malloc${torch_env:+ (${torch_env[*]})}"
+
 kiln=() torch=()
 for ((i = 1; i <= rounds; ++i)); do
   k=$(OMP_WAIT_POLICY=PASSIVE "$kiln_bin" --threads 2 --steps 20 --amp "$amp" |
       sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
-  t=$(/usr/bin/python3 benchmarks/train_throughput_torch.py --threads 2 --steps 20 --amp "$amp" |
+  t=$(env "${torch_env[@]}" /usr/bin/python3 benchmarks/train_throughput_torch.py --threads 2 --steps 20 --amp "$amp" |
       sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
   echo "round $i: kiln $k images/s, torch $t images/s"
   kiln+=("$k") torch+=("$t")
