@@ -7,6 +7,7 @@
 //   benchmarks/conv2d_cpu --threads 1 --clock cpu --repeats 30
 //   benchmarks/conv2d_cpu --dtype bf16          # what autocast(bf16) runs (AVX512-BF16 kernels)
 //   benchmarks/conv2d_cpu --model resnet50 --batch-size 8   # ResNet-50's shapes at 224x224
+//   benchmarks/conv2d_cpu --only stage3         # the layers whose name contains "stage3"
 //
 // --clock cpu times the process's CPU time instead of the wall clock: on one thread of a machine
 // that others share, it leaves out the time the process waited for a core (caches still suffer).
@@ -21,6 +22,7 @@
 #include <ratio>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
@@ -89,7 +91,7 @@ double best_ms(int64_t repeats, bool cpu_clock, F&& fn) {
 int main(int argc, char** argv) {
   int64_t batch_size = 128, repeats = 10;
   int threads = 2;
-  std::string isa_name, clock = "wall", dtype_name_arg = "f32", model = "resnet20";
+  std::string isa_name, clock = "wall", dtype_name_arg = "f32", model = "resnet20", only;
   CLI::App app{"conv2d_cpu: time of kiln's CPU convolution kernels per ResNet-20 layer"};
   app.add_option("--batch-size", batch_size)->capture_default_str();
   app.add_option("--repeats", repeats, "timed calls per kernel; the fastest is reported")
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype_name_arg, "f32|bf16")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--only", only, "time only the layers whose name contains this text");
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("conv2d_cpu", [&] {
     omp_set_num_threads(threads);
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
     const bool resnet50 = model == "resnet50";
     for (const Layer& l : resnet50 ? std::span<const Layer>(kResnet50Layers)
                                    : std::span<const Layer>(kLayers)) {
+      if (std::string_view(l.name).find(only) == std::string_view::npos) continue;
       const Pair stride{l.stride, l.stride}, padding{l.padding, l.padding};
       Tensor x = randn({batch_size, l.in_channels, l.side, l.side}).to(dtype);
       Tensor w = randn({l.out_channels, l.in_channels, l.kernel, l.kernel}).to(dtype);

@@ -58,6 +58,7 @@ def main():
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"])
     parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     parser.add_argument("--model", default="resnet20", choices=["resnet20", "resnet50"])
+    parser.add_argument("--only", default="", help="time only the layers whose name contains this")
     args = parser.parse_args()
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
@@ -69,6 +70,8 @@ def main():
     print(f"{'layer':<20} {'forward':>18} {'input grad':>18} {'weight grad':>18}")
     total = 0.0
     for name, cin, cout, side, k, s, p in (RESNET50_LAYERS if args.model == "resnet50" else LAYERS):
+        if args.only not in name:
+            continue
         x = torch.randn(args.batch_size, cin, side, side, dtype=dtype)
         w = torch.randn(cout, cin, k, k, dtype=dtype)
         out = torch.nn.functional.conv2d(x, w, None, s, p)
