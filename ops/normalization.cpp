@@ -142,12 +142,14 @@ struct BatchNormBackward : NormBackward {
       // relu is only ever set where the device's kernels fuse it (see batch_norm_relu).
       sum_g = empty({channels}, compute, x.device());
       sum_g_x_hat = empty({channels}, compute, x.device());
+      // batch_norm_add_relu's mask comes from its stored output, batch_norm_relu's from the bias.
+      const bool recompute = relu && !residual;
       Tensor out = residual ? view.operand(output.unpack(*this), io) : Tensor();
       if (wants(3)) grad_residual = empty(flat, io, x.device());
       kernels.batch_norm_backward(
           cx, cg, mu, rstd, kernel_operand(w, compute), training, grad_x, sum_g, sum_g_x_hat,
-          relu && !residual, relu && !residual ? kernel_operand(bias.unpack(*this), compute) : Tensor(),
-          x.dtype(), out, grad_residual);
+          recompute, recompute ? kernel_operand(bias.unpack(*this), compute) : Tensor(), x.dtype(),
+          out, grad_residual);
     }
     return {wants(0) ? view.unflat(grad_x).to(x.dtype()) : Tensor(),
             wants(1) ? sum_g_x_hat.to(weight_dtype) : Tensor(),
