@@ -216,8 +216,7 @@ struct BatchNormResult {
 BatchNormResult batch_norm_kernels(const NormalizationKernels& kernels, const Tensor& cx,
                                    const Tensor& running_mean, const Tensor& running_var,
                                    const Tensor& weight, const Tensor& bias, bool training,
-                                   double momentum, double eps, bool relu,
-                                   const Tensor& residual) {
+                                   double momentum, double eps, bool relu, const Tensor& residual) {
   const int64_t channels = cx.size(1), count = cx.size(0) * cx.size(2);
   const DType compute = compute_dtype(cx.dtype());
   BatchNormResult r;

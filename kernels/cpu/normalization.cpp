@@ -170,9 +170,9 @@ template <class A>
 // dx = a * g - b * x + shift (out null: none), g masked as in sums_row; with an output, the
 // masked g itself to masked (null: not wanted), the residual's gradient.
 template <class A>
-[[gnu::always_inline]] inline void grad_x_row(const A* xr, const A* gr, A* out, int64_t s, A a,
-                                              A b, A shift, ChannelAffine<A> affine, A cutoff,
-                                              bool relu, const A* output, A* masked) {
+[[gnu::always_inline]] inline void grad_x_row(const A* xr, const A* gr, A* out, int64_t s, A a, A b,
+                                              A shift, ChannelAffine<A> affine, A cutoff, bool relu,
+                                              const A* output, A* masked) {
   if (output && masked) {
     for (int64_t j = 0; j < s; ++j) masked[j] = output[j] <= A(0) ? A(0) : gr[j];
   }
@@ -192,25 +192,24 @@ template <class A>
 struct RowLoops {
   void (*apply)(const A*, A*, int64_t, ChannelAffine<A>, bool, const A*);
   void (*sums)(const A*, const A*, int64_t, ChannelAffine<A>, A, A, bool, const A*, A*, A*);
-  void (*grad_x)(const A*, const A*, A*, int64_t, A, A, A, ChannelAffine<A>, A, bool, const A*,
-                 A*);
+  void (*grad_x)(const A*, const A*, A*, int64_t, A, A, A, ChannelAffine<A>, A, bool, const A*, A*);
 };
 
-#define KILN_BATCH_NORM_ROWS(name, attributes)                                                 \
-  attributes void apply_##name(const float* src, float* dst, int64_t s,                       \
-                               ChannelAffine<float> affine, bool relu, const float* residual) { \
-    apply_row(src, dst, s, affine, relu, residual);                                           \
-  }                                                                                           \
-  attributes void sums_##name(const float* xr, const float* gr, int64_t s,                    \
-                              ChannelAffine<float> affine, float cutoff, float mu, bool relu, \
-                              const float* output, float* total, float* dot) {                \
-    sums_row(xr, gr, s, affine, cutoff, mu, relu, output, total, dot);                        \
-  }                                                                                           \
-  attributes void grad_x_##name(const float* xr, const float* gr, float* out, int64_t s,      \
-                                float a, float b, float shift, ChannelAffine<float> affine,   \
-                                float cutoff, bool relu, const float* output, float* masked) { \
-    grad_x_row(xr, gr, out, s, a, b, shift, affine, cutoff, relu, output, masked);            \
-  }                                                                                           \
+#define KILN_BATCH_NORM_ROWS(name, attributes)                                                    \
+  attributes void apply_##name(const float* src, float* dst, int64_t s,                           \
+                               ChannelAffine<float> affine, bool relu, const float* residual) {   \
+    apply_row(src, dst, s, affine, relu, residual);                                               \
+  }                                                                                               \
+  attributes void sums_##name(const float* xr, const float* gr, int64_t s,                        \
+                              ChannelAffine<float> affine, float cutoff, float mu, bool relu,     \
+                              const float* output, float* total, float* dot) {                    \
+    sums_row(xr, gr, s, affine, cutoff, mu, relu, output, total, dot);                            \
+  }                                                                                               \
+  attributes void grad_x_##name(const float* xr, const float* gr, float* out, int64_t s, float a, \
+                                float b, float shift, ChannelAffine<float> affine, float cutoff,  \
+                                bool relu, const float* output, float* masked) {                  \
+    grad_x_row(xr, gr, out, s, a, b, shift, affine, cutoff, relu, output, masked);                \
+  }                                                                                               \
   const RowLoops<float> name##_rows{apply_##name, sums_##name, grad_x_##name};
 
 KILN_BATCH_NORM_ROWS(baseline, )
