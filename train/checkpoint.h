@@ -39,7 +39,7 @@ struct TrainingState {
   optim::GradScaler* scaler = nullptr;
   // Saved with the state and read back by training_checkpoint_recipe(), not by
   // load_training_checkpoint(): the program compares it with its own before resuming.
-  nn::Metadata recipe;
+  nn::Metadata recipe{};  // {}: initializers that stop before it need not name it
 };
 
 void save_training_checkpoint(const std::string& path, const TrainingState& state);
