@@ -390,6 +390,11 @@ TEST_CASE("normalization: batch_norm_add_relu's fused backward equals the three 
                       testing::relative_to_largest(testing::gradient_tolerance(dtype).rtol,
                                                    plain_in[i].grad()));
         }
+        // Only the residual wanting a gradient (x a constant): the backward skips grad_x and
+        // still writes the residual's.
+        Tensor r_only = r.detach().requires_grad_();
+        batch_norm_add_relu(x, r_only, rm.clone(), rv.clone(), w, b, training).backward(g);
+        CHECK(r_only.grad().tolist() == plain_in[1].grad().tolist());
       }
 }
 

@@ -349,7 +349,8 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
       Rows<T> rows;
       for (int64_t row = begin; row < end; ++row) {
         const int64_t c = row % channels;
-        const A* xr = rows.read(in + row * s, s, 0);
+        // x only for grad_x: the residual's gradient alone needs g and the output.
+        const A* xr = dx ? rows.read(in + row * s, s, 0) : nullptr;
         const A* gr = rows.read(g + row * s, s, 1);
         const A* yr = y ? rows.read(y + row * s, s, 2) : nullptr;
         A* out = dx ? rows.target(dx + row * s, s) : nullptr;
