@@ -15,8 +15,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each stage's header says when it began, in minutes since the start (CI's time budget).
-stage() { printf '== %s (at %d min %02d s) ==\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
+# Each stage's header says when it began, in minutes since the start (CI's time budget), and the
+# disk space left (a full disk kills a link with a bus error, not a message).
+stage() {
+  printf '== %s (at %d min %02d s; %s free) ==\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)) \
+         "$(df -h --output=avail . | tail -1 | tr -d ' ')"
+}
 
 KILN_DEPS=test scripts/install-deps.sh
 jobs=$(nproc)
@@ -34,9 +38,10 @@ sim=OFF
 apps=OFF
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then sim=SIM; apps=ON; fi
 # -g1: line tables for the sanitizers' reports, without the full debug information of -g, which
-# costs a quarter of this build's compile time.
+# costs a quarter of this build's compile time. KILN_SHARED: one libkiln.so, not a copy of the
+# instrumented library in each of the ~100 test programs (18 GB of disk, and their links).
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_BUILD_APPS="$apps" \
-      -DKILN_CUDA="$sim" -DCMAKE_CXX_FLAGS="-O1" -DCMAKE_CXX_FLAGS_DEBUG="-g1"
+      -DKILN_CUDA="$sim" -DKILN_SHARED=ON -DCMAKE_CXX_FLAGS="-O1" -DCMAKE_CXX_FLAGS_DEBUG="-g1"
 cmake --build build-asan -j "$jobs"
 stage "sanitizer tests"
 # detect_leaks stays on; OpenMP's thread pool is reused, not leaked.
