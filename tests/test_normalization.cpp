@@ -121,6 +121,32 @@ TEST_CASE("normalization: batch_norm updates the running stats by hand-computed 
   CHECK(running_var.tolist()[1] == Approx(0.5 * 3.0 + 0.5 * 12.0));
 }
 
+TEST_CASE("normalization: batch_norm's batch statistics over many rows with a large mean") {
+  // 1000 + U(-1, 1): E[x^2] - E[x]^2 would cancel to noise in f32; rows of 49 and 784 elements
+  // (the vector loops and their tails), combined across 64 images. Momentum 1 leaves the batch's
+  // own mean and unbiased variance in the running stats (f64), compared with a double reference.
+  for (int64_t side : {7, 28})
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      INFO(side << " " << dtype_name(dtype));
+      Tensor x = (random_f64({64, 2, side, side}, 9, -1.0, 1.0) + 1000.0).to(dtype);
+      const std::vector<double> v = x.to(DType::f64).tolist();
+      Tensor running_mean = zeros({2}, DType::f64), running_var = zeros({2}, DType::f64);
+      batch_norm(x, running_mean, running_var, Tensor(), Tensor(), true, 1.0, 1e-5);
+      const int64_t s = side * side, count = 64 * s;
+      for (int64_t c = 0; c < 2; ++c) {
+        double mean = 0, squares = 0;
+        for (int64_t i = 0; i < 64; ++i)
+          for (int64_t j = 0; j < s; ++j) mean += v[(i * 2 + c) * s + j];
+        mean /= static_cast<double>(count);
+        for (int64_t i = 0; i < 64; ++i)
+          for (int64_t j = 0; j < s; ++j) squares += std::pow(v[(i * 2 + c) * s + j] - mean, 2);
+        CHECK(running_mean.tolist()[c] == Approx(mean).epsilon(1e-7));
+        CHECK(running_var.tolist()[c] ==
+              Approx(squares / static_cast<double>(count - 1)).epsilon(1e-5));
+      }
+    }
+}
+
 TEST_CASE("normalization: batch_norm running stats of another dtype and without history") {
   Tensor x = random_f64({5, 3, 2}, 8).to(DType::f32).requires_grad_();
   Tensor running_mean = zeros({3}, DType::f64), running_var = ones({3}, DType::f64);

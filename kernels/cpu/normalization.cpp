@@ -188,14 +188,37 @@ template <class A>
   }
 }
 
+// A row's mean and its sum of squared deviations from that mean, in double: the two passes of
+// the exact formula, over a row that stays in L1 between them. Rows combine by Chan's formula
+// (batch_norm_stats), so the activations are read from memory once.
+template <class A>
+[[gnu::always_inline]] inline void moments_row(const A* row, int64_t s, double* mean, double* m2) {
+  double total = 0.0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t j = 0; j < s; ++j) total += row[j];
+  const double mu = s > 0 ? total / static_cast<double>(s) : 0.0;
+  double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t j = 0; j < s; ++j) {
+    const double d = static_cast<double>(row[j]) - mu;
+    squares += d * d;
+  }
+  *mean = mu;
+  *m2 = squares;
+}
+
 template <class A>
 struct RowLoops {
+  void (*moments)(const A*, int64_t, double*, double*);
   void (*apply)(const A*, A*, int64_t, ChannelAffine<A>, bool, const A*);
   void (*sums)(const A*, const A*, int64_t, ChannelAffine<A>, A, A, bool, const A*, A*, A*);
   void (*grad_x)(const A*, const A*, A*, int64_t, A, A, A, ChannelAffine<A>, A, bool, const A*, A*);
 };
 
 #define KILN_BATCH_NORM_ROWS(name, attributes)                                                    \
+  attributes void moments_##name(const float* row, int64_t s, double* mean, double* m2) {          \
+    moments_row(row, s, mean, m2);                                                                \
+  }                                                                                               \
   attributes void apply_##name(const float* src, float* dst, int64_t s,                           \
                                ChannelAffine<float> affine, bool relu, const float* residual) {   \
     apply_row(src, dst, s, affine, relu, residual);                                               \
@@ -210,7 +233,7 @@ struct RowLoops {
                                 bool relu, const float* output, float* masked) {                  \
     grad_x_row(xr, gr, out, s, a, b, shift, affine, cutoff, relu, output, masked);                \
   }                                                                                               \
-  const RowLoops<float> name##_rows{apply_##name, sums_##name, grad_x_##name};
+  const RowLoops<float> name##_rows{moments_##name, apply_##name, sums_##name, grad_x_##name};
 
 KILN_BATCH_NORM_ROWS(baseline, )
 #if defined(__x86_64__)
@@ -230,7 +253,7 @@ RowLoops<A> row_loops() {
 #endif
     return baseline_rows;
   } else {
-    return {apply_row<A>, sums_row<A>, grad_x_row<A>};
+    return {moments_row<A>, apply_row<A>, sums_row<A>, grad_x_row<A>};
   }
 }
 
@@ -245,26 +268,22 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
     A* v = var.data<A>();
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
     const int64_t count = n * s;
+    const RowLoops<A> loops = row_loops<A>();
     parallel_for(channels, count, [&](int64_t begin, int64_t end) {
       Rows<T> rows;
       for (int64_t c = begin; c < end; ++c) {
-        // Two passes: the sum of squared deviations from the mean does not cancel the way
-        // E[x^2] - E[x]^2 does when the mean is large next to the spread.
-        double total = 0.0;
+        // Each row's mean and squared deviations, combined by Chan's formula: as exact as two
+        // passes over the channel (no E[x^2] - E[x]^2 cancellation), with one read of it.
+        double seen = 0.0, mu = 0.0, squares = 0.0;
         for (int64_t i = 0; i < n; ++i) {
-          const A* row = rows.read(in + (i * channels + c) * s, s, 0);
-#pragma omp simd reduction(+ : total)
-          for (int64_t j = 0; j < s; ++j) total += row[j];
-        }
-        double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
-        double squares = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-          const A* row = rows.read(in + (i * channels + c) * s, s, 0);
-#pragma omp simd reduction(+ : squares)
-          for (int64_t j = 0; j < s; ++j) {
-            double d = static_cast<double>(row[j]) - mu;
-            squares += d * d;
-          }
+          double row_mean = 0.0, row_squares = 0.0;
+          loops.moments(rows.read(in + (i * channels + c) * s, s, 0), s, &row_mean, &row_squares);
+          const double both = seen + static_cast<double>(s);
+          if (both == 0.0) continue;
+          const double delta = row_mean - mu;
+          mu += delta * static_cast<double>(s) / both;
+          squares += row_squares + delta * delta * seen * static_cast<double>(s) / both;
+          seen = both;
         }
         m[c] = static_cast<A>(mu);
         v[c] = static_cast<A>(count > 0 ? squares / static_cast<double>(count) : 0.0);
