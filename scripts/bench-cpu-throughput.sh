@@ -3,7 +3,8 @@
 # machine: a shared or throttled host moves single runs by a third, so compare medians of pairs.
 #
 #   scripts/bench-cpu-throughput.sh [rounds] [build dir] [--amp bf16|fp16] [--torch-malloc glibc]
-#   (defaults: 5, build, f32, PyTorch with kiln's malloc settings)
+#                                   [--omp-wait passive]
+#   (defaults: 5, build, f32, PyTorch with kiln's malloc settings, libgomp's wait policy for both)
 #
 # --amp runs both under autocast (PyTorch's CPU autocast). KILN_CPU_ISA=avx2 (core/cpu_isa.h)
 # caps kiln's kernels, to see what a machine without AVX-512 gets. Needs a release build with
@@ -15,12 +16,18 @@
 # more on some days than others (docs/results.md). By default PyTorch runs with the same
 # thresholds, through GLIBC_TUNABLES, so the two differ in their kernels, not in what the host
 # charges for page faults; --torch-malloc glibc gives it glibc's defaults instead.
+#
+# OpenMP: both run with the same wait policy. By default neither sets one, so libgomp's threads
+# spin a while between parallel regions, as a user of either gets; --omp-wait passive sets
+# OMP_WAIT_POLICY=PASSIVE for both (what scripts/run.sh gives kiln-train, whose DataLoader workers
+# need the cores). Until 2026-11-28 kiln alone ran PASSIVE here (docs/results.md).
 set -euo pipefail
-positional=() amp=off torch_malloc=kiln
+positional=() amp=off torch_malloc=kiln omp_wait=default
 while (($#)); do
   case $1 in
     --amp) amp=${2:?--amp needs bf16 or fp16}; shift 2 ;;
     --torch-malloc) torch_malloc=${2:?--torch-malloc needs kiln or glibc}; shift 2 ;;
+    --omp-wait) omp_wait=${2:?--omp-wait needs passive or default}; shift 2 ;;
     *) positional+=("$1"); shift ;;
   esac
 done
@@ -36,12 +43,18 @@ case $torch_malloc in
   *) echo "bench-cpu-throughput: --torch-malloc takes kiln or glibc, not '$torch_malloc'" >&2; exit 2 ;;
 esac
 echo "PyTorch's malloc: $torch_malloc${torch_env:+ (${torch_env[*]})}"
+case $omp_wait in
+  default) omp_env=() ;;
+  passive) omp_env=(OMP_WAIT_POLICY=PASSIVE) ;;
+  *) echo "bench-cpu-throughput: --omp-wait takes passive or default, not '$omp_wait'" >&2; exit 2 ;;
+esac
+echo "OpenMP wait policy, both: $omp_wait"
 
 kiln=() torch=()
 for ((i = 1; i <= rounds; ++i)); do
-  k=$(OMP_WAIT_POLICY=PASSIVE "$kiln_bin" --threads 2 --steps 20 --amp "$amp" |
+  k=$(env "${omp_env[@]}" "$kiln_bin" --threads 2 --steps 20 --amp "$amp" |
       sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
-  t=$(env "${torch_env[@]}" /usr/bin/python3 benchmarks/train_throughput_torch.py --threads 2 --steps 20 --amp "$amp" |
+  t=$(env "${torch_env[@]}" "${omp_env[@]}" /usr/bin/python3 benchmarks/train_throughput_torch.py --threads 2 --steps 20 --amp "$amp" |
       sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
   echo "round $i: kiln $k images/s, torch $t images/s"
   kiln+=("$k") torch+=("$t")
