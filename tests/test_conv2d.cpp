@@ -237,8 +237,8 @@ TEST_CASE("conv2d: an image of zero height or width is a ShapeError, even with p
       ShapeError);
   // An empty batch or no channel may come with an empty image, as in PyTorch.
   CHECK(conv2d(zeros({0, 3, 0, 4}), w, Tensor(), {1, 1}, {1, 0}).shape() == Shape{0, 8, 2, 4});
-  Tensor bias_only = conv2d(zeros({1, 0, 0, 4}), ones({2, 0, 1, 1}), tensor({1.0f, 2.0f}),
-                            {1, 1}, {1, 0});
+  Tensor bias_only =
+      conv2d(zeros({1, 0, 0, 4}), ones({2, 0, 1, 1}), tensor({1.0f, 2.0f}), {1, 1}, {1, 0});
   CHECK(bias_only.tolist() == std::vector<double>{1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2});
 }
 
@@ -335,10 +335,10 @@ namespace {
 
 // f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp, whose
 // micro-kernels exist once per instruction set (core/cpu_isa.h): each set runs these cases. The
-// shapes cover output-channel counts that leave part of a tile's rows, odd tap counts, pads narrower
-// and wider than the kernel's reach, dilation, groups, batches that fill several chunks with one
-// image left over, a single image split across threads, and strides 2 and 3 (phase planes, one
-// of them shorter when the size is odd; a 1x1 stride-2 kernel that reads only one phase).
+// shapes cover output-channel counts that leave part of a tile's rows, odd tap counts, pads
+// narrower and wider than the kernel's reach, dilation, groups, batches that fill several chunks
+// with one image left over, a single image split across threads, and strides 2 and 3 (phase planes,
+// one of them shorter when the size is odd; a 1x1 stride-2 kernel that reads only one phase).
 // `all_shapes` false leaves out the three large shapes (several chunks, one image split across
 // threads), whose code, the driver, every instruction set shares: they run once, with the CPU's
 // best kernels, and the other sets get the odd shapes, in a fraction of the time.
@@ -366,6 +366,14 @@ void check_cases(DType dtype, bool all_shapes) {
       {{2, 3, 10, 9}, {4, 3, 2, 2}, {{3, 3}, {0, 1}, {1, 1}, 1}},
       {{2, 3, 5, 6}, {4, 3, 1, 1}, {{1, 2}, {1, 1}, {1, 1}, 1}},
       {{2, 4, 8, 7}, {4, 1, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 4}},
+      // Enough output channels for channel tiles in every set (at least 2 vectors: 8, 16 or 32
+      // channels), with a last block of one vector and one part-filled: 40 and 36 channels a
+      // group; rows longer than a tile's positions (31 columns: 3 runs of 11 or fewer); an odd
+      // row width for bf16's pairs of positions; a stride.
+      {{2, 3, 6, 7}, {40, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{2, 4, 5, 5}, {72, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},
+      {{1, 2, 3, 31}, {33, 2, 1, 3}, {{1, 1}, {0, 1}, {1, 1}, 1}},
+      {{2, 3, 9, 9}, {34, 3, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
   };
   uint64_t seed = 300;
   for (const Case& c : cases) {
@@ -402,8 +410,8 @@ void check_cases_with(CpuIsa isa, DType dtype = DType::f32) {
     ~IsaScope() { set_cpu_isa(previous); }
   } scope{set_cpu_isa(isa)};
   // f32 has no kernels past AVX-512's: on an AVX512-BF16 CPU its best set is AVX-512.
-  const CpuIsa best = dtype == DType::f32 ? std::min(cpu_isa_supported(), CpuIsa::avx512)
-                                          : cpu_isa_supported();
+  const CpuIsa best =
+      dtype == DType::f32 ? std::min(cpu_isa_supported(), CpuIsa::avx512) : cpu_isa_supported();
   check_cases(dtype, isa == best);
 }
 

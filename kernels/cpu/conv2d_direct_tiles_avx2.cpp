@@ -6,10 +6,15 @@ namespace kiln::cpu {
 
 const DirectConvTiles direct_conv_tiles_avx2{
     .isa = CpuIsa::avx2,
+    .lanes = avx2::kLanes,
     .tile_positions = avx2::kTileVectors * avx2::kLanes,
-    .weight_taps = avx2::kWeightTaps,
     .forward = avx2::forward,
-    .weight = avx2::weight<>,
+    .channel_vectors = avx2::kChannelVectors,
+    .channel_positions = avx2::kChannelPositions,
+    .forward_channels = avx2::forward_channels,
+    .weight_vectors = avx2::kWeightVectors,
+    .weight_taps = avx2::kWeightTaps,
+    .weight = avx2::weight,
     .forward_bf16 = nullptr,
     .weight_bf16 = nullptr,
 };

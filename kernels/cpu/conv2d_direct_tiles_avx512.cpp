@@ -6,10 +6,15 @@ namespace kiln::cpu {
 
 const DirectConvTiles direct_conv_tiles_avx512{
     .isa = CpuIsa::avx512,
+    .lanes = avx512::kLanes,
     .tile_positions = avx512::kTileVectors * avx512::kLanes,
-    .weight_taps = avx512::kWeightTaps,
     .forward = avx512::forward,
-    .weight = avx512::weight<>,
+    .channel_vectors = avx512::kChannelVectors,
+    .channel_positions = avx512::kChannelPositions,
+    .forward_channels = avx512::forward_channels,
+    .weight_vectors = avx512::kWeightVectors,
+    .weight_taps = avx512::kWeightTaps,
+    .weight = avx512::weight,
     .forward_bf16 = nullptr,
     .weight_bf16 = nullptr,
 };

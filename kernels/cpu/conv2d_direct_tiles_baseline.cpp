@@ -1,4 +1,5 @@
-// The direct convolution's micro-kernels in portable C++ (any x86-64, or another architecture) (conv2d_direct_tiles_impl.h).
+// The direct convolution's micro-kernels in portable C++ (any x86-64, or another architecture)
+// (conv2d_direct_tiles_impl.h).
 #define KILN_SIMD KILN_SIMD_BASELINE
 #include "kiln/kernels/cpu/conv2d_direct_tiles_impl.h"
 
@@ -6,10 +7,15 @@ namespace kiln::cpu {
 
 const DirectConvTiles direct_conv_tiles_baseline{
     .isa = CpuIsa::baseline,
+    .lanes = baseline::kLanes,
     .tile_positions = baseline::kTileVectors * baseline::kLanes,
-    .weight_taps = baseline::kWeightTaps,
     .forward = baseline::forward,
-    .weight = baseline::weight<>,
+    .channel_vectors = baseline::kChannelVectors,
+    .channel_positions = baseline::kChannelPositions,
+    .forward_channels = baseline::forward_channels,
+    .weight_vectors = baseline::kWeightVectors,
+    .weight_taps = baseline::kWeightTaps,
+    .weight = baseline::weight,
     .forward_bf16 = nullptr,
     .weight_bf16 = nullptr,
 };
