@@ -211,35 +211,43 @@ int run(int argc, char** argv) {
       g_forward_signal = 0;
       begin_stop();
     }
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (Child& c : children) {
-        if (c.pid != pid) continue;
-        c.running = false;
-        --running;
-        const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        // A rank that stopped on Ctrl-C (its own or one passed on) has not failed, and the others
-        // are stopping too: rank 0 may still be writing its checkpoint, which SIGTERM would lose.
-        const bool interrupted = exit_code(status) == kiln::apps::kExitInterrupted;
-        if (failed && result == 0 && interrupted) {
-          result = kiln::apps::kExitInterrupted;
-          std::fprintf(stderr,
-                       "kiln-run: rank %d (pid %d) stopped on an interrupt; giving the other "
-                       "ranks %g s to stop\n",
-                       c.rank, static_cast<int>(pid), grace_seconds);
-          begin_stop();
-        } else if (failed && (result == 0 || result == kiln::apps::kExitInterrupted) &&
-                   !interrupted) {
-          result = exit_code(status);
-          std::fprintf(stderr, "kiln-run: rank %d (pid %d) %s; stopping the other ranks\n", c.rank,
-                       static_cast<int>(pid), describe_status(status).c_str());
-          signal_all(children, SIGTERM);
-          begin_stop();
-        }
-      }
-      continue;
+    // Every rank that has exited since the last look. When one rank dies the others' collectives
+    // fail within milliseconds, so several may have by now, and waitpid hands them back oldest
+    // (rank 0) first: ranks ended by a signal go first, being the likelier cause to report.
+    std::vector<std::pair<Child*, int>> exited;
+    for (int status = 0;;) {
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      for (Child& c : children)
+        if (c.pid == pid) exited.emplace_back(&c, status);
     }
+    std::stable_partition(exited.begin(), exited.end(),
+                          [](const std::pair<Child*, int>& e) { return WIFSIGNALED(e.second); });
+    for (const auto& [child, status] : exited) {
+      Child& c = *child;
+      c.running = false;
+      --running;
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      // A rank that stopped on Ctrl-C (its own or one passed on) has not failed, and the others
+      // are stopping too: rank 0 may still be writing its checkpoint, which SIGTERM would lose.
+      const bool interrupted = exit_code(status) == kiln::apps::kExitInterrupted;
+      if (failed && result == 0 && interrupted) {
+        result = kiln::apps::kExitInterrupted;
+        std::fprintf(stderr,
+                     "kiln-run: rank %d (pid %d) stopped on an interrupt; giving the other "
+                     "ranks %g s to stop\n",
+                     c.rank, static_cast<int>(c.pid), grace_seconds);
+        begin_stop();
+      } else if (failed && (result == 0 || result == kiln::apps::kExitInterrupted) &&
+                 !interrupted) {
+        result = exit_code(status);
+        std::fprintf(stderr, "kiln-run: rank %d (pid %d) %s; stopping the other ranks\n", c.rank,
+                     static_cast<int>(c.pid), describe_status(status).c_str());
+        signal_all(children, SIGTERM);
+        begin_stop();
+      }
+    }
+    if (!exited.empty()) continue;
     if (!killed && Clock::now() > kill_at) {
       std::fprintf(stderr,
                    "kiln-run: ranks still running %.0f s after being told to stop: "
