@@ -95,14 +95,10 @@ struct RunStore {
   }
 };
 
-// The taps [k_blocks of about kTapBlock].
-struct TapBlocks {
-  int64_t size, count;
-};
-
-TapBlocks tap_blocks(int64_t k_size) {
+// Taps per block: k_size split into equal blocks of at most kTapBlock.
+int64_t tap_block(int64_t k_size) {
   const int64_t count = std::max<int64_t>(1, (k_size + kTapBlock - 1) / kTapBlock);
-  return {(k_size + count - 1) / count, count};
+  return (k_size + count - 1) / count;
 }
 
 // Tile rows [o0, o0 + rows) of a group's [Og, K] weight block, as [K][rows]: the four weights one
@@ -212,7 +208,7 @@ void forward_positions(const T* x, const T* weight, const float* bias, T* out,
   const Layout l = layout_for(packed, per, tile_positions);
   const std::vector<int64_t> offsets = tap_offsets(packed, l);
   const std::vector<E> weights = pack_position_weights(weight, g, k_size);
-  const TapBlocks taps = tap_blocks(k_size);
+  const int64_t tap_block_size = tap_block(k_size);
   const RunStore store_run;
   // Positions [p0, p0 + tile_positions) of group grp of the chunk at image n0, every output
   // channel, summed block by block into `tile` [og, tile_positions] and then copied to the
@@ -221,8 +217,8 @@ void forward_positions(const T* x, const T* weight, const float* bias, T* out,
                                    const E* chunk, float* tile) {
     const E* group_weights = weights.data() + grp * og * k_size;
     const int64_t* group_offsets = offsets.data() + grp * k_size;
-    for (int64_t k0 = 0; k0 < k_size; k0 += taps.size) {
-      const int64_t kn = std::min(taps.size, k_size - k0);
+    for (int64_t k0 = 0; k0 < k_size; k0 += tap_block_size) {
+      const int64_t kn = std::min(tap_block_size, k_size - k0);
       for (int64_t o0 = 0; o0 < og; o0 += kTileChannels) {
         const int64_t rows = std::min<int64_t>(kTileChannels, og - o0);
         const float* row_bias = bias ? bias + grp * og + o0 : nullptr;
@@ -288,7 +284,7 @@ void forward_channels(const float* x, const float* weight, const float* bias, fl
     for (int64_t grp = 0; grp < g.groups; ++grp)
       std::copy(bias + grp * og, bias + (grp + 1) * og, bias_blocks.begin() + grp * blocks.padded);
   }
-  const TapBlocks taps = tap_blocks(k_size);
+  const int64_t tap_block_size = tap_block(k_size);
   const RunStore store_run;
   // A row of up to channel_positions positions per tile: 28 = 14 + 14, 15 = 8 + 7.
   const int64_t segments = (g.out_w + kernels.channel_positions - 1) / kernels.channel_positions;
@@ -297,8 +293,8 @@ void forward_channels(const float* x, const float* weight, const float* bias, fl
   // stored.
   auto chunk_rows = [&](int64_t n0, const float* chunk, float* sums, int64_t r0, int64_t r1) {
     for (int64_t grp = 0; grp < g.groups; ++grp)
-      for (int64_t k0 = 0; k0 < k_size; k0 += taps.size) {
-        const int64_t kn = std::min(taps.size, k_size - k0);
+      for (int64_t k0 = 0; k0 < k_size; k0 += tap_block_size) {
+        const int64_t kn = std::min(tap_block_size, k_size - k0);
         for (int64_t blk = 0; blk < blocks.count; ++blk) {
           const int64_t start = grp * blocks.padded + blocks.first(blk);
           const int64_t vectors = blocks.vectors(blk), width = blocks.width_of(blk);
