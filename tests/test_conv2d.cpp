@@ -421,17 +421,19 @@ TEST_CASE("conv2d: f32 forward and gradients match the direct loops, portable ke
   check_cases_with(CpuIsa::baseline);
 }
 
-TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX2 kernels") {
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX2 kernels", "[may_skip]") {
   check_cases_with(CpuIsa::avx2);
 }
 
-TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX-512 kernels") {
+TEST_CASE("conv2d: f32 forward and gradients match the direct loops, AVX-512 kernels",
+          "[may_skip]") {
   check_cases_with(CpuIsa::avx512);
 }
 
 // bf16 on the CPU: with AVX512-BF16 the bf16 kernels (pairs of channels, vdpbf16ps; groups > 1 go
 // through f32), without it f32 copies; either way f32 sums rounded once to bf16.
-TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, AVX512-BF16 kernels") {
+TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, AVX512-BF16 kernels",
+          "[may_skip]") {
   check_cases_with(CpuIsa::avx512_bf16, DType::bf16);
 }
 

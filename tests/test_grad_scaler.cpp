@@ -802,7 +802,7 @@ TEST_CASE("grad_scaler: a checkpoint without scaler state is refused before anyt
 // ---- against PyTorch ----
 
 TEST_CASE("grad_scaler: scripted runs against PyTorch (skipped without the reference file)",
-          "[torch_reference]") {
+          "[may_skip][torch_reference]") {
   const std::string file = "grad_scaler_sequence.json";
   if (!std::filesystem::exists(std::string(KILN_TEST_REFERENCE_DIR) + "/" + file)) {
     WARN("SKIPPED: tests/reference/" << file

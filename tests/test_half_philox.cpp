@@ -289,10 +289,11 @@ TEST_CASE("f32 to and from f16 and bf16, portable loops, bit for bit as Half and
   check_conversions(kiln::CpuIsa::baseline);
 }
 
-TEST_CASE("f32 to and from f16 and bf16, AVX2 and F16C, bit for bit as Half and BFloat16") {
+TEST_CASE("f32 to and from f16 and bf16, AVX2 and F16C, bit for bit as Half and BFloat16",
+          "[may_skip]") {
   check_conversions(kiln::CpuIsa::avx2);
 }
 
-TEST_CASE("f32 to and from f16 and bf16, AVX-512, bit for bit as Half and BFloat16") {
+TEST_CASE("f32 to and from f16 and bf16, AVX-512, bit for bit as Half and BFloat16", "[may_skip]") {
   check_conversions(kiln::CpuIsa::avx512);
 }

@@ -121,7 +121,8 @@ TEST_CASE("ImageFolder decodes in the DataLoader's workers, the same batches as 
   CHECK(seen == 7);
 }
 
-TEST_CASE("ImageFolder batches for a GPU are collated into pinned memory by the workers") {
+TEST_CASE("ImageFolder batches for a GPU are collated into pinned memory by the workers",
+          "[may_skip]") {
   if (!cuda::is_available()) {
     WARN("SKIPPED: no GPU (or simulated one) visible: batches are pinned only for a GPU");
     return;
