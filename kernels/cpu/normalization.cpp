@@ -1,5 +1,6 @@
 #include "kiln/kernels/normalization.h"
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/cpu_isa.h"
+#include "kiln/core/half.h"
 #include "kiln/kernels/cpu/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
@@ -61,106 +63,143 @@ void visit_activation(const char* op, DType dtype, F&& f) {
   }
 }
 
-// Rows of 16-bit activations are widened to f32 (and results narrowed back) a row at a time, in
-// a buffer of the thread's, by the vectorised conversions of the instruction set in use; rows of
-// f32 and f64 are used as they are.
+// How the row loops see a dtype's rows: f32 and f64 as they are; bf16 as its bits, widened and
+// rounded in registers by the loops themselves (a bf16 is a float's top half: widening is a shift,
+// rounding BFloat16's integer sum, both vectorise); f16 widened to f32 a row at a time into a
+// buffer by the vectorised conversions. (Widening bf16 rows into buffers too cost more than the
+// loops at 7x7: three conversion calls per 49-element row.)
+template <class T>
+struct Storage {
+  using type = T;
+};
+template <>
+struct Storage<BFloat16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<Half> {
+  using type = float;
+};
+
+// A bf16's bits (or an f32/f64 value) as the compute type, and back, rounding as BFloat16(float).
+[[gnu::always_inline]] inline float load(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+[[gnu::always_inline]] inline float load(float v) {
+  return v;
+}
+[[gnu::always_inline]] inline double load(double v) {
+  return v;
+}
+
+template <class S, class A>
+[[gnu::always_inline]] inline S store(A v) {
+  if constexpr (std::is_same_v<S, uint16_t>) {
+    const uint32_t u = std::bit_cast<uint32_t>(v);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  } else {
+    return v;
+  }
+}
+
+// A dtype's rows as the row loops take them (Storage<T>): read() gives row `row` (of s elements),
+// widened into a buffer of the thread's for f16 (`slot` 0, 1 or 2 tells apart the rows one loop
+// holds at once); target() is where to compute a row whose result goes to `row`, the row itself
+// or a buffer (`slot` 3 or 4) that write() then narrows into it.
 template <class T>
 class Rows {
  public:
   using A = acc_type_t<T>;
-  static constexpr bool kWidened = !std::is_same_v<T, A>;
+  using S = typename Storage<T>::type;
+  static constexpr bool kWidened = std::is_same_v<T, Half>;
 
-  // Row `row` (of s elements) as A values; `slot` (0, 1 or 2) tells apart the rows one loop holds
-  // at once.
-  const A* read(const T* row, int64_t s, int slot) {
+  const S* read(const T* row, int64_t s, int slot) {
     if constexpr (kWidened) {
-      A* buffer = scratch(slot, s);
-      if constexpr (std::is_same_v<T, Half>)
-        convert_kernels().f16_to_f32(&row->bits, buffer, s);
-      else
-        convert_kernels().bf16_to_f32(&row->bits, buffer, s);
+      S* buffer = scratch(slot, s);
+      convert_kernels().f16_to_f32(&row->bits, buffer, s);
       return buffer;
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      return &row->bits;
     } else {
       return row;
     }
   }
-  // Where to compute a row whose result goes to `row`: the row itself, or a buffer (`slot` 3 or
-  // 4) that write() then narrows into it.
-  A* target(T* row, int64_t s, int slot = 3) {
-    if constexpr (kWidened)
-      return scratch(slot, s);
-    else
-      return row;
-  }
-  void write(const A* result, T* row, int64_t s) {
+  S* target(T* row, int64_t s, int slot = 3) {
     if constexpr (kWidened) {
-      if constexpr (std::is_same_v<T, Half>)
-        convert_kernels().f32_to_f16(result, &row->bits, s);
-      else
-        convert_kernels().f32_to_bf16(result, &row->bits, s);
+      return scratch(slot, s);
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      return &row->bits;
+    } else {
+      return row;
     }
+  }
+  void write(const S* result, T* row, int64_t s) {
+    if constexpr (kWidened) convert_kernels().f32_to_f16(result, &row->bits, s);
   }
 
  private:
-  static A* scratch(int slot, int64_t s) {
-    thread_local std::vector<A> buffers[5];
-    std::vector<A>& b = buffers[slot];
+  static S* scratch(int slot, int64_t s) {
+    thread_local std::vector<S> buffers[5];
+    std::vector<S>& b = buffers[slot];
     if (b.size() < static_cast<size_t>(s)) b.resize(static_cast<size_t>(s));
     return b.data();
   }
 };
 
-// The three per-row loops of batch norm, written once as always-inlined templates and, for f32,
-// compiled three times below: for the plain target and, through the target attribute, for AVX2
-// and AVX-512, picked by core/cpu_isa.h as the convolution's tiles are. (A portable build left to
+// The per-row loops of batch norm, written once as always-inlined templates over the rows'
+// storage S and, for f32 and bf16's bits, compiled three times below: for the plain target and,
+// through the target attribute, for AVX2 and AVX-512, picked by core/cpu_isa.h as the
+// convolution's tiles are. (A portable build left to
 // SSE2 ran the backward's loops at a quarter of AVX-512's speed.) Being inlined, the bodies take
 // the instruction set of the function they are inlined into; nothing compiled for AVX2 or AVX-512
 // has a name another file could share.
-template <class A>
-[[gnu::always_inline]] inline void apply_row(const A* src, A* dst, int64_t s,
+template <class A, class S>
+[[gnu::always_inline]] inline void apply_row(const S* src, S* dst, int64_t s,
                                              ChannelAffine<A> affine, bool relu,
-                                             const A* residual) {
+                                             const S* residual) {
   if (residual) {
     for (int64_t j = 0; j < s; ++j) {
-      const A y = affine(src[j]) + residual[j];
-      dst[j] = y < A(0) ? A(0) : y;  // NaN passes, as relu
+      const A y = affine(load(src[j])) + load(residual[j]);
+      dst[j] = store<S>(y < A(0) ? A(0) : y);  // NaN passes, as relu
     }
   } else if (relu) {
     for (int64_t j = 0; j < s; ++j) {
-      const A y = affine(src[j]);
-      dst[j] = y < A(0) ? A(0) : y;  // NaN passes, as relu
+      const A y = affine(load(src[j]));
+      dst[j] = store<S>(y < A(0) ? A(0) : y);  // NaN passes, as relu
     }
   } else {
-    for (int64_t j = 0; j < s; ++j) dst[j] = affine(src[j]);
+    for (int64_t j = 0; j < s; ++j) dst[j] = store<S>(affine(load(src[j])));
   }
 }
 
 // Σ g and Σ g * (x - mu) over a row, g masked by the fused ReLU: from the stored output where
 // there is one (the forward had a residual), else from y worked out again when relu.
-template <class A>
-[[gnu::always_inline]] inline void sums_row(const A* xr, const A* gr, int64_t s,
+template <class A, class S>
+[[gnu::always_inline]] inline void sums_row(const S* xr, const S* gr, int64_t s,
                                             ChannelAffine<A> affine, A cutoff, A mu, bool relu,
-                                            const A* output, A* total, A* dot) {
+                                            const S* output, A* total, A* dot) {
   A row_total = 0, row_dot = 0;
   if (output) {
 #pragma omp simd reduction(+ : row_total, row_dot)
     for (int64_t j = 0; j < s; ++j) {
-      const A gj = output[j] <= A(0) ? A(0) : gr[j];  // NaN passes, as relu
+      const A gj = load(output[j]) <= A(0) ? A(0) : load(gr[j]);  // NaN passes, as relu
       row_total += gj;
-      row_dot += gj * (xr[j] - mu);
+      row_dot += gj * (load(xr[j]) - mu);
     }
   } else if (relu) {
 #pragma omp simd reduction(+ : row_total, row_dot)
     for (int64_t j = 0; j < s; ++j) {
-      const A gj = affine(xr[j]) <= cutoff ? A(0) : gr[j];  // NaN passes, as relu
+      const A gj = affine(load(xr[j])) <= cutoff ? A(0) : load(gr[j]);  // NaN passes, as relu
       row_total += gj;
-      row_dot += gj * (xr[j] - mu);
+      row_dot += gj * (load(xr[j]) - mu);
     }
   } else {
 #pragma omp simd reduction(+ : row_total, row_dot)
     for (int64_t j = 0; j < s; ++j) {
-      row_total += gr[j];
-      row_dot += gr[j] * (xr[j] - mu);
+      row_total += load(gr[j]);
+      row_dot += load(gr[j]) * (load(xr[j]) - mu);
     }
   }
   *total = row_total;
@@ -169,91 +208,112 @@ template <class A>
 
 // dx = a * g - b * x + shift (out null: none), g masked as in sums_row; with an output, the
 // masked g itself to masked (null: not wanted), the residual's gradient.
-template <class A>
-[[gnu::always_inline]] inline void grad_x_row(const A* xr, const A* gr, A* out, int64_t s, A a, A b,
+template <class A, class S>
+[[gnu::always_inline]] inline void grad_x_row(const S* xr, const S* gr, S* out, int64_t s, A a, A b,
                                               A shift, ChannelAffine<A> affine, A cutoff, bool relu,
-                                              const A* output, A* masked) {
+                                              const S* output, S* masked) {
   if (output && masked) {
-    for (int64_t j = 0; j < s; ++j) masked[j] = output[j] <= A(0) ? A(0) : gr[j];
+    // g itself where the ReLU passed: exact in S (a bf16 g widened and rounded again is itself).
+    for (int64_t j = 0; j < s; ++j) masked[j] = load(output[j]) <= A(0) ? S(0) : gr[j];
   }
   if (!out) return;
   if (output) {
-    for (int64_t j = 0; j < s; ++j)
-      out[j] = a * (output[j] <= A(0) ? A(0) : gr[j]) - b * xr[j] + shift;
+    for (int64_t j = 0; j < s; ++j) {
+      const A gj = load(output[j]) <= A(0) ? A(0) : load(gr[j]);
+      out[j] = store<S>(a * gj - b * load(xr[j]) + shift);
+    }
   } else if (relu) {
-    for (int64_t j = 0; j < s; ++j)
-      out[j] = a * (affine(xr[j]) <= cutoff ? A(0) : gr[j]) - b * xr[j] + shift;
+    for (int64_t j = 0; j < s; ++j) {
+      const A gj = affine(load(xr[j])) <= cutoff ? A(0) : load(gr[j]);
+      out[j] = store<S>(a * gj - b * load(xr[j]) + shift);
+    }
   } else {
-    for (int64_t j = 0; j < s; ++j) out[j] = a * gr[j] - b * xr[j] + shift;
+    for (int64_t j = 0; j < s; ++j) out[j] = store<S>(a * load(gr[j]) - b * load(xr[j]) + shift);
   }
 }
 
 // A row's mean and its sum of squared deviations from that mean, in double: the two passes of
 // the exact formula, over a row that stays in L1 between them. Rows combine by Chan's formula
 // (batch_norm_stats), so the activations are read from memory once.
-template <class A>
-[[gnu::always_inline]] inline void moments_row(const A* row, int64_t s, double* mean, double* m2) {
+template <class S>
+[[gnu::always_inline]] inline void moments_row(const S* row, int64_t s, double* mean, double* m2) {
   double total = 0.0;
 #pragma omp simd reduction(+ : total)
-  for (int64_t j = 0; j < s; ++j) total += row[j];
+  for (int64_t j = 0; j < s; ++j) total += load(row[j]);
   const double mu = s > 0 ? total / static_cast<double>(s) : 0.0;
   double squares = 0.0;
 #pragma omp simd reduction(+ : squares)
   for (int64_t j = 0; j < s; ++j) {
-    const double d = static_cast<double>(row[j]) - mu;
+    const double d = static_cast<double>(load(row[j])) - mu;
     squares += d * d;
   }
   *mean = mu;
   *m2 = squares;
 }
 
-template <class A>
+// The loops over rows of S (Storage<T>) computing in A.
+template <class A, class S>
 struct RowLoops {
-  void (*moments)(const A*, int64_t, double*, double*);
-  void (*apply)(const A*, A*, int64_t, ChannelAffine<A>, bool, const A*);
-  void (*sums)(const A*, const A*, int64_t, ChannelAffine<A>, A, A, bool, const A*, A*, A*);
-  void (*grad_x)(const A*, const A*, A*, int64_t, A, A, A, ChannelAffine<A>, A, bool, const A*, A*);
+  void (*moments)(const S*, int64_t, double*, double*);
+  void (*apply)(const S*, S*, int64_t, ChannelAffine<A>, bool, const S*);
+  void (*sums)(const S*, const S*, int64_t, ChannelAffine<A>, A, A, bool, const S*, A*, A*);
+  void (*grad_x)(const S*, const S*, S*, int64_t, A, A, A, ChannelAffine<A>, A, bool, const S*, S*);
 };
 
-#define KILN_BATCH_NORM_ROWS(name, attributes)                                                    \
-  attributes void moments_##name(const float* row, int64_t s, double* mean, double* m2) {          \
-    moments_row(row, s, mean, m2);                                                                \
-  }                                                                                               \
-  attributes void apply_##name(const float* src, float* dst, int64_t s,                           \
-                               ChannelAffine<float> affine, bool relu, const float* residual) {   \
-    apply_row(src, dst, s, affine, relu, residual);                                               \
-  }                                                                                               \
-  attributes void sums_##name(const float* xr, const float* gr, int64_t s,                        \
-                              ChannelAffine<float> affine, float cutoff, float mu, bool relu,     \
-                              const float* output, float* total, float* dot) {                    \
-    sums_row(xr, gr, s, affine, cutoff, mu, relu, output, total, dot);                            \
-  }                                                                                               \
-  attributes void grad_x_##name(const float* xr, const float* gr, float* out, int64_t s, float a, \
-                                float b, float shift, ChannelAffine<float> affine, float cutoff,  \
-                                bool relu, const float* output, float* masked) {                  \
-    grad_x_row(xr, gr, out, s, a, b, shift, affine, cutoff, relu, output, masked);                \
-  }                                                                                               \
-  const RowLoops<float> name##_rows{moments_##name, apply_##name, sums_##name, grad_x_##name};
+// KILN_BATCH_NORM_ROWS(name, S, attributes): the loops over rows of S (float, or bf16's bits),
+// computing in float, compiled with `attributes` as name##_rows.
+#define KILN_BATCH_NORM_ROWS(name, S, attributes)                                                  \
+  attributes void moments_##name(const S* row, int64_t s, double* mean, double* m2) {              \
+    moments_row(row, s, mean, m2);                                                                 \
+  }                                                                                                \
+  attributes void apply_##name(const S* src, S* dst, int64_t s, ChannelAffine<float> affine,       \
+                               bool relu, const S* residual) {                                     \
+    apply_row(src, dst, s, affine, relu, residual);                                                \
+  }                                                                                                \
+  attributes void sums_##name(const S* xr, const S* gr, int64_t s, ChannelAffine<float> affine,    \
+                              float cutoff, float mu, bool relu, const S* output, float* total,    \
+                              float* dot) {                                                        \
+    sums_row(xr, gr, s, affine, cutoff, mu, relu, output, total, dot);                             \
+  }                                                                                                \
+  attributes void grad_x_##name(const S* xr, const S* gr, S* out, int64_t s, float a, float b,     \
+                                float shift, ChannelAffine<float> affine, float cutoff, bool relu, \
+                                const S* output, S* masked) {                                      \
+    grad_x_row(xr, gr, out, s, a, b, shift, affine, cutoff, relu, output, masked);                 \
+  }                                                                                                \
+  const RowLoops<float, S> name##_rows{moments_##name, apply_##name, sums_##name, grad_x_##name};
 
-KILN_BATCH_NORM_ROWS(baseline, )
+#define KILN_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KILN_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl")))
+KILN_BATCH_NORM_ROWS(baseline, float, )
+KILN_BATCH_NORM_ROWS(baseline_bf16, uint16_t, )
 #if defined(__x86_64__)
-KILN_BATCH_NORM_ROWS(avx2, __attribute__((target("avx2,fma,f16c"))))
-KILN_BATCH_NORM_ROWS(avx512, __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl"))))
+KILN_BATCH_NORM_ROWS(avx2, float, KILN_AVX2)
+KILN_BATCH_NORM_ROWS(avx2_bf16, uint16_t, KILN_AVX2)
+KILN_BATCH_NORM_ROWS(avx512, float, KILN_AVX512)
+KILN_BATCH_NORM_ROWS(avx512_bf16, uint16_t, KILN_AVX512)
 #endif
+#undef KILN_AVX2
+#undef KILN_AVX512
 #undef KILN_BATCH_NORM_ROWS
 
-// f64 keeps the plain target; f32 (and the 16-bit floats, widened to it) takes the version of the
-// instruction set in use.
-template <class A>
-RowLoops<A> row_loops() {
-  if constexpr (std::is_same_v<A, float>) {
+// f64 keeps the plain target; f32 and the 16-bit floats (bf16 as its bits, f16 widened to f32)
+// take the version of the instruction set in use.
+template <class A, class S>
+RowLoops<A, S> row_loops() {
+  if constexpr (std::is_same_v<S, uint16_t>) {
+#if defined(__x86_64__)
+    if (cpu_isa() >= CpuIsa::avx512) return avx512_bf16_rows;
+    if (cpu_isa() >= CpuIsa::avx2) return avx2_bf16_rows;
+#endif
+    return baseline_bf16_rows;
+  } else if constexpr (std::is_same_v<A, float>) {
 #if defined(__x86_64__)
     if (cpu_isa() >= CpuIsa::avx512) return avx512_rows;
     if (cpu_isa() >= CpuIsa::avx2) return avx2_rows;
 #endif
     return baseline_rows;
   } else {
-    return {moments_row<A>, apply_row<A>, sums_row<A>, grad_x_row<A>};
+    return {moments_row<S>, apply_row<A, S>, sums_row<A, S>, grad_x_row<A, S>};
   }
 }
 
@@ -268,7 +328,8 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
     A* v = var.data<A>();
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
     const int64_t count = n * s;
-    const RowLoops<A> loops = row_loops<A>();
+    using S = typename Storage<T>::type;
+    const RowLoops<A, S> loops = row_loops<A, S>();
     parallel_for(channels, count, [&](int64_t begin, int64_t end) {
       Rows<T> rows;
       for (int64_t c = begin; c < end; ++c) {
@@ -306,13 +367,14 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
     const T* res = optional_data<T>(residual);
     T* o = out.data<T>();
     const int64_t channels = x.size(1), s = x.size(2);
-    const RowLoops<A> loops = row_loops<A>();
+    using S = typename Storage<T>::type;
+    const RowLoops<A, S> loops = row_loops<A, S>();
     parallel_for(x.size(0) * channels, s, [&](int64_t begin, int64_t end) {
       Rows<T> rows;
       for (int64_t row = begin; row < end; ++row) {
-        const A* src = rows.read(in + row * s, s, 0);
-        const A* res_row = res ? rows.read(res + row * s, s, 1) : nullptr;
-        A* dst = rows.target(o + row * s, s);
+        const S* src = rows.read(in + row * s, s, 0);
+        const S* res_row = res ? rows.read(res + row * s, s, 1) : nullptr;
+        S* dst = rows.target(o + row * s, s);
         loops.apply(src, dst, s, ChannelAffine<A>(m, r, w, b, row % channels), relu, res_row);
         rows.write(dst, o + row * s, s);
       }
@@ -339,53 +401,58 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
     A* sg = sum_g.data<A>();
     A* sgx = sum_g_xhat.data<A>();
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
-    const RowLoops<A> loops = row_loops<A>();
-    parallel_for(channels, 2 * n * s, [&](int64_t begin, int64_t end) {
-      Rows<T> rows;
-      for (int64_t c = begin; c < end; ++c) {
-        // Σ g * (x - mean), times invstd once at the end rather than per element.
-        double total = 0.0, dot = 0.0;
-        const A mu = m[c];
-        const ChannelAffine<A> affine(m, r, w, bs, c);
-        for (int64_t i = 0; i < n; ++i) {
-          const A* xr = rows.read(in + (i * channels + c) * s, s, 0);
-          const A* gr = rows.read(g + (i * channels + c) * s, s, 1);
-          const A* yr = y ? rows.read(y + (i * channels + c) * s, s, 2) : nullptr;
-          A row_total = 0, row_dot = 0;
-          loops.sums(xr, gr, s, affine, cutoff, mu, relu, yr, &row_total, &row_dot);
-          total += row_total;
-          dot += row_dot;
-        }
-        sg[c] = static_cast<A>(total);
-        sgx[c] = static_cast<A>(dot * static_cast<double>(r[c]));
-      }
-    });
-    if (!grad_x.defined() && !grad_residual.defined()) return;
+    using S = typename Storage<T>::type;
+    const RowLoops<A, S> loops = row_loops<A, S>();
     T* dx = grad_x.defined() ? grad_x.data<T>() : nullptr;
     T* dr = grad_residual.defined() ? grad_residual.data<T>() : nullptr;
     const A count = static_cast<A>(n * s);
+    // Channel c's sums: Σ g and Σ g * (x - mean), times invstd once at the end rather than per
+    // element.
+    auto sums = [&](int64_t c, Rows<T>& rows) {
+      double total = 0.0, dot = 0.0;
+      const A mu = m[c];
+      const ChannelAffine<A> affine(m, r, w, bs, c);
+      for (int64_t i = 0; i < n; ++i) {
+        const S* xr = rows.read(in + (i * channels + c) * s, s, 0);
+        const S* gr = rows.read(g + (i * channels + c) * s, s, 1);
+        const S* yr = y ? rows.read(y + (i * channels + c) * s, s, 2) : nullptr;
+        A row_total = 0, row_dot = 0;
+        loops.sums(xr, gr, s, affine, cutoff, mu, relu, yr, &row_total, &row_dot);
+        total += row_total;
+        dot += row_dot;
+      }
+      sg[c] = static_cast<A>(total);
+      sgx[c] = static_cast<A>(dot * static_cast<double>(r[c]));
+    };
+    // Row `row`'s gradients, from its channel's sums.
+    auto grads = [&](int64_t row, Rows<T>& rows) {
+      const int64_t c = row % channels;
+      // x only for grad_x: the residual's gradient alone needs g and the output.
+      const S* xr = dx ? rows.read(in + row * s, s, 0) : nullptr;
+      const S* gr = rows.read(g + row * s, s, 1);
+      const S* yr = y ? rows.read(y + row * s, s, 2) : nullptr;
+      S* out = dx ? rows.target(dx + row * s, s) : nullptr;
+      // The residual's gradient: g where the ReLU passed, exact in T (a 16-bit g widened and
+      // narrowed again is the same value).
+      S* masked = dr ? rows.target(dr + row * s, s, 4) : nullptr;
+      // dx = a * g - b * x + shift: the training formula expanded so each element costs two
+      // multiply-adds; inference keeps only a * g.
+      const A a = r[c] * (w ? w[c] : A(1));
+      const A b = training && count > 0 ? a * sgx[c] * r[c] / count : A(0);
+      const A shift = training && count > 0 ? b * m[c] - a * sg[c] / count : A(0);
+      loops.grad_x(xr, gr, out, s, a, b, shift, ChannelAffine<A>(m, r, w, bs, c), cutoff, relu, yr,
+                   masked);
+      if (out) rows.write(out, dx + row * s, s);
+      if (masked) rows.write(masked, dr + row * s, s);
+    };
+    parallel_for(channels, 2 * n * s, [&](int64_t begin, int64_t end) {
+      Rows<T> rows;
+      for (int64_t c = begin; c < end; ++c) sums(c, rows);
+    });
+    if (!dx && !dr) return;
     parallel_for(n * channels, s, [&](int64_t begin, int64_t end) {
       Rows<T> rows;
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t c = row % channels;
-        // x only for grad_x: the residual's gradient alone needs g and the output.
-        const A* xr = dx ? rows.read(in + row * s, s, 0) : nullptr;
-        const A* gr = rows.read(g + row * s, s, 1);
-        const A* yr = y ? rows.read(y + row * s, s, 2) : nullptr;
-        A* out = dx ? rows.target(dx + row * s, s) : nullptr;
-        // The residual's gradient: g where the ReLU passed, exact in T (a 16-bit g widened and
-        // narrowed again is the same value).
-        A* masked = dr ? rows.target(dr + row * s, s, 4) : nullptr;
-        // dx = a * g - b * x + shift: the training formula expanded so each element costs two
-        // multiply-adds; inference keeps only a * g.
-        const A a = r[c] * (w ? w[c] : A(1));
-        const A b = training && count > 0 ? a * sgx[c] * r[c] / count : A(0);
-        const A shift = training && count > 0 ? b * m[c] - a * sg[c] / count : A(0);
-        loops.grad_x(xr, gr, out, s, a, b, shift, ChannelAffine<A>(m, r, w, bs, c), cutoff, relu,
-                     yr, masked);
-        if (out) rows.write(out, dx + row * s, s);
-        if (masked) rows.write(masked, dr + row * s, s);
-      }
+      for (int64_t row = begin; row < end; ++row) grads(row, rows);
     });
   });
 }
