@@ -458,8 +458,8 @@ TEST_CASE("elementwise: f16 and bf16 in float blocks match the element-wise loop
     auto values = [&](uint64_t seed) {
       std::vector<double> v = random_f64({3 * 1501}, seed, -4, 4).tolist();
       const double inf = std::numeric_limits<double>::infinity();
-      const double specials[] = {std::numeric_limits<double>::quiet_NaN(), inf, -inf, big, -big,
-                                 tiny, -tiny, 0.0, -0.0};
+      const double specials[] = {
+          std::numeric_limits<double>::quiet_NaN(), inf, -inf, big, -big, tiny, -tiny, 0.0, -0.0};
       for (size_t i = 0; i < std::size(specials); ++i) v[i * 331 % v.size()] = specials[i];
       return tensor<double>(std::move(v), {3, 1501}).to(dtype);
     };
@@ -471,7 +471,8 @@ TEST_CASE("elementwise: f16 and bf16 in float blocks match the element-wise loop
       REQUIRE(blocked.is_contiguous());
       const Tensor e = elementwise.contiguous();
       REQUIRE(e.dtype() == blocked.dtype());
-      CHECK(std::memcmp(blocked.data_ptr(), e.data_ptr(), blocked.numel() * blocked.element_size()) == 0);
+      CHECK(std::memcmp(blocked.data_ptr(), e.data_ptr(),
+                        blocked.numel() * blocked.element_size()) == 0);
     };
     same_bits(add(a, b), add(at, bt));
     same_bits(sub(a, b), sub(at, bt));
