@@ -122,10 +122,11 @@ TEST_CASE("normalization: batch_norm updates the running stats by hand-computed 
 }
 
 TEST_CASE("normalization: batch_norm's batch statistics over many rows with a large mean") {
-  // 1000 + U(-1, 1): E[x^2] - E[x]^2 would cancel to noise in f32; rows of 49 and 784 elements
-  // (the vector loops and their tails), combined across 64 images. Momentum 1 leaves the batch's
-  // own mean and unbiased variance in the running stats (f64), compared with a double reference.
-  for (int64_t side : {7, 28})
+  // 1000 + U(-1, 1): E[x^2] - E[x]^2 would cancel to noise in f32; rows of 49, 784 and 4096
+  // elements (the vector loops and their tails), combined across 64 images. Momentum 1 leaves the
+  // batch's own mean and unbiased variance in the running stats (f64), compared with a double
+  // reference.
+  for (int64_t side : {7, 28, 64})
     for (DType dtype : {DType::f32, DType::bf16}) {
       INFO(side << " " << dtype_name(dtype));
       Tensor x = (random_f64({64, 2, side, side}, 9, -1.0, 1.0) + 1000.0).to(dtype);

@@ -232,23 +232,33 @@ template <class A, class S>
   }
 }
 
-// A row's mean and its sum of squared deviations from that mean, in double: the two passes of
-// the exact formula, over a row that stays in L1 between them. Rows combine by Chan's formula
-// (batch_norm_stats), so the activations are read from memory once.
+// A row's mean and its sum of squared deviations from that mean: the two passes of the exact
+// formula, over a row that stays in L1 between them. Rows combine by Chan's formula in double
+// (batch_norm_stats), so the activations are read from memory once. f64 rows sum in double;
+// f32 and 16-bit rows in float vectors (twice the lanes of double ones, no conversions), of the
+// values less the row's first one, so that what is summed is as small as the row's spread, not
+// its mean; the row's mean is put back together in double.
 template <class S>
 [[gnu::always_inline]] inline void moments_row(const S* row, int64_t s, double* mean, double* m2) {
-  double total = 0.0;
-#pragma omp simd reduction(+ : total)
-  for (int64_t j = 0; j < s; ++j) total += load(row[j]);
-  const double mu = s > 0 ? total / static_cast<double>(s) : 0.0;
-  double squares = 0.0;
+  if (s <= 0) {
+    *mean = 0.0;
+    *m2 = 0.0;
+    return;
+  }
+  using Sum = std::conditional_t<std::is_same_v<S, double>, double, float>;
+  const Sum first = load(row[0]);
+  Sum shifted = 0;
+#pragma omp simd reduction(+ : shifted)
+  for (int64_t j = 0; j < s; ++j) shifted += load(row[j]) - first;
+  const Sum shift_mean = shifted / static_cast<Sum>(s);
+  Sum squares = 0;
 #pragma omp simd reduction(+ : squares)
   for (int64_t j = 0; j < s; ++j) {
-    const double d = static_cast<double>(load(row[j])) - mu;
+    const Sum d = (load(row[j]) - first) - shift_mean;
     squares += d * d;
   }
-  *mean = mu;
-  *m2 = squares;
+  *mean = static_cast<double>(first) + static_cast<double>(shifted) / static_cast<double>(s);
+  *m2 = static_cast<double>(squares);
 }
 
 // The loops over rows of S (Storage<T>) computing in A.
