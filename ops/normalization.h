@@ -21,8 +21,8 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor
                        double momentum = 0.1, double eps = 1e-5,
                        const Tensor& num_batches_tracked = Tensor());
 // relu(batch_norm(x, ...) + residual), the end of a ResNet block; residual has x's shape. Where
-// the device's kernels fuse it (the GPU's), one pass each way: the backward finds where the ReLU
-// passed from the output, as relu's does. Elsewhere (the CPU, or a residual of another dtype) it
+// the device's kernels fuse it (the CPU's and the GPU's), one pass each way: the backward finds
+// where the ReLU passed from the output, as relu's does. Elsewhere (a residual of another dtype) it
 // is the three ops, in f32 for the 16-bit floats and rounded once at the end as the fused pass.
 Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& running_mean,
                            const Tensor& running_var, const Tensor& weight, const Tensor& bias,
