@@ -349,12 +349,12 @@ TEST_CASE("normalization: BatchNorm2d::forward_relu is relu(forward) and counts 
   CHECK(fused.forward_relu(x).tolist() == relu(plain.forward(x)).tolist());
 }
 
-TEST_CASE(
-    "normalization: batch_norm_add_relu is relu(batch_norm(x) + residual), in 16 bits rounded "
-    "once") {
-  // One pass on the CPU, in f32 for the 16-bit floats: against the three ops on f32 copies,
-  // rounded at the end. Rows of 10 and of 49 (whole vectors and a tail: bf16 rows are widened
-  // and rounded inside the vector loops).
+namespace {
+
+// relu(batch_norm(x) + residual) fused, forward: one pass on the CPU, in f32 for the 16-bit
+// floats, against the three ops on f32 copies, rounded at the end. Rows of 10 and of 49 (whole
+// vectors and a tail: bf16 rows are widened and rounded inside the vector loops).
+void check_add_relu_forward() {
   for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     for (bool training : {true, false})
       for (const Shape& shape : {Shape{4, 3, 5, 2}, Shape{2, 3, 7, 7}}) {
@@ -379,10 +379,10 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("normalization: batch_norm_add_relu's fused backward equals the three ops'") {
-  // The CPU's kernels take the residual and mask the gradient by the stored output: gradients of
-  // x, residual, weight and bias against relu(batch_norm(x) + residual) in the compute dtype,
-  // training and inference, NCHW and channels-last.
+// The fused backward: the CPU's kernels take the residual and mask the gradient by the stored
+// output: gradients of x, residual, weight and bias against relu(batch_norm(x) + residual) in the
+// compute dtype, training and inference, NCHW and channels-last.
+void check_add_relu_backward() {
   uint64_t seed = 120;
   for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16})
     for (bool training : {true, false})
@@ -426,6 +426,41 @@ TEST_CASE("normalization: batch_norm_add_relu's fused backward equals the three 
         batch_norm_add_relu(x, r_only, rm.clone(), rv.clone(), w, b, training).backward(g);
         CHECK(r_only.grad().tolist() == plain_in[1].grad().tolist());
       }
+}
+
+// Runs both with batch norm's row loops of `isa` (they exist once per instruction set, as the
+// convolution's tiles), or says why not: a set this CPU cannot run is reported skipped.
+void check_add_relu_with(CpuIsa isa) {
+  if (isa > cpu_isa_supported()) {
+    WARN("SKIPPED: this CPU cannot run the " << cpu_isa_name(isa) << " loops (its best is "
+                                             << cpu_isa_name(cpu_isa_supported()) << ")");
+    return;
+  }
+  struct IsaScope {
+    CpuIsa previous;
+    ~IsaScope() { set_cpu_isa(previous); }
+  } scope{set_cpu_isa(isa)};
+  check_add_relu_forward();
+  check_add_relu_backward();
+}
+
+}  // namespace
+
+TEST_CASE("normalization: batch_norm_add_relu forward and backward, the best loops this CPU runs") {
+  check_add_relu_forward();
+  check_add_relu_backward();
+}
+
+TEST_CASE("normalization: batch_norm_add_relu forward and backward, portable loops") {
+  check_add_relu_with(CpuIsa::baseline);
+}
+
+TEST_CASE("normalization: batch_norm_add_relu forward and backward, AVX2 loops", "[may_skip]") {
+  check_add_relu_with(CpuIsa::avx2);
+}
+
+TEST_CASE("normalization: batch_norm_add_relu forward and backward, AVX-512 loops", "[may_skip]") {
+  check_add_relu_with(CpuIsa::avx512);
 }
 
 TEST_CASE("normalization: batch_norm_add_relu gradcheck w.r.t. x, residual, weight and bias") {
