@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_isa_scope.h"
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
 #include "kiln/kernels/conv2d_graph_plan.h"
@@ -400,19 +401,10 @@ void check_cases(DType dtype, bool all_shapes) {
 // Runs the cases in `dtype` with the kernels of `isa`, or says why not: a set this CPU cannot run
 // is reported skipped (ctest SKIP), never passed.
 void check_cases_with(CpuIsa isa, DType dtype = DType::f32) {
-  if (isa > cpu_isa_supported()) {
-    WARN("SKIPPED: this CPU cannot run the " << cpu_isa_name(isa) << " kernels (its best is "
-                                             << cpu_isa_name(cpu_isa_supported()) << ")");
-    return;
-  }
-  struct IsaScope {
-    CpuIsa previous;
-    ~IsaScope() { set_cpu_isa(previous); }
-  } scope{set_cpu_isa(isa)};
   // f32 has no kernels past AVX-512's: on an AVX512-BF16 CPU its best set is AVX-512.
   const CpuIsa best =
       dtype == DType::f32 ? std::min(cpu_isa_supported(), CpuIsa::avx512) : cpu_isa_supported();
-  check_cases(dtype, isa == best);
+  testing::with_cpu_isa(isa, [&] { check_cases(dtype, isa == best); });
 }
 
 }  // namespace

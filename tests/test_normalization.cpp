@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu_isa_scope.h"
 #include "gradcheck.h"
 #include "kiln/kiln.h"
 #include "parity.h"
@@ -431,17 +432,10 @@ void check_add_relu_backward() {
 // Runs both with batch norm's row loops of `isa` (they exist once per instruction set, as the
 // convolution's tiles), or says why not: a set this CPU cannot run is reported skipped.
 void check_add_relu_with(CpuIsa isa) {
-  if (isa > cpu_isa_supported()) {
-    WARN("SKIPPED: this CPU cannot run the " << cpu_isa_name(isa) << " loops (its best is "
-                                             << cpu_isa_name(cpu_isa_supported()) << ")");
-    return;
-  }
-  struct IsaScope {
-    CpuIsa previous;
-    ~IsaScope() { set_cpu_isa(previous); }
-  } scope{set_cpu_isa(isa)};
-  check_add_relu_forward();
-  check_add_relu_backward();
+  testing::with_cpu_isa(isa, [] {
+    check_add_relu_forward();
+    check_add_relu_backward();
+  });
 }
 
 }  // namespace
