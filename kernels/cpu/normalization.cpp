@@ -415,56 +415,52 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& mean
     const int64_t n = x.size(0), channels = x.size(1), s = x.size(2);
     using S = typename Storage<T>::type;
     const RowLoops<A, S> loops = row_loops<A, S>();
+    parallel_for(channels, 2 * n * s, [&](int64_t begin, int64_t end) {
+      Rows<T> rows;
+      for (int64_t c = begin; c < end; ++c) {
+        // Σ g * (x - mean), times invstd once at the end rather than per element.
+        double total = 0.0, dot = 0.0;
+        const A mu = m[c];
+        const ChannelAffine<A> affine(m, r, w, bs, c);
+        for (int64_t i = 0; i < n; ++i) {
+          const S* xr = rows.read(in + (i * channels + c) * s, s, 0);
+          const S* gr = rows.read(g + (i * channels + c) * s, s, 1);
+          const S* yr = y ? rows.read(y + (i * channels + c) * s, s, 2) : nullptr;
+          A row_total = 0, row_dot = 0;
+          loops.sums(xr, gr, s, affine, cutoff, mu, relu, yr, &row_total, &row_dot);
+          total += row_total;
+          dot += row_dot;
+        }
+        sg[c] = static_cast<A>(total);
+        sgx[c] = static_cast<A>(dot * static_cast<double>(r[c]));
+      }
+    });
+    if (!grad_x.defined() && !grad_residual.defined()) return;
     T* dx = grad_x.defined() ? grad_x.data<T>() : nullptr;
     T* dr = grad_residual.defined() ? grad_residual.data<T>() : nullptr;
     const A count = static_cast<A>(n * s);
-    // Channel c's sums: Σ g and Σ g * (x - mean), times invstd once at the end rather than per
-    // element.
-    auto sums = [&](int64_t c, Rows<T>& rows) {
-      double total = 0.0, dot = 0.0;
-      const A mu = m[c];
-      const ChannelAffine<A> affine(m, r, w, bs, c);
-      for (int64_t i = 0; i < n; ++i) {
-        const S* xr = rows.read(in + (i * channels + c) * s, s, 0);
-        const S* gr = rows.read(g + (i * channels + c) * s, s, 1);
-        const S* yr = y ? rows.read(y + (i * channels + c) * s, s, 2) : nullptr;
-        A row_total = 0, row_dot = 0;
-        loops.sums(xr, gr, s, affine, cutoff, mu, relu, yr, &row_total, &row_dot);
-        total += row_total;
-        dot += row_dot;
-      }
-      sg[c] = static_cast<A>(total);
-      sgx[c] = static_cast<A>(dot * static_cast<double>(r[c]));
-    };
-    // Row `row`'s gradients, from its channel's sums.
-    auto grads = [&](int64_t row, Rows<T>& rows) {
-      const int64_t c = row % channels;
-      // x only for grad_x: the residual's gradient alone needs g and the output.
-      const S* xr = dx ? rows.read(in + row * s, s, 0) : nullptr;
-      const S* gr = rows.read(g + row * s, s, 1);
-      const S* yr = y ? rows.read(y + row * s, s, 2) : nullptr;
-      S* out = dx ? rows.target(dx + row * s, s) : nullptr;
-      // The residual's gradient: g where the ReLU passed, exact in T (a 16-bit g widened and
-      // narrowed again is the same value).
-      S* masked = dr ? rows.target(dr + row * s, s, 4) : nullptr;
-      // dx = a * g - b * x + shift: the training formula expanded so each element costs two
-      // multiply-adds; inference keeps only a * g.
-      const A a = r[c] * (w ? w[c] : A(1));
-      const A b = training && count > 0 ? a * sgx[c] * r[c] / count : A(0);
-      const A shift = training && count > 0 ? b * m[c] - a * sg[c] / count : A(0);
-      loops.grad_x(xr, gr, out, s, a, b, shift, ChannelAffine<A>(m, r, w, bs, c), cutoff, relu, yr,
-                   masked);
-      if (out) rows.write(out, dx + row * s, s);
-      if (masked) rows.write(masked, dr + row * s, s);
-    };
-    parallel_for(channels, 2 * n * s, [&](int64_t begin, int64_t end) {
-      Rows<T> rows;
-      for (int64_t c = begin; c < end; ++c) sums(c, rows);
-    });
-    if (!dx && !dr) return;
     parallel_for(n * channels, s, [&](int64_t begin, int64_t end) {
       Rows<T> rows;
-      for (int64_t row = begin; row < end; ++row) grads(row, rows);
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t c = row % channels;
+        // x only for grad_x: the residual's gradient alone needs g and the output.
+        const S* xr = dx ? rows.read(in + row * s, s, 0) : nullptr;
+        const S* gr = rows.read(g + row * s, s, 1);
+        const S* yr = y ? rows.read(y + row * s, s, 2) : nullptr;
+        S* out = dx ? rows.target(dx + row * s, s) : nullptr;
+        // The residual's gradient: g where the ReLU passed, exact in T (a 16-bit g widened and
+        // narrowed again is the same value).
+        S* masked = dr ? rows.target(dr + row * s, s, 4) : nullptr;
+        // dx = a * g - b * x + shift: the training formula expanded so each element costs two
+        // multiply-adds; inference keeps only a * g.
+        const A a = r[c] * (w ? w[c] : A(1));
+        const A b = training && count > 0 ? a * sgx[c] * r[c] / count : A(0);
+        const A shift = training && count > 0 ? b * m[c] - a * sg[c] / count : A(0);
+        loops.grad_x(xr, gr, out, s, a, b, shift, ChannelAffine<A>(m, r, w, bs, c), cutoff, relu,
+                     yr, masked);
+        if (out) rows.write(out, dx + row * s, s);
+        if (masked) rows.write(masked, dr + row * s, s);
+      }
     });
   });
 }
