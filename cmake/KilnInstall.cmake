@@ -22,5 +22,5 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.c
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kilnConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/kilnConfigVersion.cmake
-              cmake/FindTurboJPEG.cmake
+              cmake/FindTurboJPEG.cmake cmake/FindOneDNN.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)

@@ -27,6 +27,17 @@ CudnnApi api_from_environment() {
   }
 }
 
+bool onednn_from_environment() {
+  const char* value = std::getenv("KILN_ONEDNN");
+  if (value == nullptr || *value == '\0' || std::string(value) == "1") return true;
+  if (std::string(value) == "0") return false;
+  throw ValueError(std::string("KILN_ONEDNN: expected 0 or 1, got '") + value + "'");
+}
+
+// -1 until the first use reads KILN_ONEDNN.
+std::atomic<int> onednn{-1};
+std::atomic<int64_t> onednn_runs{0};
+
 // -1 until the first use reads KILN_CUDNN_API.
 std::atomic<int> api{-1};
 
@@ -105,8 +116,41 @@ void count_cudnn_fallback(const std::string& reason) {
   fallback_reason = reason;
 }
 
-Tf32Scope::Tf32Scope(bool allow)
-    : matmul_(cuda_matmul_allow_tf32()), cudnn_(cudnn_allow_tf32()) {
+bool onednn_available() {
+#if KILN_WITH_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool onednn_enabled() {
+  int value = onednn.load(std::memory_order_relaxed);
+  if (value < 0) {
+    value = onednn_from_environment() ? 1 : 0;
+    onednn.store(value, std::memory_order_relaxed);
+  }
+  return value == 1;
+}
+void set_onednn_enabled(bool on) {
+  onednn.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+int64_t onednn_conv2d_runs() {
+  return onednn_runs.load(std::memory_order_relaxed);
+}
+void count_onednn_conv2d_run() {
+  onednn_runs.fetch_add(1, std::memory_order_relaxed);
+}
+
+OneDnnScope::OneDnnScope(bool on) : previous_(onednn_enabled()) {
+  set_onednn_enabled(on);
+}
+
+OneDnnScope::~OneDnnScope() {
+  set_onednn_enabled(previous_);
+}
+
+Tf32Scope::Tf32Scope(bool allow) : matmul_(cuda_matmul_allow_tf32()), cudnn_(cudnn_allow_tf32()) {
   set_cuda_matmul_allow_tf32(allow);
   set_cudnn_allow_tf32(allow);
 }

@@ -1,6 +1,7 @@
-// Process-wide switches of the GPU math libraries, as torch.backends: they trade exactness or
-// reproducibility for speed. Every build has them (a CPU-only build ignores them), so code and
-// tests set them without #if. Reads and writes are atomic; a change applies to later calls.
+// Process-wide switches of the math libraries, as torch.backends: they trade exactness or
+// reproducibility for speed, or pick whose kernels run. Every build has them (a CPU-only build
+// ignores them), so code and tests set them without #if. Reads and writes are atomic; a change
+// applies to later calls.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,32 @@ struct CudnnApiCounts {
 CudnnApiCounts cudnn_api_counts();
 void count_cudnn_run(CudnnApi api);
 void count_cudnn_fallback(const std::string& reason);
+
+// CPU conv2d may hand a pass to oneDNN where its kernels measured faster than kiln's own
+// (kernels/cpu/conv2d_onednn.cpp says which). Default true, as torch.backends.mkldnn.enabled,
+// unless the environment variable KILN_ONEDNN is 0 when first read (1 or unset: true; anything
+// else is a ValueError naming the variable). A build without oneDNN (onednn_available() false)
+// runs kiln's kernels whatever this says.
+bool onednn_available();
+bool onednn_enabled();
+void set_onednn_enabled(bool on);
+// How many conv2d passes oneDNN ran in this process (tests check which path ran; a pass that
+// kiln's kernels ran does not count).
+int64_t onednn_conv2d_runs();
+void count_onednn_conv2d_run();
+
+// Sets the oneDNN switch for a scope and puts the old value back at its end, as PyTorch's
+// torch.backends.mkldnn.flags(enabled=...).
+class OneDnnScope {
+ public:
+  explicit OneDnnScope(bool on);
+  ~OneDnnScope();
+  OneDnnScope(const OneDnnScope&) = delete;
+  OneDnnScope& operator=(const OneDnnScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 // Sets both TF32 switches for a scope and puts the old values back at its end, as PyTorch's
 // torch.backends.cudnn.flags(allow_tf32=...) with the matmul switch beside it.

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
           libcli11-dev libopenmpi-dev openmpi-bin libgloo-dev dataset-fashion-mnist python3
-          libboost-context-dev libturbojpeg0-dev libpng-dev)
+          libboost-context-dev libturbojpeg0-dev libpng-dev libdnnl-dev)
 # The test job also builds the library with clang and LLVM's libc++ (scripts/test.sh), and draws
 # kiln-train's curves with gnuplot (its tests check that no directory name reaches a shell), and
 # compares the image transforms with torchvision's on the same files (tests/torchvision); its

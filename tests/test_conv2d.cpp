@@ -375,6 +375,12 @@ void check_cases(DType dtype, bool all_shapes) {
       {{2, 4, 5, 5}, {72, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},
       {{1, 2, 3, 31}, {33, 2, 1, 3}, {{1, 1}, {0, 1}, {1, 1}, 1}},
       {{2, 3, 9, 9}, {34, 3, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
+      // Shapes the oneDNN rule (kernels/cpu/conv2d_onednn.cpp) sends to oneDNN: ResNet's 14x14
+      // and 7x7 layers, and wide layers with dilation, groups, uneven padding and odd sizes.
+      {{2, 32, 14, 14}, {32, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{2, 32, 7, 7}, {24, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
+      {{2, 40, 11, 9}, {48, 20, 3, 3}, {{1, 1}, {2, 1}, {2, 2}, 2}},
+      {{3, 18, 10, 13}, {20, 18, 3, 5}, {{2, 1}, {0, 2}, {1, 1}, 1}},
   };
   uint64_t seed = 300;
   for (const Case& c : cases) {
@@ -398,13 +404,41 @@ void check_cases(DType dtype, bool all_shapes) {
   }
 }
 
-// Runs the cases in `dtype` with the kernels of `isa`, or says why not: a set this CPU cannot run
-// is reported skipped (ctest SKIP), never passed.
+// Runs the cases in `dtype` with kiln's kernels of `isa` (oneDNN off), or says why not: a set this
+// CPU cannot run is reported skipped (ctest SKIP), never passed.
 void check_cases_with(CpuIsa isa, DType dtype = DType::f32) {
   // f32 has no kernels past AVX-512's: on an AVX512-BF16 CPU its best set is AVX-512.
   const CpuIsa best =
       dtype == DType::f32 ? std::min(cpu_isa_supported(), CpuIsa::avx512) : cpu_isa_supported();
+  const backends::OneDnnScope kiln_only(false);
   testing::with_cpu_isa(isa, [&] { check_cases(dtype, isa == best); });
+}
+
+// Whether this build and CPU can run oneDNN's passes in `dtype`; WARNs "SKIPPED: ..." when not.
+bool onednn_runs_here(DType dtype) {
+  if (!backends::onednn_available()) {
+    WARN("SKIPPED: this build has no oneDNN (KILN_ONEDNN, Debian's libdnnl-dev)");
+    return false;
+  }
+  const CpuIsa needs = dtype == DType::bf16 ? CpuIsa::avx512_bf16 : CpuIsa::avx2;
+  if (cpu_isa_supported() < needs) {
+    WARN("SKIPPED: oneDNN takes no " << dtype_name(dtype) << " convolution on this CPU (needs "
+                                     << cpu_isa_name(needs) << ")");
+    return false;
+  }
+  return true;
+}
+
+// Runs fn with oneDNN on and kiln's kernels at the CPU's best level (oneDNN's own cap is set from
+// kiln's on its first use, which is here), and requires that oneDNN ran at least one pass.
+template <class F>
+void with_onednn(F&& fn) {
+  const backends::OneDnnScope on(true);
+  const CpuIsa previous = set_cpu_isa(cpu_isa_supported());
+  const int64_t before = backends::onednn_conv2d_runs();
+  fn();
+  set_cpu_isa(previous);
+  CHECK(backends::onednn_conv2d_runs() > before);
 }
 
 }  // namespace
@@ -431,6 +465,72 @@ TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, AVX512-BF1
 
 TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, through f32") {
   check_cases_with(CpuIsa::baseline, DType::bf16);
+}
+
+// oneDNN's passes (kernels/cpu/conv2d_onednn.cpp) against the same loops, on the shapes its rule
+// gives it (the cases above mix them with shapes kiln's kernels keep).
+TEST_CASE("conv2d: oneDNN's f32 passes match the direct loops", "[may_skip]") {
+  if (!onednn_runs_here(DType::f32)) return;
+  with_onednn([] { check_cases(DType::f32, true); });
+}
+
+TEST_CASE("conv2d: oneDNN's bf16 passes match the direct loops", "[may_skip]") {
+  if (!onednn_runs_here(DType::bf16)) return;
+  with_onednn([] { check_cases(DType::bf16, true); });
+}
+
+// Which passes oneDNN takes: one call of each, the run counter read around it.
+TEST_CASE("conv2d: the oneDNN rule, its switch and kiln's ISA cap", "[may_skip]") {
+  if (!onednn_runs_here(DType::f32)) return;
+  const Conv p{{1, 1}, {1, 1}, {1, 1}, 1};
+  auto ran = [](auto&& call) {
+    const int64_t before = backends::onednn_conv2d_runs();
+    call();
+    return backends::onednn_conv2d_runs() - before;
+  };
+  auto passes = [&](const Shape& xs, const Shape& ws, const Conv& c) {
+    const Tensor x = random(xs, 510, DType::f32), w = random(ws, 511, DType::f32);
+    const Tensor out = conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups);
+    const Tensor g = random(out.shape(), 512, DType::f32);
+    return std::array<int64_t, 3>{
+        ran([&] { conv2d(x, w, Tensor(), c.stride, c.padding, c.dilation, c.groups); }), ran([&] {
+          conv2d_backward_input(g, w, x.shape(), c.stride, c.padding, c.dilation, c.groups);
+        }),
+        ran([&] {
+          conv2d_backward_weight(g, x, w.shape(), c.stride, c.padding, c.dilation, c.groups);
+        })};
+  };
+  const backends::OneDnnScope on(true);
+  const CpuIsa previous = set_cpu_isa(cpu_isa_supported());
+  const bool avx512 = cpu_isa_supported() >= CpuIsa::avx512;
+  using Runs = std::array<int64_t, 3>;
+  // A wide 3x3 layer: forward and input gradient; the weight gradient on AVX-512 only.
+  CHECK(passes({2, 32, 8, 8}, {32, 32, 3, 3}, p) == Runs{1, 1, avx512 ? 1 : 0});
+  // Dilated, grouped and unevenly padded: oneDNN takes its forward and input gradient too (a
+  // mistake in the sizes handed to oneDNN would make it refuse the problem, and kiln's kernels
+  // would quietly run it instead). oneDNN 2.6 has no JIT weight gradient for 20 channels a group,
+  // so that pass stays with kiln.
+  const Runs odd = passes({2, 40, 11, 9}, {48, 20, 3, 3}, Conv{{1, 1}, {2, 1}, {2, 2}, 2});
+  CHECK(odd[0] == 1);
+  CHECK(odd[1] == 1);
+  // A narrow one (16 channels, stride 1): the forward stays with kiln, and on AVX-512 the input
+  // gradient too.
+  CHECK(passes({2, 16, 8, 8}, {16, 16, 3, 3}, p) == Runs{0, avx512 ? 0 : 1, avx512 ? 1 : 0});
+  // Strided, it is oneDNN's.
+  CHECK(passes({2, 16, 8, 8}, {16, 16, 3, 3}, Conv{{2, 2}, {1, 1}, {1, 1}, 1})[0] == 1);
+  // 1x1 kernels stay with kiln.
+  CHECK(passes({2, 32, 8, 8}, {32, 32, 1, 1}, Conv{}) == Runs{0, 0, 0});
+  {
+    const backends::OneDnnScope off(false);
+    CHECK(passes({2, 32, 8, 8}, {32, 32, 3, 3}, p) == Runs{0, 0, 0});
+  }
+  // Under a lower ISA cap than oneDNN's, kiln's kernels of that level run.
+  if (cpu_isa_supported() > CpuIsa::avx2) {
+    testing::with_cpu_isa(CpuIsa::avx2, [&] {
+      CHECK(passes({2, 32, 8, 8}, {32, 32, 3, 3}, p) == Runs{0, 0, 0});
+    });
+  }
+  set_cpu_isa(previous);
 }
 
 TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {

@@ -8,6 +8,7 @@
 
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/cpu/conv2d_direct.h"
+#include "kiln/kernels/cpu/conv2d_onednn.h"
 #include "kiln/kernels/cpu/gemm.h"
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/layout.h"
@@ -247,6 +248,7 @@ void through_f32(const Tensor& out, F&& f32_kernel) {
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                     const Conv2dGeometry& g) {
+  if (onednn_conv2d(ConvPass::forward, x, weight, bias, out, g)) return;
   if (x.dtype() == DType::bf16 && direct_conv2d_takes_bf16(g)) {
     direct_conv2d_forward(x.data<BFloat16>(), weight.data<BFloat16>(),
                           bias.defined() ? bias.data<BFloat16>() : nullptr,
@@ -345,6 +347,7 @@ void conv2d_backward_input_as_forward(const Tensor& grad_out, const Tensor& weig
 
 void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                            const Conv2dGeometry& g) {
+  if (onednn_conv2d(ConvPass::input_grad, grad_out, weight, Tensor(), grad_x, g)) return;
   if (grad_out.dtype() == DType::bf16 && direct_conv2d_takes_bf16(g)) {
     direct_conv2d_backward_input(grad_out.data<BFloat16>(), weight.data<BFloat16>(),
                                  grad_x.data<BFloat16>(), g);
@@ -402,6 +405,7 @@ void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const T
 
 void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                             const Conv2dGeometry& g) {
+  if (onednn_conv2d(ConvPass::weight_grad, grad_out, x, Tensor(), grad_weight, g)) return;
   if (x.dtype() == DType::bf16 && direct_conv2d_takes_bf16(g)) {
     direct_conv2d_backward_weight(grad_out.data<BFloat16>(), x.data<BFloat16>(),
                                   grad_weight.data<BFloat16>(), g);

@@ -1,0 +1,315 @@
+// oneDNN's convolutions, called as PyTorch 1.13 calls them on the CPU: kiln's NCHW tensors are
+// reordered into the blocked layouts oneDNN's kernels pick (format "any"), the convolution runs,
+// and the result is reordered back, on every call. A plan (the primitive and its reorders) is made
+// once per pass, dtype and shape and kept per thread; the blocked copies live in per-thread
+// buffers that are kept, as the direct kernels' are.
+//
+// Who runs what was measured inside ResNet-20 training steps, both backends alternating call by
+// call on every layer shape (docs/results.md, "oneDNN per pass"); the reorders cost oneDNN about a
+// third of its time there, more than a benchmark that repeats one call shows. oneDNN takes 3x3
+// (and larger) kernels in f32, and in bf16 where the CPU has bf16 dot products, except:
+// - "narrow" layers (stride 1, at most 16 input and 16 output channels a group: ResNet's stem and
+//   first stage), whose forward stays with kiln's position tiles, as does their input gradient
+//   on AVX-512 (on AVX2 oneDNN's was faster);
+// - the weight gradient, which oneDNN takes in f32 on AVX-512 only (kiln's AVX2 kernels were
+//   faster) and in bf16 on narrow layers only (kiln's bf16 kernels were faster on the rest);
+// - 1x1 kernels, which stay with kiln (level in f32, kiln ahead in bf16).
+// And only through its JIT kernels: a shape oneDNN would run with its reference or GEMM-based code
+// stays with kiln. backends::set_onednn_enabled(false) or KILN_ONEDNN=0 turns oneDNN off, as
+// torch.backends.mkldnn.enabled. kiln's ISA cap (KILN_CPU_ISA, set_cpu_isa) caps oneDNN too, once,
+// on oneDNN's first use; while kiln's level differs from the one oneDNN was capped to, kiln's
+// kernels run, so the per-ISA tests compare kiln's own kernels.
+#include "kiln/kernels/cpu/conv2d_onednn.h"
+
+#if KILN_WITH_ONEDNN
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <new>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/backends.h"
+#include "kiln/core/cpu_isa.h"
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#endif
+
+namespace kiln::cpu {
+
+#if KILN_WITH_ONEDNN
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+const dnnl::engine& engine() {
+  static const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
+  return cpu;
+}
+
+// The level oneDNN was capped to (kiln's at oneDNN's first use).
+CpuIsa onednn_level() {
+  static const CpuIsa level = [] {
+    const CpuIsa now = cpu_isa();
+    // Uncapped, oneDNN also uses what kiln has no level for (AMX on Xeons).
+    if (now != cpu_isa_supported()) {
+      const dnnl::cpu_isa cap = now == CpuIsa::avx2     ? dnnl::cpu_isa::avx2
+                                : now == CpuIsa::avx512 ? dnnl::cpu_isa::avx512_core
+                                                        : dnnl::cpu_isa::avx512_core_bf16;
+      dnnl::set_max_cpu_isa(cap);
+    }
+    return now;
+  }();
+  return level;
+}
+
+// Whether oneDNN takes the pass (see the top of this file).
+bool rule_picks(ConvPass pass, DType dtype, CpuIsa isa, const Conv2dGeometry& g) {
+  if (isa < CpuIsa::avx2) return false;
+  if (dtype == DType::bf16 ? isa < CpuIsa::avx512_bf16 : dtype != DType::f32) return false;
+  if (g.kernel_h * g.kernel_w == 1) return false;
+  const bool narrow = g.stride_h == 1 && g.stride_w == 1 && g.in_channels / g.groups <= 16 &&
+                      g.out_channels / g.groups <= 16;
+  switch (pass) {
+    case ConvPass::forward:
+      return !narrow;
+    case ConvPass::input_grad:
+      return !narrow || isa == CpuIsa::avx2;
+    case ConvPass::weight_grad:
+      return dtype == DType::f32 ? isa >= CpuIsa::avx512 : narrow;
+  }
+  return false;
+}
+
+memory::data_type data_type(DType dtype) {
+  return dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
+struct Descs {
+  memory::dims src, weights, dst, strides, dilates, pad_l, pad_r;
+  Tag weights_tag;
+};
+
+Descs descs(const Conv2dGeometry& g) {
+  Descs d;
+  d.src = {g.batch, g.in_channels, g.in_h, g.in_w};
+  d.dst = {g.batch, g.out_channels, g.out_h, g.out_w};
+  if (g.groups == 1) {
+    d.weights = {g.out_channels, g.in_channels, g.kernel_h, g.kernel_w};
+    d.weights_tag = Tag::oihw;
+  } else {
+    d.weights = {g.groups, g.out_channels / g.groups, g.in_channels / g.groups, g.kernel_h,
+                 g.kernel_w};
+    d.weights_tag = Tag::goihw;
+  }
+  d.strides = {g.stride_h, g.stride_w};
+  d.dilates = {g.dilation_h - 1, g.dilation_w - 1};  // oneDNN counts the gaps between taps
+  // Padding on the far side as on the near one, as PyTorch passes it: the output sizes agree.
+  d.pad_l = {g.pad_h, g.pad_w};
+  d.pad_r = {g.pad_h, g.pad_w};
+  return d;
+}
+
+// A pass's primitive with the layouts it chose and the reorders from and to kiln's.
+struct Plan {
+  bool usable = false;
+  dnnl::primitive conv;
+  int arg_a = 0, arg_b = 0, arg_result = 0;
+  memory::desc user_a, user_b, user_result, bias;
+  memory::desc a, b, result;
+  std::optional<dnnl::reorder> a_in, b_in, result_out;
+};
+
+std::optional<dnnl::reorder> reorder_between(const memory::desc& from, const memory::desc& to) {
+  if (from == to) return std::nullopt;
+  return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+}
+
+// JIT kernels only: "jit:avx512_core", "jit_1x1:avx2", "brgconv:...", not "gemm:jit" or "ref".
+bool is_jit(const std::string& impl) {
+  return impl.rfind("jit", 0) == 0 || impl.rfind("brg", 0) == 0;
+}
+
+template <class Primitive, class PrimitiveDesc>
+void finish(Plan& plan, const PrimitiveDesc& pd, const memory::desc& a, const memory::desc& b,
+            const memory::desc& result) {
+  if (!is_jit(pd.impl_info_str())) return;
+  plan.conv = Primitive(pd);
+  plan.a = a, plan.b = b, plan.result = result;
+  plan.a_in = reorder_between(plan.user_a, a);
+  plan.b_in = reorder_between(plan.user_b, b);
+  plan.result_out = reorder_between(result, plan.user_result);
+  plan.usable = true;
+}
+
+Plan make_plan(ConvPass pass, DType dtype, bool with_bias, const Conv2dGeometry& g) {
+  using dnnl::algorithm;
+  using dnnl::prop_kind;
+  const Descs d = descs(g);
+  const memory::data_type t = data_type(dtype);
+  const memory::desc src_any(d.src, t, Tag::any), weights_any(d.weights, t, Tag::any),
+      dst_any(d.dst, t, Tag::any);
+  const memory::desc src_user(d.src, t, Tag::nchw), weights_user(d.weights, t, d.weights_tag),
+      dst_user(d.dst, t, Tag::nchw);
+  const memory::desc bias_md =
+      with_bias ? memory::desc({g.out_channels}, t, Tag::x) : memory::desc();
+  const auto forward_desc = dnnl::convolution_forward::desc(
+      prop_kind::forward_training, algorithm::convolution_direct, src_any, weights_any, bias_md,
+      dst_any, d.strides, d.dilates, d.pad_l, d.pad_r);
+  const dnnl::convolution_forward::primitive_desc forward_pd(forward_desc, engine());
+  Plan plan;
+  plan.bias = bias_md;
+  switch (pass) {
+    case ConvPass::forward:
+      plan.arg_a = DNNL_ARG_SRC, plan.arg_b = DNNL_ARG_WEIGHTS, plan.arg_result = DNNL_ARG_DST;
+      plan.user_a = src_user, plan.user_b = weights_user, plan.user_result = dst_user;
+      finish<dnnl::convolution_forward>(plan, forward_pd, forward_pd.src_desc(),
+                                        forward_pd.weights_desc(), forward_pd.dst_desc());
+      break;
+    case ConvPass::input_grad: {
+      const dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(algorithm::convolution_direct, src_any, weights_any,
+                                                dst_any, d.strides, d.dilates, d.pad_l, d.pad_r),
+          engine(), forward_pd);
+      plan.arg_a = DNNL_ARG_DIFF_DST, plan.arg_b = DNNL_ARG_WEIGHTS;
+      plan.arg_result = DNNL_ARG_DIFF_SRC;
+      plan.user_a = dst_user, plan.user_b = weights_user, plan.user_result = src_user;
+      finish<dnnl::convolution_backward_data>(plan, pd, pd.diff_dst_desc(), pd.weights_desc(),
+                                              pd.diff_src_desc());
+      break;
+    }
+    case ConvPass::weight_grad: {
+      const dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, src_any,
+                                                   weights_any, dst_any, d.strides, d.dilates,
+                                                   d.pad_l, d.pad_r),
+          engine(), forward_pd);
+      plan.arg_a = DNNL_ARG_DIFF_DST, plan.arg_b = DNNL_ARG_SRC;
+      plan.arg_result = DNNL_ARG_DIFF_WEIGHTS;
+      plan.user_a = dst_user, plan.user_b = src_user, plan.user_result = weights_user;
+      finish<dnnl::convolution_backward_weights>(plan, pd, pd.diff_dst_desc(), pd.src_desc(),
+                                                 pd.diff_weights_desc());
+      break;
+    }
+  }
+  return plan;
+}
+
+// The plan for a pass, made on first use; a problem oneDNN rejects gets an unusable plan.
+const Plan& plan_for(ConvPass pass, DType dtype, bool with_bias, const Conv2dGeometry& g) {
+  thread_local std::map<std::vector<int64_t>, Plan> plans;
+  const std::vector<int64_t> key{static_cast<int64_t>(pass),
+                                 static_cast<int64_t>(dtype),
+                                 with_bias,
+                                 g.batch,
+                                 g.in_channels,
+                                 g.in_h,
+                                 g.in_w,
+                                 g.out_channels,
+                                 g.kernel_h,
+                                 g.kernel_w,
+                                 g.out_h,
+                                 g.out_w,
+                                 g.stride_h,
+                                 g.stride_w,
+                                 g.pad_h,
+                                 g.pad_w,
+                                 g.dilation_h,
+                                 g.dilation_w,
+                                 g.groups};
+  auto found = plans.find(key);
+  if (found != plans.end()) return found->second;
+  Plan plan;
+  try {
+    plan = make_plan(pass, dtype, with_bias, g);
+  } catch (const dnnl::error&) {
+    plan = Plan();  // unimplemented here: kiln's kernels take it
+  }
+  return plans.emplace(key, std::move(plan)).first->second;
+}
+
+// A thread's buffer for one operand in oneDNN's layout, grown to `bytes` and kept, 64-byte
+// aligned as oneDNN's own allocations are.
+void* scratch(int slot, size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t size = 0;
+    ~Buffer() { ::operator delete (data, std::align_val_t{64}); }
+  };
+  thread_local Buffer buffers[3];
+  Buffer& b = buffers[slot];
+  if (b.size < bytes) {
+    ::operator delete (b.data, std::align_val_t{64});
+    b.data = nullptr;
+    b.data = ::operator new (bytes, std::align_val_t{64});
+    b.size = bytes;
+  }
+  return b.data;
+}
+
+// kiln's operand at `data`, in the layout the plan's primitive reads: reordered into the thread's
+// buffer `slot` where the two differ.
+memory operand(dnnl::stream& s, const memory::desc& user_desc, void* data,
+               const memory::desc& wanted, const std::optional<dnnl::reorder>& reorder, int slot) {
+  memory user(user_desc, engine(), data);
+  if (!reorder) return user;
+  memory blocked(wanted, engine(), scratch(slot, wanted.get_size()));
+  reorder->execute(s, user, blocked);
+  return blocked;
+}
+
+void run(const Plan& plan, void* a, void* b, void* bias, void* result) {
+  thread_local dnnl::stream s(engine());
+  std::unordered_map<int, memory> args;
+  args.emplace(plan.arg_a, operand(s, plan.user_a, a, plan.a, plan.a_in, 0));
+  args.emplace(plan.arg_b, operand(s, plan.user_b, b, plan.b, plan.b_in, 1));
+  memory user_result(plan.user_result, engine(), result);
+  memory out = plan.result_out ? memory(plan.result, engine(), scratch(2, plan.result.get_size()))
+                               : user_result;
+  args.emplace(plan.arg_result, out);
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine(), bias));
+  plan.conv.execute(s, args);
+  if (plan.result_out) plan.result_out->execute(s, out, user_result);
+  s.wait();
+}
+
+}  // namespace
+
+bool onednn_conv2d(ConvPass pass, const Tensor& a, const Tensor& b, const Tensor& bias,
+                   const Tensor& result, const Conv2dGeometry& g) {
+  if (!backends::onednn_enabled()) return false;
+  const CpuIsa isa = cpu_isa();
+  const DType dtype = a.dtype();
+  if (!rule_picks(pass, dtype, isa, g) || isa != onednn_level()) return false;
+  if (b.dtype() != dtype || result.dtype() != dtype) return false;
+  if (bias.defined() && bias.dtype() != dtype) return false;
+  const Plan& plan = plan_for(pass, dtype, bias.defined(), g);
+  if (!plan.usable) return false;
+  try {
+    run(plan, a.data_ptr(), b.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
+        result.data_ptr());
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("conv2d: oneDNN failed (") + e.what() +
+                "); KILN_ONEDNN=0 runs kiln's own kernels");
+  }
+  backends::count_onednn_conv2d_run();
+  return true;
+}
+
+#else
+
+bool onednn_conv2d(ConvPass, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const Conv2dGeometry&) {
+  return false;
+}
+
+#endif
+
+}  // namespace kiln::cpu
