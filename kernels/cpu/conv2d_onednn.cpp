@@ -6,14 +6,15 @@
 //
 // Who runs what was measured inside ResNet-20 training steps, both backends alternating call by
 // call on every layer shape (docs/results.md, "oneDNN per pass"); the reorders cost oneDNN about a
-// third of its time there, more than a benchmark that repeats one call shows. oneDNN takes 3x3
-// (and larger) kernels in f32, and in bf16 where the CPU has bf16 dot products, except:
+// third of its time there, more than a benchmark that repeats one call shows. oneDNN takes the
+// convolutions in f32, and in bf16 where the CPU has bf16 dot products, except:
 // - "narrow" layers (stride 1, at most 16 input and 16 output channels a group: ResNet's stem and
 //   first stage), whose forward stays with kiln's position tiles, as does their input gradient
 //   on AVX-512 (on AVX2 oneDNN's was faster);
 // - the weight gradient, which oneDNN takes in f32 on AVX-512 only (kiln's AVX2 kernels were
 //   faster) and in bf16 on narrow layers only (kiln's bf16 kernels were faster on the rest);
-// - 1x1 kernels, which stay with kiln (level in f32, kiln ahead in bf16).
+// - bf16 1x1 kernels on at most 64 channels in and out (ResNet-20's shortcuts, where kiln's were
+//   faster; level at 64; oneDNN far ahead on ResNet-50's wider ones, as on every f32 1x1 there).
 // And only through its JIT kernels: a shape oneDNN would run with its reference or GEMM-based code
 // stays with kiln. backends::set_onednn_enabled(false) or KILN_ONEDNN=0 turns oneDNN off, as
 // torch.backends.mkldnn.enabled. kiln's ISA cap (KILN_CPU_ISA, set_cpu_isa) caps oneDNN too, once,
@@ -22,7 +23,6 @@
 #include "kiln/kernels/cpu/conv2d_onednn.h"
 
 #if KILN_WITH_ONEDNN
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -63,7 +63,9 @@ CpuIsa onednn_level() {
       const dnnl::cpu_isa cap = now == CpuIsa::avx2     ? dnnl::cpu_isa::avx2
                                 : now == CpuIsa::avx512 ? dnnl::cpu_isa::avx512_core
                                                         : dnnl::cpu_isa::avx512_core_bf16;
-      dnnl::set_max_cpu_isa(cap);
+      // Refused when oneDNN already ran in this process (another library's calls): uncapped, it
+      // then serves only uncapped kiln.
+      if (dnnl::set_max_cpu_isa(cap) != dnnl::status::success) return cpu_isa_supported();
     }
     return now;
   }();
@@ -74,9 +76,9 @@ CpuIsa onednn_level() {
 bool rule_picks(ConvPass pass, DType dtype, CpuIsa isa, const Conv2dGeometry& g) {
   if (isa < CpuIsa::avx2) return false;
   if (dtype == DType::bf16 ? isa < CpuIsa::avx512_bf16 : dtype != DType::f32) return false;
-  if (g.kernel_h * g.kernel_w == 1) return false;
-  const bool narrow = g.stride_h == 1 && g.stride_w == 1 && g.in_channels / g.groups <= 16 &&
-                      g.out_channels / g.groups <= 16;
+  const int64_t cg = g.in_channels / g.groups, og = g.out_channels / g.groups;
+  if (dtype == DType::bf16 && g.kernel_h * g.kernel_w == 1 && cg <= 64 && og <= 64) return false;
+  const bool narrow = g.stride_h == 1 && g.stride_w == 1 && cg <= 16 && og <= 16;
   switch (pass) {
     case ConvPass::forward:
       return !narrow;
