@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kiln builds with (DESIGN.md, "Dependencies"). Skips apt entirely
-# when everything is already there, so it also works offline on a prepared machine.
+# Installs the Debian packages kiln builds with (scripts/run.sh and scripts/test.sh call it: the
+# README's two commands). Skips apt entirely when everything is already there, so it also works
+# offline on a prepared machine.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
