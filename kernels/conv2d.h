@@ -7,6 +7,7 @@
 // instead (the 4-D ones; bias is 1-D).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "kiln/core/tensor.h"
@@ -20,6 +21,13 @@ struct Conv2dGeometry {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
 };
+
+// The sizes as one row of numbers, for the keys of plan caches (cuDNN's graph plans, the CPU's
+// oneDNN plans): equal rows, the same problem. The output sizes follow from the rest.
+inline std::array<int64_t, 14> geometry_key(const Conv2dGeometry& g) {
+  return {g.batch,    g.in_channels, g.in_h,  g.in_w,  g.out_channels, g.kernel_h,   g.kernel_w,
+          g.stride_h, g.stride_w,    g.pad_h, g.pad_w, g.dilation_h,   g.dilation_w, g.groups};
+}
 
 struct Conv2dKernels {
   // out [N, O, OH, OW] = conv(x [N, C, H, W], weight [O, C/groups, kH, kW]) + bias [O]; bias may

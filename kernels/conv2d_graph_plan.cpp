@@ -56,31 +56,13 @@ bool engine_allowed(DType data, const EngineNotes& notes, bool allow_tf32, bool 
 }
 
 std::vector<int64_t> plan_key(const PlanKeyInputs& in) {
-  const Conv2dGeometry& g = in.geometry;
-  return {static_cast<int64_t>(in.pass),
-          in.device,
-          static_cast<int64_t>(in.dtype),
-          static_cast<int64_t>(in.format),
-          g.batch,
-          g.in_channels,
-          g.in_h,
-          g.in_w,
-          g.out_channels,
-          g.kernel_h,
-          g.kernel_w,
-          g.stride_h,
-          g.stride_w,
-          g.pad_h,
-          g.pad_w,
-          g.dilation_h,
-          g.dilation_w,
-          g.groups,
-          in.alignments[0],
-          in.alignments[1],
-          in.alignments[2],
-          in.allow_tf32,
-          in.deterministic,
-          in.benchmark};
+  std::vector<int64_t> key{static_cast<int64_t>(in.pass), in.device, static_cast<int64_t>(in.dtype),
+                           static_cast<int64_t>(in.format)};
+  const std::array<int64_t, 14> geometry = geometry_key(in.geometry);
+  key.insert(key.end(), geometry.begin(), geometry.end());
+  key.insert(key.end(), {in.alignments[0], in.alignments[1], in.alignments[2], in.allow_tf32,
+                         in.deterministic, in.benchmark});
+  return key;
 }
 
 std::string describe_problem(const Conv2dGeometry& g, MemoryFormat format, DType dtype,

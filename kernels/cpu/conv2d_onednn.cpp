@@ -23,6 +23,7 @@
 #include "kiln/kernels/cpu/conv2d_onednn.h"
 
 #if KILN_WITH_ONEDNN
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -207,25 +208,9 @@ Plan make_plan(ConvPass pass, DType dtype, bool with_bias, const Conv2dGeometry&
 // The plan for a pass, made on first use; a problem oneDNN rejects gets an unusable plan.
 const Plan& plan_for(ConvPass pass, DType dtype, bool with_bias, const Conv2dGeometry& g) {
   thread_local std::map<std::vector<int64_t>, Plan> plans;
-  const std::vector<int64_t> key{static_cast<int64_t>(pass),
-                                 static_cast<int64_t>(dtype),
-                                 with_bias,
-                                 g.batch,
-                                 g.in_channels,
-                                 g.in_h,
-                                 g.in_w,
-                                 g.out_channels,
-                                 g.kernel_h,
-                                 g.kernel_w,
-                                 g.out_h,
-                                 g.out_w,
-                                 g.stride_h,
-                                 g.stride_w,
-                                 g.pad_h,
-                                 g.pad_w,
-                                 g.dilation_h,
-                                 g.dilation_w,
-                                 g.groups};
+  std::vector<int64_t> key{static_cast<int64_t>(pass), static_cast<int64_t>(dtype), with_bias};
+  const std::array<int64_t, 14> geometry = geometry_key(g);
+  key.insert(key.end(), geometry.begin(), geometry.end());
   auto found = plans.find(key);
   if (found != plans.end()) return found->second;
   Plan plan;
@@ -290,8 +275,6 @@ bool onednn_conv2d(ConvPass pass, const Tensor& a, const Tensor& b, const Tensor
   const CpuIsa isa = cpu_isa();
   const DType dtype = a.dtype();
   if (!rule_picks(pass, dtype, isa, g) || isa != onednn_level()) return false;
-  if (b.dtype() != dtype || result.dtype() != dtype) return false;
-  if (bias.defined() && bias.dtype() != dtype) return false;
   const Plan& plan = plan_for(pass, dtype, bias.defined(), g);
   if (!plan.usable) return false;
   try {
