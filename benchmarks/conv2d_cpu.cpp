@@ -1,6 +1,7 @@
-// CPU convolution kernels on the layer shapes of ResNet-20 at 28x28 (or ResNet-50 at 224x224): forward, input gradient and
-// weight gradient, each as milliseconds per call and GFLOP/s (2 * O * C/groups * kH * kW * OH *
-// OW * N flops). Its peer is conv2d_cpu_torch.py (the same shapes through PyTorch's oneDNN).
+// CPU convolution kernels on the layer shapes of ResNet-20 at 28x28 (or ResNet-50 at 224x224):
+// forward, input gradient and weight gradient, each as milliseconds per call and GFLOP/s (2 * O *
+// C/groups * kH * kW * OH * OW * N flops). Its peer is conv2d_cpu_torch.py (the same shapes through
+// PyTorch's oneDNN).
 //
 //   benchmarks/conv2d_cpu --threads 2 --batch-size 128 --repeats 10
 //   benchmarks/conv2d_cpu --isa avx2            # the AVX2 kernels on an AVX-512 machine
@@ -24,8 +25,8 @@
 #include <string>
 #include <string_view>
 
-#include "kiln/ops/conv.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/conv.h"
 #include "main_guard.h"
 
 using namespace kiln;
@@ -49,16 +50,11 @@ const Layer kLayers[] = {
 // stem, each stage's 3x3, its 1x1 reduction and expansion, and the strided 3x3 and shortcut of a
 // stage's first block.
 const Layer kResnet50Layers[] = {
-    {"stem 3->64 7x7/2", 3, 64, 224, 7, 2, 3},
-    {"l1 64->64 1x1", 64, 64, 56, 1, 1, 0},
-    {"l1 64->64 3x3", 64, 64, 56, 3, 1, 1},
-    {"l1 64->256 1x1", 64, 256, 56, 1, 1, 0},
-    {"l2 128->128 3x3/2", 128, 128, 56, 3, 2, 1},
-    {"l2 256->512 1x1/2", 256, 512, 56, 1, 2, 0},
-    {"l2 128->128 3x3", 128, 128, 28, 3, 1, 1},
-    {"l3 256->256 3x3", 256, 256, 14, 3, 1, 1},
-    {"l3 1024->256 1x1", 1024, 256, 14, 1, 1, 0},
-    {"l4 512->512 3x3", 512, 512, 7, 3, 1, 1},
+    {"stem 3->64 7x7/2", 3, 64, 224, 7, 2, 3},    {"l1 64->64 1x1", 64, 64, 56, 1, 1, 0},
+    {"l1 64->64 3x3", 64, 64, 56, 3, 1, 1},       {"l1 64->256 1x1", 64, 256, 56, 1, 1, 0},
+    {"l2 128->128 3x3/2", 128, 128, 56, 3, 2, 1}, {"l2 256->512 1x1/2", 256, 512, 56, 1, 2, 0},
+    {"l2 128->128 3x3", 128, 128, 28, 3, 1, 1},   {"l3 256->256 3x3", 256, 256, 14, 3, 1, 1},
+    {"l3 1024->256 1x1", 1024, 256, 14, 1, 1, 0}, {"l4 512->512 3x3", 512, 512, 7, 3, 1, 1},
     {"l4 2048->512 1x1", 2048, 512, 7, 1, 1, 0},
 };
 
@@ -116,15 +112,16 @@ int main(int argc, char** argv) {
     const bool cpu_clock = clock == "cpu";
     const DType dtype = dtype_name_arg == "bf16" ? DType::bf16 : DType::f32;
 
-    std::printf("kiln conv2d, %s, batch %lld, %d threads, %s kernels, %s clock: ms per call "
-                "(GFLOP/s)\n",
-                dtype_name(dtype), static_cast<long long>(batch_size), threads,
-                cpu_isa_name(cpu_isa()), clock.c_str());
+    std::printf(
+        "kiln conv2d, %s, batch %lld, %d threads, %s kernels, %s clock: ms per call "
+        "(GFLOP/s)\n",
+        dtype_name(dtype), static_cast<long long>(batch_size), threads, cpu_isa_name(cpu_isa()),
+        clock.c_str());
     std::printf("%-20s %18s %18s %18s\n", "layer", "forward", "input grad", "weight grad");
     double total_ms = 0;
     const bool resnet50 = model == "resnet50";
-    for (const Layer& l : resnet50 ? std::span<const Layer>(kResnet50Layers)
-                                   : std::span<const Layer>(kLayers)) {
+    for (const Layer& l :
+         resnet50 ? std::span<const Layer>(kResnet50Layers) : std::span<const Layer>(kLayers)) {
       if (std::string_view(l.name).find(only) == std::string_view::npos) continue;
       const Pair stride{l.stride, l.stride}, padding{l.padding, l.padding};
       Tensor x = randn({batch_size, l.in_channels, l.side, l.side}).to(dtype);
@@ -135,8 +132,10 @@ int main(int argc, char** argv) {
           2.0 * static_cast<double>(out.numel() * l.in_channels * l.kernel * l.kernel) / 1e9;
       const double ms[3] = {
           best_ms(repeats, cpu_clock, [&] { conv2d(x, w, Tensor(), stride, padding); }),
-          best_ms(repeats, cpu_clock, [&] { conv2d_backward_input(grad, w, x.shape(), stride, padding); }),
-          best_ms(repeats, cpu_clock, [&] { conv2d_backward_weight(grad, x, w.shape(), stride, padding); }),
+          best_ms(repeats, cpu_clock,
+                  [&] { conv2d_backward_input(grad, w, x.shape(), stride, padding); }),
+          best_ms(repeats, cpu_clock,
+                  [&] { conv2d_backward_weight(grad, x, w.shape(), stride, padding); }),
       };
       std::printf("%-20s", l.name);
       for (double t : ms) {

@@ -5,9 +5,10 @@
 // train_throughput_torch.py (the same model, recipe, batch and precision in PyTorch).
 //
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
-//   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16 --channels-last
-//   benchmarks/train_throughput --profile-steps 1   # then where one step's time goes, per op
-//   benchmarks/train_throughput --device cuda --cuda-graph   # the step captured, then replayed
+//   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16
+//   --channels-last benchmarks/train_throughput --profile-steps 1   # then where one step's time
+//   goes, per op benchmarks/train_throughput --device cuda --cuda-graph   # the step captured, then
+//   replayed
 //
 // With --cuda-graph the warm-up steps run eagerly on a side stream (making the optimizer's and the
 // GradScaler's state), the step is captured once as a CUDA graph (core/cuda_graph.h) with the
@@ -66,9 +67,10 @@ int main(int argc, char** argv) {
   app.add_option("--channels", channels)->capture_default_str();
   app.add_option("--side", side, "image height and width")->capture_default_str();
   app.add_option("--classes", classes)->capture_default_str();
-  app.add_flag("--imagenet", imagenet,
-               "ImageNet shapes: 3x224x224 images (--side changes the 224), 1000 classes, the 7x7/2 "
-               "stem and max-pool");
+  app.add_flag(
+      "--imagenet", imagenet,
+      "ImageNet shapes: 3x224x224 images (--side changes the 224), 1000 classes, the 7x7/2 "
+      "stem and max-pool");
   app.add_option("--amp", amp, "off|fp16|bf16: forward under autocast (fp16 with a GradScaler)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "fp16", "bf16"}));
@@ -210,8 +212,8 @@ int main(int argc, char** argv) {
       std::printf(" (forward %.1f ms, backward %.1f ms, step %.1f ms)", 1e3 * forward_s / steps,
                   1e3 * backward_s / steps, 1e3 * step_s / steps);
     std::printf(", cpu %.1f ms/step, peak memory %.1f MiB, %s CPU kernels\n",
-                1e3 * (cpu_end - cpu_start) / steps, static_cast<double>(mem.peak_bytes) / (1 << 20),
-                cpu_isa_name(cpu_isa()));
+                1e3 * (cpu_end - cpu_start) / steps,
+                static_cast<double>(mem.peak_bytes) / (1 << 20), cpu_isa_name(cpu_isa()));
     if (device.is_cuda() && cuda::is_simulated())
       std::printf(
           "per step on the CUDA simulator: %.1f kernel launches of kiln and %.1f library calls "

@@ -82,7 +82,9 @@ class CpuAllocator final : public Allocator {
     std::free(ptr);
     record_free(nbytes);
   }
-  Device device() const override { return Device::cpu(); }
+  Device device() const override {
+    return Device::cpu();
+  }
 };
 
 }  // namespace

@@ -150,8 +150,7 @@ OneDnnScope::~OneDnnScope() {
   set_onednn_enabled(previous_);
 }
 
-Tf32Scope::Tf32Scope(bool allow)
-    : matmul_(cuda_matmul_allow_tf32()), cudnn_(cudnn_allow_tf32()) {
+Tf32Scope::Tf32Scope(bool allow) : matmul_(cuda_matmul_allow_tf32()), cudnn_(cudnn_allow_tf32()) {
   set_cuda_matmul_allow_tf32(allow);
   set_cudnn_allow_tf32(allow);
 }

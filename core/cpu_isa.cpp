@@ -16,8 +16,7 @@ namespace kiln {
 
 namespace {
 
-constexpr CpuIsa kLevels[] = {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512,
-                              CpuIsa::avx512_bf16};
+constexpr CpuIsa kLevels[] = {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512, CpuIsa::avx512_bf16};
 
 #if defined(__x86_64__) || defined(__i386__)
 bool bit(uint32_t reg, int n) {

@@ -111,7 +111,8 @@ void CachingAllocator::free(void* ptr) {
   in_use_.erase(it);
   stats_.current_bytes -= static_cast<int64_t>(block->size);
   stats_.live_allocations -= 1;
-  if (block->owner != nullptr) block->owner->stats.allocated_bytes -= static_cast<int64_t>(block->size);
+  if (block->owner != nullptr)
+    block->owner->stats.allocated_bytes -= static_cast<int64_t>(block->size);
   profiler::on_free(static_cast<int64_t>(block->size));
   if (!caching_) {
     // cudaFree waits for the whole device, other streams' work included.
@@ -252,8 +253,8 @@ void CachingAllocator::reset_peak() {
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
 }
 
-CachingAllocator::Block* CachingAllocator::take_free_block(size_t size, StreamId stream,
-                                                           bool small, PrivatePool* owner) {
+CachingAllocator::Block* CachingAllocator::take_free_block(size_t size, StreamId stream, bool small,
+                                                           PrivatePool* owner) {
   Block probe{nullptr, size, stream, small, owner};
   Pool& pool = pool_of(&probe);
   auto it = pool.lower_bound(&probe);
@@ -369,7 +370,8 @@ void CachingAllocator::release_segments_of(Pool& pool, PrivatePool* owner) {
 
 void CachingAllocator::on_allocated(Block* block) {
   block->allocated = true;
-  if (block->owner != nullptr) block->owner->stats.allocated_bytes += static_cast<int64_t>(block->size);
+  if (block->owner != nullptr)
+    block->owner->stats.allocated_bytes += static_cast<int64_t>(block->size);
   in_use_.emplace(block->ptr, block);
   stats_.current_bytes += static_cast<int64_t>(block->size);
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);

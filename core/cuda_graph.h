@@ -118,8 +118,8 @@ class CUDAGraph {
   int device_ = -1;
   std::size_t nodes_ = 0;
   bool capturing_ = false;
-  std::optional<Stream> stream_;       // the capture's
-  std::optional<Stream> previous_;     // the current stream before capture_begin
+  std::optional<Stream> stream_;    // the capture's
+  std::optional<Stream> previous_;  // the current stream before capture_begin
 };
 
 // Whether this thread is capturing a CUDA graph (CUDAGraph) on `device`'s current stream; -1: on

@@ -96,7 +96,7 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }  // t[i], a view, as PyTorch's
-  Tensor expand(const Shape& shape) const;  // -1 keeps a size
+  Tensor expand(const Shape& shape) const;                             // -1 keeps a size
   Tensor expand_as(const Tensor& other) const;
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
@@ -111,7 +111,7 @@ class Tensor {
   // ---- conversion and copies ----
   // to(dtype), to(device) and clone() keep the memory format the tensor suggests, as PyTorch's
   // (memory_format=torch.preserve_format).
-  Tensor to(DType dtype) const;    // itself when the dtype matches
+  Tensor to(DType dtype) const;  // itself when the dtype matches
   // x.to(MemoryFormat::channels_last), as PyTorch's x.to(memory_format=...): itself when it
   // already suggests `format` (or for preserve), else a copy in it (differentiable). Unlike
   // contiguous(format), a [N, 1, H, W] tensor, dense in both formats, is copied to carry the
@@ -126,7 +126,7 @@ class Tensor {
   Tensor to(Device device, bool non_blocking) const;
   Tensor pin_memory() const;  // a copy in page-locked host memory (itself if pinned); needs a GPU
   bool is_pinned() const;     // in memory from cuda::pinned_allocator()
-  Tensor clone() const;  // a copy in the suggested memory format, differentiable
+  Tensor clone() const;       // a copy in the suggested memory format, differentiable
   Tensor clone(MemoryFormat format) const;  // a copy laid out in `format` (preserve: as clone())
   // The one element of a one-element tensor, converted to T: item() is a double (as a Python
   // float), item<int64_t>() exact for every integer.

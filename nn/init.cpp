@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "kiln/core/autograd/grad_mode.h"
-#include "kiln/ops/factories.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 
 namespace kiln::nn::init {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/ops/elementwise.h"
 #include "kiln/nn/init.h"
+#include "kiln/ops/elementwise.h"
 
 namespace kiln::nn {
 
@@ -85,8 +85,8 @@ ResNet::ResNet(const std::string& block, std::vector<int64_t> layers, std::vecto
   }
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(in_planes_));
   if (!small_input_)
-    maxpool_ =
-        register_module("maxpool", std::make_shared<MaxPool2d>(3, MaxPool2dOptions{.stride = 2, .padding = 1}));
+    maxpool_ = register_module(
+        "maxpool", std::make_shared<MaxPool2d>(3, MaxPool2dOptions{.stride = 2, .padding = 1}));
   for (size_t i = 0; i < layers.size(); ++i) {
     int64_t stride = i == 0 ? 1 : 2;
     stages_.push_back(

@@ -30,7 +30,7 @@ struct ConvParams {
 };
 
 Conv2dGeometry conv_geometry(const char* op, const Shape& input, const Shape& weight,
-                                  const ConvParams& p) {
+                             const ConvParams& p) {
   KILN_CHECK(input.size() == 4, ShapeError, "{}: expected input of shape [N, C, H, W], got {}", op,
              shape_str(input));
   KILN_CHECK(weight.size() == 4, ShapeError,
@@ -118,7 +118,8 @@ MemoryFormat conv_format(const Tensor& a, const Tensor& b) {
 // takes 16-bit floats as they are (accumulating in f32) and channels-last operands as they are.
 struct KernelCall {
   KernelCall(const char* op, Device device, MemoryFormat format)
-      : kernels(kernels_for<Conv2dKernels>(op, device)), result_format(format),
+      : kernels(kernels_for<Conv2dKernels>(op, device)),
+        result_format(format),
         kernel_format(kernels.takes_channels_last ? format : MemoryFormat::contiguous) {}
 
   DType compute_dtype(DType dtype) const {

@@ -1,5 +1,7 @@
 // Conversions and copies: to(dtype), to(device), clone, contiguous, pin_memory, copy_, fill_, and
 // reading values back (item, tolist), each with its backward node.
+#include "kiln/kernels/copy.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -12,7 +14,6 @@
 #include "kiln/core/op_name.h"
 #include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
-#include "kiln/kernels/copy.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/factories.h"
@@ -120,7 +121,6 @@ Tensor Tensor::to(Device target, bool non_blocking) const {
   }
   return out;
 }
-
 
 Tensor Tensor::pin_memory() const {
   KILN_CHECK(device().is_cpu(), DeviceError,

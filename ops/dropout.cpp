@@ -1,6 +1,8 @@
 // dropout: the keep mask comes from the Philox stream (kernels/dropout.h), so a seed gives the same
 // mask on every device; the backward multiplies by the same scaled mask.
 
+#include "kiln/kernels/dropout.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,7 +11,6 @@
 #include "kiln/core/cuda_graph.h"
 #include "kiln/core/generator.h"
 #include "kiln/core/profiler.h"
-#include "kiln/kernels/dropout.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"

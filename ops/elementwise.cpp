@@ -24,7 +24,6 @@
 
 namespace kiln {
 
-
 namespace {
 
 // The scalar as a 0-dim tensor of the dtype PyTorch would give a Python number next to `like`.

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/kernels/index.h"
 #include "kiln/core/profiler.h"
+#include "kiln/kernels/index.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
@@ -90,7 +90,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, x.dtype(), device);
-  kernels_for<IndexKernels>("index_select", device).index_select(x.detach().contiguous(), d, idx, out);
+  kernels_for<IndexKernels>("index_select", device)
+      .index_select(x.detach().contiguous(), d, idx, out);
   if (should_record({&x})) {
     auto node = std::make_shared<IndexSelectBackward>();
     node->index = SavedTensor(index);
@@ -228,7 +229,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
              describe(src), shape_str(expected), describe(self), d, index.numel());
   Tensor idx = checked_index(op, index, self.size(d), dim_range(d, self.size(d)));
   Tensor out = self.detach().clone(MemoryFormat::contiguous);
-  kernels_for<IndexKernels>("index_add_", device).index_add_(out, d, idx, src.detach().contiguous());
+  kernels_for<IndexKernels>("index_add_", device)
+      .index_add_(out, d, idx, src.detach().contiguous());
   if (should_record({&self, &src})) {
     auto node = std::make_shared<IndexAddBackward>();
     node->index = SavedTensor(index);
@@ -300,7 +302,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   Shape out_shape = indices.shape();
   out_shape.push_back(width);
   Tensor out = empty(out_shape, weight.dtype(), device);
-  kernels_for<IndexKernels>("index_select", device).index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}), out.view({idx.numel(), width}));
+  kernels_for<IndexKernels>("index_select", device)
+      .index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}),
+                    out.view({idx.numel(), width}));
   if (should_record({&weight})) {
     auto node = std::make_shared<EmbeddingBackward>();
     node->indices = SavedTensor(indices);

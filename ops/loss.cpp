@@ -2,14 +2,15 @@
 // log_softmax and nll_loss on the CPU (so its gradient comes from theirs) and fused on the GPU,
 // and mse_loss from elementwise ops.
 
+#include "kiln/kernels/loss.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kiln/kernels/cross_entropy.h"
 #include "kiln/core/profiler.h"
-#include "kiln/kernels/loss.h"
+#include "kiln/kernels/cross_entropy.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -106,7 +107,9 @@ struct NllLossBackward : Node {
       per_target = per_target.reshape({1, 1}).expand(per_target_shape).contiguous();
     }
     Tensor grad_input = zeros(input_3d, dtype, g.device());
-    kernels_for<LossKernels>("nll_loss_backward", grad_input.device()).nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index, grad_input);
+    kernels_for<LossKernels>("nll_loss_backward", grad_input.device())
+        .nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
+                           grad_input);
     return {grad_input.reshape(input_shape)};
   }
   void release_saved() override { target.reset(), weight.reset(); }
@@ -119,7 +122,8 @@ Tensor nll_loss_checked(const Tensor& log_probs, const NllArgs& a, int64_t ignor
   if (reduction == Reduction::none) {
     out = empty(a.loss_shape, log_probs.dtype(), log_probs.device());
     const Tensor losses = out.reshape({a.input_3d[0], a.input_3d[2]});
-    kernels_for<LossKernels>("nll_loss_forward", lp.device()).nll_loss_forward(lp, a.target, a.weight, ignore_index, losses);
+    kernels_for<LossKernels>("nll_loss_forward", lp.device())
+        .nll_loss_forward(lp, a.target, a.weight, ignore_index, losses);
   } else {
     const double total = kernels_for<LossKernels>("nll_loss_forward", lp.device())
                              .nll_loss_forward(lp, a.target, a.weight, ignore_index, Tensor());
@@ -179,9 +183,8 @@ struct CrossEntropyBackward : Node {
 // cross_entropy where the device has fused kernels (the GPU): one kernel for the per-row losses
 // and logsumexp. Under mean and sum the per-row losses are kept in f64 and summed by kiln's
 // (deterministic) sum on the device.
-Tensor cross_entropy_fused(const CrossEntropyKernels& fused, const Tensor& logits,
-                           const NllArgs& a, int64_t ignore_index, Reduction reduction,
-                           double label_smoothing) {
+Tensor cross_entropy_fused(const CrossEntropyKernels& fused, const Tensor& logits, const NllArgs& a,
+                           int64_t ignore_index, Reduction reduction, double label_smoothing) {
   const Tensor x = logits.detach().contiguous().reshape(a.input_3d);
   const int64_t rows = a.input_3d[0] * a.input_3d[2];
   const DType acc = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;

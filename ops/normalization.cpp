@@ -4,6 +4,8 @@
 // batch_norm_relu folds the ReLU that follows most batch norms into both passes, and
 // batch_norm_add_relu the residual add and ReLU that end a ResNet block into the GPU's.
 
+#include "kiln/kernels/normalization.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,7 +17,6 @@
 #include "kiln/core/memory_format.h"
 #include "kiln/core/profiler.h"
 #include "kiln/core/storage.h"
-#include "kiln/kernels/normalization.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
@@ -51,8 +52,11 @@ struct BatchNormView {
   Tensor operand(const Tensor& t, DType dtype) const {
     if (!t.defined()) return Tensor();
     if (layout == BatchNormLayout::channels_first) return kernel_operand(t, dtype).view(flat);
-    return t.detach().to(dtype).contiguous(MemoryFormat::channels_last).permute({0, 2, 3, 1}).view(
-        flat);
+    return t.detach()
+        .to(dtype)
+        .contiguous(MemoryFormat::channels_last)
+        .permute({0, 2, 3, 1})
+        .view(flat);
   }
   // A kernel's output back in x's shape and memory format.
   Tensor unflat(const Tensor& out) const {
@@ -254,10 +258,10 @@ struct BatchNormExtras {
 // The GPU's forward pass: statistics, running statistics, normalisation, epilogue and count in two
 // launches. Running statistics in another dtype, or not contiguous, go through copies.
 BatchNormResult batch_norm_pass(const NormalizationKernels& kernels, BatchNormLayout layout,
-                                const Tensor& cx,
-                                const Tensor& running_mean, const Tensor& running_var,
-                                const Tensor& weight, const Tensor& bias, bool training,
-                                double momentum, double eps, const BatchNormExtras& extras) {
+                                const Tensor& cx, const Tensor& running_mean,
+                                const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                                bool training, double momentum, double eps,
+                                const BatchNormExtras& extras) {
   const int64_t channels = cx.size(1);
   const DType compute = compute_dtype(cx.dtype());
   BatchNormForwardPass pass;
@@ -329,8 +333,8 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
   if (kernels.batch_norm_forward_pass) {
     BatchNormExtras flat_extras = extras;
     flat_extras.residual = view.operand(residual, io);
-    r = batch_norm_pass(kernels, view.layout, cx, running_mean, running_var, weight, bias, training, momentum,
-                        eps, flat_extras);
+    r = batch_norm_pass(kernels, view.layout, cx, running_mean, running_var, weight, bias, training,
+                        momentum, eps, flat_extras);
   } else {
     r = batch_norm_kernels(kernels, cx, running_mean, running_var, weight, bias, training, momentum,
                            eps, extras.relu, view.operand(residual, io));
@@ -434,7 +438,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor out = empty({rows, k}, compute, device);
   Tensor mean = empty({rows}, compute, device);
   Tensor invstd = empty({rows}, compute, device);
-  kernels_for<NormalizationKernels>("layer_norm", device).layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out, mean, invstd);
+  kernels_for<NormalizationKernels>("layer_norm", device)
+      .layer_norm(cx, kernel_operand(weight, compute), kernel_operand(bias, compute), eps, out,
+                  mean, invstd);
   Tensor result = out.view(x.shape()).to(x.dtype());
   if (should_record({&x, &weight, &bias})) {
     auto node = std::make_shared<LayerNormBackward>();

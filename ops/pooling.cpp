@@ -109,8 +109,8 @@ int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int
   return out;
 }
 
-Pool2dGeometry pool_geometry(const char* op, const Shape& input_shape, Pair kernel,
-                                  Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
+Pool2dGeometry pool_geometry(const char* op, const Shape& input_shape, Pair kernel, Pair stride,
+                             Pair padding, Pair dilation, bool ceil_mode) {
   KILN_CHECK(kernel[0] > 0 && kernel[1] > 0, ValueError,
              "{}: kernel_size must be positive, got ({}, {})", op, kernel[0], kernel[1]);
   if (stride[0] == 0 && stride[1] == 0) stride = kernel;
@@ -243,8 +243,7 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride, Pair padding, 
   const char* op = "avg_pool2d";
   profiler::OpScope profile(op, {&x});
   check_pool_input(op, x);
-  Pool2dGeometry g =
-      pool_geometry(op, x.shape(), kernel_size, stride, padding, {1, 1}, ceil_mode);
+  Pool2dGeometry g = pool_geometry(op, x.shape(), kernel_size, stride, padding, {1, 1}, ceil_mode);
   const PoolCall call(op, x.device(), x);
   const Tensor cx = call.operand(x);
   const Tensor out = call.output(with_plane(cx.shape(), g.out_h, g.out_w), cx.dtype(), x.device());

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/ops/autograd/record.h"
 #include "kiln/core/tensor.h"
+#include "kiln/ops/autograd/record.h"
 
 namespace kiln {
 

@@ -69,7 +69,8 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Dims& dims, bool keepd
     out_dtype = DType::i64;
   }
   Tensor out = empty(r.out_shape, out_dtype, x.device());
-  kernels_for<ReduceKernels>(mean ? "mean" : "sum", x.device()).sum(x.detach(), r.reduced, out, mean);
+  kernels_for<ReduceKernels>(mean ? "mean" : "sum", x.device())
+      .sum(x.detach(), r.reduced, out, mean);
   if (should_record({&x})) {
     auto node = std::make_shared<SumBackward>();
     node->input_shape = x.shape();

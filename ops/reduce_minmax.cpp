@@ -1,11 +1,12 @@
 // max/min along a dim (values and indices) or over dims (amax/amin), and argmax/argmin.
 
+#include "kiln/kernels/reduce_minmax.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kiln/kernels/reduce_minmax.h"
 #include "kiln/core/profiler.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"

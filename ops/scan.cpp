@@ -1,11 +1,12 @@
 // cumsum, and the reversed running sum that is its backward (and whose backward it is).
 
+#include "kiln/kernels/scan.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kiln/kernels/scan.h"
 #include "kiln/core/profiler.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"

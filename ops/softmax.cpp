@@ -1,10 +1,11 @@
 // softmax and log_softmax: checks, the kernels, and the backward of each right below it.
+#include "kiln/kernels/softmax.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kiln/kernels/softmax.h"
 #include "kiln/core/profiler.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"

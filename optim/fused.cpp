@@ -46,11 +46,11 @@ FusedBatch& FusedBatches::of(const Tensor& p, double step) {
 
 Tensor checked_found_inf(const std::string& optimizer, const Tensor& found_inf, Device device) {
   if (!found_inf.defined()) return found_inf;
-  KILN_CHECK(found_inf.device() == device && found_inf.dtype() == DType::f32 &&
-                 found_inf.numel() == 1,
-             DeviceError,
-             "{}.step_unless: found_inf must be one f32 value on the parameters' device {}, got {}",
-             optimizer, device.str(), describe(found_inf));
+  KILN_CHECK(
+      found_inf.device() == device && found_inf.dtype() == DType::f32 && found_inf.numel() == 1,
+      DeviceError,
+      "{}.step_unless: found_inf must be one f32 value on the parameters' device {}, got {}",
+      optimizer, device.str(), describe(found_inf));
   return found_inf;
 }
 

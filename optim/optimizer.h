@@ -76,9 +76,7 @@ class Optimizer {
   // Writes the options into the device tensors, unless this thread is capturing a graph on that
   // device (a replay reads what the device holds).
   void refresh_device_options(std::size_t group);
-  virtual std::pair<const char*, const char*> device_option_names() const {
-    return {"lr", "lr"};
-  }
+  virtual std::pair<const char*, const char*> device_option_names() const { return {"lr", "lr"}; }
 
  private:
   std::string name_;
@@ -86,7 +84,8 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::map<const TensorImpl*, std::map<std::string, Tensor>> state_;
   bool capturable_ = false;
-  std::map<std::pair<std::size_t, int>, Tensor> device_options_;  // (group, device index) -> f64 [2]
+  std::map<std::pair<std::size_t, int>, Tensor>
+      device_options_;  // (group, device index) -> f64 [2]
 };
 
 }  // namespace kiln::optim

@@ -29,8 +29,8 @@ T atomic_cas(T* address, T compare, T value) {
 }
 }  // namespace kiln::sim
 
-#define KILN_SIM_ATOMIC_RMW(name, T, method)                                       \
-  inline T name(T* address, T value) {                                             \
+#define KILN_SIM_ATOMIC_RMW(name, T, method)                                      \
+  inline T name(T* address, T value) {                                            \
     return ::kiln::sim::atomic(address).method(value, std::memory_order_relaxed); \
   }
 KILN_SIM_ATOMIC_RMW(atomicAdd, int, fetch_add)
@@ -55,12 +55,14 @@ KILN_SIM_ATOMIC_RMW(atomicXor, unsigned, fetch_xor)
 KILN_SIM_ATOMIC_RMW(atomicXor, unsigned long long, fetch_xor)
 #undef KILN_SIM_ATOMIC_RMW
 
-#define KILN_SIM_ATOMIC_MIN_MAX(T)                                                          \
-  inline T atomicMin(T* address, T value) {                                                 \
-    return ::kiln::sim::atomic_update(address, [value](T old) { return value < old ? value : old; }); \
-  }                                                                                         \
-  inline T atomicMax(T* address, T value) {                                                 \
-    return ::kiln::sim::atomic_update(address, [value](T old) { return old < value ? value : old; }); \
+#define KILN_SIM_ATOMIC_MIN_MAX(T)                                                           \
+  inline T atomicMin(T* address, T value) {                                                  \
+    return ::kiln::sim::atomic_update(address,                                               \
+                                      [value](T old) { return value < old ? value : old; }); \
+  }                                                                                          \
+  inline T atomicMax(T* address, T value) {                                                  \
+    return ::kiln::sim::atomic_update(address,                                               \
+                                      [value](T old) { return old < value ? value : old; }); \
   }
 KILN_SIM_ATOMIC_MIN_MAX(int)
 KILN_SIM_ATOMIC_MIN_MAX(unsigned)
@@ -97,8 +99,8 @@ inline void __threadfence_system() {
 // load where the type allows one; CUDA's own headers declare the __half and __nv_bfloat16 forms.
 template <class T>
 T __ldcg(const T* address) {
-  if constexpr (std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 ||
-                                                    sizeof(T) == 4 || sizeof(T) == 8))
+  if constexpr (std::is_trivially_copyable_v<T> &&
+                (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8))
     return std::atomic_ref<T>(*const_cast<T*>(address)).load(std::memory_order_relaxed);
   else
     return *address;

@@ -98,8 +98,9 @@ void BlockRunner::make_order(std::uint64_t round) {
   if (schedule_.seed == 1) {
     std::reverse(order_.begin(), order_.end());
   } else if (schedule_.seed > 1) {
-    const std::uint64_t block = (static_cast<std::uint64_t>(block_.z) * launch_->grid.y + block_.y) *
-                                    launch_->grid.x + block_.x;
+    const std::uint64_t block =
+        (static_cast<std::uint64_t>(block_.z) * launch_->grid.y + block_.y) * launch_->grid.x +
+        block_.x;
     std::seed_seq seeds{schedule_.seed, schedule_.seed >> 32, block, block >> 32, round};
     std::mt19937_64 random(seeds);
     std::shuffle(order_.begin(), order_.end(), random);
@@ -138,8 +139,8 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block, const Schedule& sch
       exit_thread(t);
       if (!fiberless_) {
         // t waited, so the block was promoted: hand the rest of it to the scheduler.
-        scheduler_ = switch_to(std::move(scheduler_),
-                               {scheduler_stack_.bottom(), scheduler_stack_.size()});
+        scheduler_ =
+            switch_to(std::move(scheduler_), {scheduler_stack_.bottom(), scheduler_stack_.size()});
         break;
       }
       if (error_) break;
@@ -174,7 +175,8 @@ void BlockRunner::promote() {
 
 void BlockRunner::wait(unsigned t) {
   if (fiberless_) promote();
-  scheduler_ = switch_to(std::move(scheduler_), {scheduler_stack_.bottom(), scheduler_stack_.size()});
+  scheduler_ =
+      switch_to(std::move(scheduler_), {scheduler_stack_.bottom(), scheduler_stack_.size()});
   self_ = t;
   if (aborting_) throw Abort{};
 }
@@ -402,7 +404,8 @@ std::uint64_t BlockRunner::warp_collective(const WarpRequest& request,
 }
 
 void* BlockRunner::dynamic_shared_memory() {
-  if (!launch_) throw std::logic_error("kiln-sim: dynamic shared memory asked for outside a kernel");
+  if (!launch_)
+    throw std::logic_error("kiln-sim: dynamic shared memory asked for outside a kernel");
   return shared_.get();
 }
 

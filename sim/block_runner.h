@@ -13,9 +13,9 @@
 // remaining threads are unwound and run() throws KernelError naming the kernel, block and threads.
 #pragma once
 
-#include <boost/context/fiber.hpp>
 #include <vector_types.h>
 
+#include <boost/context/fiber.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <exception>

@@ -9,11 +9,11 @@
 #define KILN_CUDA_SIM 1
 
 #include <cuda_runtime.h>
+#include <math.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <math.h>
 #include <source_location>
 #include <type_traits>
 
@@ -31,9 +31,9 @@
 inline constexpr int warpSize = 32;
 
 // One copy per worker thread, and a worker runs one block at a time: one copy per block in flight.
-// It starts zeroed and then holds the previous block's values, as nothing clears it on a GPU either.
-// Compiled with KILN_SIM_SERIAL, a plain static instead, and this file's grids run on one worker:
-// AddressSanitizer checks the bounds of static variables but not of thread-local ones.
+// It starts zeroed and then holds the previous block's values, as nothing clears it on a GPU
+// either. Compiled with KILN_SIM_SERIAL, a plain static instead, and this file's grids run on one
+// worker: AddressSanitizer checks the bounds of static variables but not of thread-local ones.
 #undef __shared__
 #if defined(KILN_SIM_SERIAL)
 #define __shared__ static

@@ -4,13 +4,14 @@
 // can differ from CUDA's device math by a few ulps.
 #pragma once
 
+#include <math.h>
+
 #include <bit>
 #include <cmath>
-#include <math.h>
 #include <type_traits>
 
 template <class A, class B>
-  requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
 constexpr std::common_type_t<A, B> min(A a, B b) {
   using C = std::common_type_t<A, B>;
   if constexpr (std::is_floating_point_v<C>)
@@ -19,7 +20,7 @@ constexpr std::common_type_t<A, B> min(A a, B b) {
     return static_cast<C>(b) < static_cast<C>(a) ? static_cast<C>(b) : static_cast<C>(a);
 }
 template <class A, class B>
-  requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
 constexpr std::common_type_t<A, B> max(A a, B b) {
   using C = std::common_type_t<A, B>;
   if constexpr (std::is_floating_point_v<C>)

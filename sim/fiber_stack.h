@@ -4,7 +4,6 @@
 #pragma once
 
 #include <boost/context/fiber.hpp>
-
 #include <cstddef>
 #include <utility>
 

@@ -36,7 +36,8 @@ struct ScheduleState {
   ScheduleState() {
     schedule.seed = environment_number("KILN_SIM_SEED", 0, 0);
     const unsigned cores = std::thread::hardware_concurrency();
-    schedule.workers = static_cast<int>(environment_number("KILN_SIM_WORKERS", cores ? cores : 1, 1));
+    schedule.workers =
+        static_cast<int>(environment_number("KILN_SIM_WORKERS", cores ? cores : 1, 1));
     schedule.fibers = environment_number("KILN_SIM_FIBERS", 0, 0) != 0;
   }
 };
@@ -60,8 +61,8 @@ class WorkerPool {
 
   void run(const GridLaunch& launch, const Schedule& schedule) {
     std::lock_guard<std::mutex> one_grid(grid_mutex_);
-    const std::uint64_t blocks = static_cast<std::uint64_t>(launch.grid.x) * launch.grid.y *
-                                 launch.grid.z;
+    const std::uint64_t blocks =
+        static_cast<std::uint64_t>(launch.grid.x) * launch.grid.y * launch.grid.z;
     const std::size_t helpers = static_cast<std::size_t>(
         std::min<std::uint64_t>(static_cast<std::uint64_t>(schedule.workers) - 1, blocks - 1));
     {

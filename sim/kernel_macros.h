@@ -18,14 +18,15 @@
 #define KILN_DEVICE_CODE 1
 #define KILN_LAUNCH(grid, block, shared_bytes, stream, ...) \
   __VA_ARGS__<<<(grid), (block), (shared_bytes), (stream)>>>
-#define KILN_DYNAMIC_SHARED(T, name)                                              \
+#define KILN_DYNAMIC_SHARED(T, name)                                          \
   extern __shared__ __align__(16) unsigned char kiln_dynamic_shared_##name[]; \
   T* name = reinterpret_cast<T*>(kiln_dynamic_shared_##name)
 #elif defined(KILN_CUDA_SIM)
 #define KILN_DEVICE_CODE 1
-#define KILN_LAUNCH(grid, block, shared_bytes, stream, ...)                                  \
-  ::kiln::sim::Launch(#__VA_ARGS__, (grid), (block), (shared_bytes), (stream),               \
-                      [](auto... kiln_sim_arguments) { __VA_ARGS__(kiln_sim_arguments...); }, \
-                      KILN_SIM_SERIAL_GRIDS)
+#define KILN_LAUNCH(grid, block, shared_bytes, stream, ...)                   \
+  ::kiln::sim::Launch(                                                        \
+      #__VA_ARGS__, (grid), (block), (shared_bytes), (stream),                \
+      [](auto... kiln_sim_arguments) { __VA_ARGS__(kiln_sim_arguments...); }, \
+      KILN_SIM_SERIAL_GRIDS)
 #define KILN_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::kiln::sim::dynamic_shared_memory())
 #endif

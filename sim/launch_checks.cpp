@@ -25,8 +25,8 @@ std::string dims(dim3 d) {
 cudaError_t check_launch(const GridLaunch& launch) {
   runtime::use_context();  // a launch works on the current device
   const auto fail = [&](cudaError_t error, const char* text, const std::string& why) {
-    return runtime::fail(error, std::string(text) + " (kiln-sim: kernel " + launch.kernel + ": " +
-                                    why + ")");
+    return runtime::fail(
+        error, std::string(text) + " (kiln-sim: kernel " + launch.kernel + ": " + why + ")");
   };
   const dim3 b = launch.block, g = launch.grid;
   const std::uint64_t threads = static_cast<std::uint64_t>(b.x) * b.y * b.z;

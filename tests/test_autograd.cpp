@@ -628,7 +628,8 @@ void check_all_equal(const std::vector<Tensor>& got, const std::vector<Tensor>& 
 
 }  // namespace
 
-TEST_CASE("checkpoint: gradients equal the plain run's bit for bit; the forward holds its output alone") {
+TEST_CASE(
+    "checkpoint: gradients equal the plain run's bit for bit; the forward holds its output alone") {
   auto net = small_cnn(false);
   Generator gen(5);
   const Tensor data = randn({3, 2, 6, 6}, DType::f32, Device::cpu(), &gen);
@@ -656,7 +657,8 @@ TEST_CASE("checkpoint: gradients equal the plain run's bit for bit; the forward 
   // Between forward and backward only the output is held (the input is the caller's): the
   // activations of the 7 layers are not.
   CAPTURE(plain_held, checkpoint_held);
-  CHECK(checkpoint_held == checkpointed.numel() * static_cast<int64_t>(checkpointed.element_size()));
+  CHECK(checkpoint_held ==
+        checkpointed.numel() * static_cast<int64_t>(checkpointed.element_size()));
   CHECK(checkpoint_held * 4 < plain_held);
   check_all_equal(gradients_of(*net, y, checkpointed), want);
   CHECK(calls == 2);  // backward ran fn again

@@ -296,7 +296,8 @@ TEST_CASE("caching allocator: a capture's allocations come from its private pool
   CHECK_FALSE(fake.bad_free);
 }
 
-TEST_CASE("caching allocator: a block used on another stream and freed in a capture waits after it") {
+TEST_CASE(
+    "caching allocator: a block used on another stream and freed in a capture waits after it") {
   FakeSegments fake;
   CachingAllocator pool(fake);
   fake.captures[kStream1] = 9;

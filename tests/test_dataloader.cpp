@@ -381,8 +381,8 @@ TEST_CASE("dataloader: reading a batch past the end of an epoch is an error that
     for (int b = 0; b < 3; ++b) CHECK((*loader.next())[1].size(0) == (b < 2 ? 4 : 2));
     auto end = loader.next();
     CHECK(!end);
-    CHECK_THROWS_WITH(*end, Contains("epoch 0 is over (it had 3 batches)") &&
-                                Contains("set_epoch"));
+    CHECK_THROWS_WITH(*end,
+                      Contains("epoch 0 is over (it had 3 batches)") && Contains("set_epoch"));
     CHECK_THROWS_AS(loader.next()->at(0), kiln::IndexError);
     // The end stays the end until the next epoch begins.
     CHECK(!loader.next().has_value());

@@ -244,7 +244,8 @@ TEST_CASE("grad_scaler: an overflowing gradient skips the step and backs the sca
   }
 }
 
-TEST_CASE("grad_scaler: capturable decides on the device what the host scaler decides, bit for bit") {
+TEST_CASE(
+    "grad_scaler: capturable decides on the device what the host scaler decides, bit for bit") {
   // The same training run twice: the host scaler with plain optimizers, and the capturable scaler
   // (scale, tracker and skip in tensors, nothing read on the host) with capturable ones, whose
   // options and step counts are tensors; a scripted overflow in between, growth every 2 steps, and
@@ -253,11 +254,14 @@ TEST_CASE("grad_scaler: capturable decides on the device what the host scaler de
   const std::vector<std::pair<std::string, Make>> optimizers = {
       {"SGD, Nesterov, weight decay",
        [](std::vector<Tensor> p, bool capturable) {
-         return std::make_unique<SGD>(std::move(p),
-                                      SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01,
-                                                 .nesterov = true, .capturable = capturable});
+         return std::make_unique<SGD>(std::move(p), SGDOptions{.lr = 0.1,
+                                                               .momentum = 0.9,
+                                                               .weight_decay = 0.01,
+                                                               .nesterov = true,
+                                                               .capturable = capturable});
        }},
-      {"Adam", [](std::vector<Tensor> p, bool capturable) {
+      {"Adam",
+       [](std::vector<Tensor> p, bool capturable) {
          return std::make_unique<Adam>(std::move(p),
                                        AdamOptions{.weight_decay = 0.1, .capturable = capturable});
        }},
@@ -277,8 +281,8 @@ TEST_CASE("grad_scaler: capturable decides on the device what the host scaler de
       manual_seed(3);
       Run run;
       run.optimizer = make(run.model->parameters(), capturable);
-      run.scaler = std::make_unique<GradScaler>(GradScalerOptions{
-          .init_scale = 1024.0, .growth_interval = 2, .capturable = capturable});
+      run.scaler = std::make_unique<GradScaler>(
+          GradScalerOptions{.init_scale = 1024.0, .growth_interval = 2, .capturable = capturable});
       run.schedule = std::make_unique<OneCycleLR>(*run.optimizer, 0.2, 12);
       return run;
     };
@@ -305,7 +309,8 @@ TEST_CASE("grad_scaler: capturable decides on the device what the host scaler de
       CHECK(device.scaler->growth_tracker() == host.scaler->growth_tracker());
       CHECK(device.scaler->found_inf().item() == (step == 3 ? 1.0 : 0.0));
     }
-    // Growth every 2 clean steps: doubled at steps 1, 5 and 7, halved at 3 (which resets the count).
+    // Growth every 2 clean steps: doubled at steps 1, 5 and 7, halved at 3 (which resets the
+    // count).
     CHECK(host.scaler->get_scale() == 4096.0);
     CHECK(device.scaler->state_dict().at("scale").item() == 4096.0);
   }

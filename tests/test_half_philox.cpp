@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-
 #include <string>
 #include <vector>
 
@@ -259,7 +258,8 @@ void check_conversions(kiln::CpuIsa isa) {
   const kiln::cpu::ConvertKernels& k = kiln::cpu::convert_kernels(isa);
   REQUIRE(k.isa == isa);
   const std::vector<float> in = conversion_inputs();
-  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{15}, int64_t{17}, static_cast<int64_t>(in.size())}) {
+  for (int64_t n :
+       {int64_t{1}, int64_t{7}, int64_t{15}, int64_t{17}, static_cast<int64_t>(in.size())}) {
     std::vector<uint16_t> bf16(n), f16(n);
     k.f32_to_bf16(in.data(), bf16.data(), n);
     k.f32_to_f16(in.data(), f16.data(), n);

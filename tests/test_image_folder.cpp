@@ -129,8 +129,8 @@ TEST_CASE("ImageFolder batches for a GPU are collated into pinned memory by the 
   }
   Folder folder;
   auto images = std::make_shared<ImageFolder>(folder.root());
-  const data::Transform eval = data::compose({data::resize(7), data::center_crop(6),
-                                              data::to_float()});
+  const data::Transform eval =
+      data::compose({data::resize(7), data::center_crop(6), data::to_float()});
   data::DataLoader pinned(images, eval, {.batch_size = 4, .num_workers = 2, .pin_memory = true});
   data::DataLoader pageable(images, eval, {.batch_size = 4, .num_workers = 2});
   int64_t batches = 0;

@@ -137,11 +137,15 @@ TEST_CASE("color_jitter draws factors in its ranges, in a random order, reproduc
 
 TEST_CASE("adjust_hue: Pillow's HSV round trip, torchvision's shift, gray and alpha kept") {
   // Pure red, a green and a gray, against torchvision 0.14's adjust_hue of the same PIL pixels.
-  const Tensor image = tensor<int64_t>({255, 10, 128, 0, 200, 128, 0, 30, 128}).to(DType::u8).view({3, 1, 3});
-  CHECK(F::adjust_hue(image, 0.5).tolist() == std::vector<double>{0, 200, 128, 255, 10, 128, 252, 184, 128});
-  CHECK(F::adjust_hue(image, -0.2).tolist() == std::vector<double>{210, 200, 128, 0, 180, 128, 255, 10, 128});
+  const Tensor image =
+      tensor<int64_t>({255, 10, 128, 0, 200, 128, 0, 30, 128}).to(DType::u8).view({3, 1, 3});
+  CHECK(F::adjust_hue(image, 0.5).tolist() ==
+        std::vector<double>{0, 200, 128, 255, 10, 128, 252, 184, 128});
+  CHECK(F::adjust_hue(image, -0.2).tolist() ==
+        std::vector<double>{210, 200, 128, 0, 180, 128, 255, 10, 128});
   // No shift is still a round trip through u8 HSV, which moves some colours by a level.
-  CHECK(F::adjust_hue(image, 0.0).tolist() == std::vector<double>{255, 10, 128, 0, 200, 128, 0, 28, 128});
+  CHECK(F::adjust_hue(image, 0.0).tolist() ==
+        std::vector<double>{255, 10, 128, 0, 200, 128, 0, 28, 128});
   const Tensor gray = ramp(1, 4, 4);
   CHECK(equal(F::adjust_hue(gray, 0.3), gray));
   const Tensor rgba = cat({image, full({1, 1, 3}, 7.0).to(DType::u8)}, 0);

@@ -154,11 +154,18 @@ TEST_CASE("memory format: conv2d in channels-last gives NCHW's values, and keeps
 TEST_CASE("memory format: pooling keeps the input's format and NCHW's values") {
   const Tensor x = random_f32({2, 3, 9, 8}, 10);
   using Pool = Tensor (*)(const Tensor&);
-  const std::vector<Pool> pools{
-      [](const Tensor& t) { return max_pool2d(t, {3, 3}, {2, 2}, {1, 1}); },
-      [](const Tensor& t) { return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1}); },
-      [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); },
-      [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); }};
+  const std::vector<Pool> pools{[](const Tensor& t) {
+                                  return max_pool2d(t, {3, 3}, {2, 2}, {1, 1});
+                                },
+                                [](const Tensor& t) {
+                                  return avg_pool2d(t, {3, 3}, {2, 2}, {1, 1});
+                                },
+                                [](const Tensor& t) {
+                                  return adaptive_avg_pool2d(t, {1, 1});
+                                },
+                                [](const Tensor& t) {
+                                  return adaptive_avg_pool2d(t, {4, 3});
+                                }};
   for (size_t k = 0; k < pools.size(); ++k) {
     INFO("pool " << k);
     Tensor xa = x.clone().requires_grad_(), xb = x.to(kNhwc).requires_grad_();
@@ -197,8 +204,8 @@ TEST_CASE("memory format: a ResNet-20 trained in channels-last matches the NCHW 
     manual_seed(5);
     auto net = nn::resnet20();
     net->to(format);
-    optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4,
-                                       .nesterov = true});
+    optim::SGD opt(net->parameters(),
+                   {.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true});
     for (int step = 0; step < 3; ++step) {
       const Tensor x = random_f32({4, 3, 8, 8}, 20 + step).to(format);
       const Tensor y = randint(0, 10, {4}, DType::i64, Device::cpu());

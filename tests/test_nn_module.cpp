@@ -467,9 +467,9 @@ TEST_CASE("pipeline: CPU stages give the unsplit model's loss and gradients") {
 
 TEST_CASE("pipeline: micro-batches run on GPipe's clock") {
   std::vector<std::pair<int, double>> log;
-  nn::Pipeline pipe({std::make_shared<Tap>(log, 0), std::make_shared<Tap>(log, 1),
-                     std::make_shared<Tap>(log, 2)},
-                    {Device::cpu(), Device::cpu(), Device::cpu()}, {.chunks = 3});
+  nn::Pipeline pipe(
+      {std::make_shared<Tap>(log, 0), std::make_shared<Tap>(log, 1), std::make_shared<Tap>(log, 2)},
+      {Device::cpu(), Device::cpu(), Device::cpu()}, {.chunks = 3});
   // Micro-batch i starts with the value 2i.
   const Tensor out = pipe.forward(arange(0.0, 6.0).reshape({6, 1}));
   // Tick k runs stage j on micro-batch k - j.

@@ -338,14 +338,12 @@ TEST_CASE("resnet: checkpointing resnet50's blocks lowers the step's peak memory
   for (Tensor& p : model->parameters()) p.set_grad(zeros_like(p));
   // 64x64 on the ImageNet stem: stages at 16, 8, 4 and 2 pixels, cheap enough for the sanitizer.
   const Tensor x = random_f32({2, 3, 128, 128}, 9);
-  const int64_t plain = step_peak_bytes(*model, x, [&](const Tensor& in) {
-    return model->forward(in);
-  });
+  const int64_t plain =
+      step_peak_bytes(*model, x, [&](const Tensor& in) { return model->forward(in); });
   std::vector<Tensor> want;
   for (const Tensor& p : model->parameters()) want.push_back(p.grad().clone());
-  const int64_t checkpointed = step_peak_bytes(*model, x, [&](const Tensor& in) {
-    return forward_checkpointed(*model, in);
-  });
+  const int64_t checkpointed = step_peak_bytes(
+      *model, x, [&](const Tensor& in) { return forward_checkpointed(*model, in); });
   // 63.0 MB and 35.5 MB when this was written (docs/results.md).
   CAPTURE(plain, checkpointed);
   CHECK(checkpointed * 10 < plain * 7);

@@ -15,17 +15,17 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/dist/ring.h"
 #include "dist_ranks.h"
+#include "kiln/dist/ring.h"
 #include "kiln/kiln.h"
 #include "recording_network.h"
 
 using namespace kiln;
 using kiln::dist::ReduceOp;
-using kiln::testing::RecordingGroup;
-using kiln::testing::RecordingNetwork;
 using kiln::testing::expected_reduction;
 using kiln::testing::rank_input;
+using kiln::testing::RecordingGroup;
+using kiln::testing::RecordingNetwork;
 
 namespace {
 

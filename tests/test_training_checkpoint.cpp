@@ -187,7 +187,8 @@ TEST_CASE("training checkpoint: the recipe is saved beside the state and read ba
   state.recipe = {{"batch_size", "64"}, {"amp", "fp16"}};
   train::save_training_checkpoint(with, state);
 
-  CHECK(train::training_checkpoint_recipe(with) == nn::Metadata{{"amp", "fp16"}, {"batch_size", "64"}});
+  CHECK(train::training_checkpoint_recipe(with) ==
+        nn::Metadata{{"amp", "fp16"}, {"batch_size", "64"}});
   CHECK(nn::load_safetensors(with).metadata.at("recipe.batch_size") == "64");
   CHECK(train::training_checkpoint_recipe(without).empty());
   // Loading the state leaves the caller's recipe alone: it is the program's to compare.

@@ -19,13 +19,13 @@
 
 namespace kiln::train {
 
+using nn::load_safetensors;
 using nn::Metadata;
 using nn::Module;
 using nn::SafetensorsFile;
+using nn::save_safetensors;
 using nn::StateDict;
 using nn::TensorMap;
-using nn::load_safetensors;
-using nn::save_safetensors;
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <string>
 
-#include "kiln/nn/safetensors.h"
 #include "command_line.h"
+#include "kiln/nn/safetensors.h"
 #include "main_guard.h"
 
 using namespace kiln;

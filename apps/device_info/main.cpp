@@ -63,10 +63,10 @@ int main() {
     std::printf("CPU kernels: %s (this CPU runs up to %s; KILN_CPU_ISA caps it)\n",
                 cpu_isa_name(cpu_isa()), cpu_isa_name(cpu_isa_supported()));
     const bool onednn_on = backends::onednn_enabled();  // reads and checks KILN_ONEDNN
-    std::printf("oneDNN for CPU convolutions: %s\n",
-                !backends::onednn_available() ? "not in this build"
-                : onednn_on                   ? "on (KILN_ONEDNN=0 turns it off)"
-                                              : "off (KILN_ONEDNN=0)");
+    std::printf("oneDNN for CPU convolutions: %s\n", !backends::onednn_available()
+                                                         ? "not in this build"
+                                                     : onednn_on ? "on (KILN_ONEDNN=0 turns it off)"
+                                                                 : "off (KILN_ONEDNN=0)");
     std::printf("kiln built with CUDA: %s\n", cuda::is_built() ? "yes" : "no");
     if (cuda::is_built()) {
       const cuda::LibraryVersions v = cuda::library_versions();

@@ -114,9 +114,9 @@ class Timer {
   // repeat would take most of a run whose times mean nothing there: no flush.
   Timer(const Ceilings& ceilings, int repeats, Device device) : repeats_(repeats) {
     if (!cuda::is_simulated())
-      flush_ = zeros({static_cast<int64_t>(2 * std::max<size_t>(ceilings.l2_bytes, 1 << 20) /
-                                           sizeof(float))},
-                     DType::f32, device);
+      flush_ = zeros(
+          {static_cast<int64_t>(2 * std::max<size_t>(ceilings.l2_bytes, 1 << 20) / sizeof(float))},
+          DType::f32, device);
   }
 
   // Median milliseconds of run() over the repeats, each from a cold L2.

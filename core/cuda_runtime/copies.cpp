@@ -53,7 +53,7 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
         "copies {} from {} to {}{}", format_bytes(static_cast<int64_t>(nbytes)),
         src_device.is_cpu() ? std::string("the host") : src_device.str(),
         dst_device.is_cpu() ? std::string("the host") : dst_device.str(),
-        !host         ? " (between two GPUs)"
+        !host          ? " (between two GPUs)"
         : non_blocking ? " asynchronously, which a graph would repeat from the same host memory "
                          "at every replay,"
                        : ", which waits for the GPU,"));

@@ -144,8 +144,8 @@ void CUDAGraph::capture_begin(const CaptureOptions& options) {
   if (begun != cudaSuccess) {
     cudaGetLastError();
     set_current_stream(previous);
-    throw GraphCaptureError(fmt::format("CUDAGraph::capture_begin: cudaStreamBeginCapture failed: {}",
-                                        cuda_error(begun)));
+    throw GraphCaptureError(fmt::format(
+        "CUDAGraph::capture_begin: cudaStreamBeginCapture failed: {}", cuda_error(begun)));
   }
   const GraphPool pool = options.pool.id != 0 ? options.pool : graph_pool_handle();
   try {

@@ -251,8 +251,8 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   if (onednn_conv2d(ConvPass::forward, x, weight, bias, out, g)) return;
   if (x.dtype() == DType::bf16 && direct_conv2d_takes_bf16(g)) {
     direct_conv2d_forward(x.data<BFloat16>(), weight.data<BFloat16>(),
-                          bias.defined() ? bias.data<BFloat16>() : nullptr,
-                          out.data<BFloat16>(), g);
+                          bias.defined() ? bias.data<BFloat16>() : nullptr, out.data<BFloat16>(),
+                          g);
     return;
   }
   if (is_16_bit(x.dtype())) {

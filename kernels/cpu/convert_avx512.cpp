@@ -76,15 +76,15 @@ void f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     const __m512i wide = _mm512_cvtepu16_epi32(h);
     const __m512i magnitude = _mm512_and_si512(wide, _mm512_set1_epi32(0x7fff));
-    const __mmask16 signalling =
-        _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7c00)) &
-        _mm512_cmplt_epi32_mask(magnitude, _mm512_set1_epi32(0x7e00));
+    const __mmask16 signalling = _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7c00)) &
+                                 _mm512_cmplt_epi32_mask(magnitude, _mm512_set1_epi32(0x7e00));
     const __m512i kept = _mm512_or_si512(
         _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(wide, _mm512_set1_epi32(0x8000)), 16),
                         _mm512_set1_epi32(0x7f800000)),
         _mm512_slli_epi32(_mm512_and_si512(wide, _mm512_set1_epi32(0x3ff)), 13));
     const __m512 converted = _mm512_cvtph_ps(h);
-    _mm512_storeu_ps(dst + i, _mm512_mask_blend_ps(signalling, converted, _mm512_castsi512_ps(kept)));
+    _mm512_storeu_ps(dst + i,
+                     _mm512_mask_blend_ps(signalling, converted, _mm512_castsi512_ps(kept)));
   }
   convert_kernels_baseline.f16_to_f32(src + i, dst + i, n - i);
 }

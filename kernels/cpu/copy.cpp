@@ -19,9 +19,8 @@ bool convert_contiguous(const Tensor& src, const Tensor& dst) {
   const int64_t n = src.numel();
   const DType from = src.dtype(), to = dst.dtype();
   auto run = [&](auto convert, auto in, auto out) {
-    parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-      convert(in + begin, out + begin, end - begin);
-    });
+    parallel_for(
+        n, 1, [&](int64_t begin, int64_t end) { convert(in + begin, out + begin, end - begin); });
     return true;
   };
   auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.data_ptr()); };

@@ -51,19 +51,39 @@ namespace kiln::cpu::KILN_SIMD_NAMESPACE {
 #if KILN_SIMD_VEC == KILN_SIMD_AVX512
 using Vec = __m512;
 inline constexpr int kLanes = 16;
-inline Vec vzero() { return _mm512_setzero_ps(); }
-inline Vec vbroadcast(float v) { return _mm512_set1_ps(v); }
-inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
-inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vzero() {
+  return _mm512_setzero_ps();
+}
+inline Vec vbroadcast(float v) {
+  return _mm512_set1_ps(v);
+}
+inline Vec vload(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline void vstore(float* p, Vec v) {
+  _mm512_storeu_ps(p, v);
+}
+inline Vec vfma(Vec a, Vec b, Vec c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
 #elif KILN_SIMD_VEC == KILN_SIMD_AVX2
 using Vec = __m256;
 inline constexpr int kLanes = 8;
-inline Vec vzero() { return _mm256_setzero_ps(); }
-inline Vec vbroadcast(float v) { return _mm256_set1_ps(v); }
-inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
-inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
-inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vzero() {
+  return _mm256_setzero_ps();
+}
+inline Vec vbroadcast(float v) {
+  return _mm256_set1_ps(v);
+}
+inline Vec vload(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline void vstore(float* p, Vec v) {
+  _mm256_storeu_ps(p, v);
+}
+inline Vec vfma(Vec a, Vec b, Vec c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
 #else
 // Plain arrays of 8 floats: the compiler vectorises them for whatever the target has (SSE2 on any
 // x86-64), and the kernels read the same as the wide ones.
@@ -71,7 +91,9 @@ inline constexpr int kLanes = 8;
 struct Vec {
   float v[kLanes];
 };
-inline Vec vzero() { return Vec{}; }
+inline Vec vzero() {
+  return Vec{};
+}
 inline Vec vbroadcast(float x) {
   Vec r;
   for (float& e : r.v) e = x;

@@ -114,7 +114,13 @@ int as_int(int64_t value) {
 struct ConvProblem {
   ConvProblem(const char* op, DType dtype, int device, MemoryFormat format,
               const Conv2dGeometry& geometry, void* x_ptr, void* w_ptr, void* y_ptr)
-      : op(op), dtype(dtype), device(device), format(format), g(geometry), x(x_ptr), w(w_ptr),
+      : op(op),
+        dtype(dtype),
+        device(device),
+        format(format),
+        g(geometry),
+        x(x_ptr),
+        w(w_ptr),
         y(y_ptr) {
     const int64_t limit = INT_MAX;
     for (int64_t v : {g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w})
@@ -136,9 +142,9 @@ struct ConvProblem {
     KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc, layout, type, as_int(g.batch),
                                                 as_int(g.out_channels), as_int(g.out_h),
                                                 as_int(g.out_w)));
-    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-        w_desc, type, layout, as_int(g.out_channels), as_int(g.in_channels / g.groups),
-        as_int(g.kernel_h), as_int(g.kernel_w)));
+    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc, type, layout, as_int(g.out_channels),
+                                                as_int(g.in_channels / g.groups),
+                                                as_int(g.kernel_h), as_int(g.kernel_w)));
     KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         conv_desc, as_int(g.pad_h), as_int(g.pad_w), as_int(g.stride_h), as_int(g.stride_w),
         as_int(g.dilation_h), as_int(g.dilation_w), CUDNN_CROSS_CORRELATION,

@@ -79,8 +79,8 @@ std::string route_for(RoutedOp op, int64_t rows, int64_t cols) {
 }
 
 int64_t parse_size(const std::string& text, const std::string& whole) {
-  KILN_CHECK(!text.empty() && text.find_first_not_of("0123456789") == std::string::npos,
-             ValueError, "KILN_LAB_ROUTES: \"{}\" in \"{}\" is not a row length", text, whole);
+  KILN_CHECK(!text.empty() && text.find_first_not_of("0123456789") == std::string::npos, ValueError,
+             "KILN_LAB_ROUTES: \"{}\" in \"{}\" is not a row length", text, whole);
   return std::stoll(text);
 }
 

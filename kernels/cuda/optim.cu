@@ -49,7 +49,8 @@ static_assert(kSgdTensors <= 64, "first_step has one bit per tensor of a launch"
 template <class T>
 __global__ void sgd_kernel(const __grid_constant__ TensorLists<3, kSgdTensors> lists,
                            uint64_t first_step, SgdScalars<device_acc_t<T>> s,
-                           const double* __restrict__ options, const float* __restrict__ found_inf) {
+                           const double* __restrict__ options,
+                           const float* __restrict__ found_inf) {
   using A = device_acc_t<T>;
   if (skipped(found_inf)) return;
   if (options != nullptr) {

@@ -83,8 +83,8 @@ struct Dense4 {
 };
 
 Dense4 dense4(const Tensor& t) {
-  return {t.size(1),   t.size(2),   t.size(3),           t.stride(0), t.stride(1),
-          t.stride(2), t.stride(3), !t.is_contiguous()};
+  return {t.size(1),   t.size(2),   t.size(3),   t.stride(0),
+          t.stride(1), t.stride(2), t.stride(3), !t.is_contiguous()};
 }
 
 template <class T>
@@ -138,8 +138,7 @@ __global__ void max_pool2d_backward_kernel(const T* __restrict__ grad_output,
 
 template <class T>
 __global__ void avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t total,
-                                  Pool2dGeometry g, bool count_include_pad, Dense4 xl,
-                                  Dense4 ol) {
+                                  Pool2dGeometry g, bool count_include_pad, Dense4 xl, Dense4 ol) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const Coord o = ol.at(i);
     const AvgSpan h = avg_span(o.h, g.stride_h, g.pad_h, g.kernel_h, g.in_h);
@@ -182,8 +181,7 @@ __global__ void avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
       for (int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
         const AvgSpan w = avg_span(ow, g.stride_w, g.pad_w, g.kernel_w, g.in_w);
         if (iw < w.begin || iw >= w.end) continue;
-        acc += go[oh * gol.sh + ow * gol.sw] /
-               static_cast<T>(avg_divisor(h, w, count_include_pad));
+        acc += go[oh * gol.sh + ow * gol.sw] / static_cast<T>(avg_divisor(h, w, count_include_pad));
       }
     }
     grad_input[gil.offset(in)] = acc;
@@ -281,8 +279,8 @@ void avg_pool2d_backward(const Tensor& grad_output, const Tensor& grad_input,
   visit_f32_f64("avg_pool2d_backward", grad_output.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     KILN_LAUNCH(grid_for(total), kThreads, 0, stream(), avg_pool2d_backward_kernel<T>)
-    (grad_output.data<T>(), grad_input.data<T>(), total, g, count_include_pad,
-     dense4(grad_output), dense4(grad_input));
+    (grad_output.data<T>(), grad_input.data<T>(), total, g, count_include_pad, dense4(grad_output),
+     dense4(grad_input));
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

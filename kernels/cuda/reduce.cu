@@ -81,8 +81,8 @@ void sum_reduce(const Tensor& x, const std::vector<bool>& reduced, const Tensor&
           empty({static_cast<int64_t>(lab::reduction_workspace_bytes(plan.outputs, plan.count))},
                 DType::u8, x.device());
       CopyKernels::cuda->fill(workspace, 0.0);
-      version->run({x.data<float>(), out.data<float>(), plan.outputs, plan.count,
-                    workspace.data_ptr()});
+      version->run(
+          {x.data<float>(), out.data<float>(), plan.outputs, plan.count, workspace.data_ptr()});
       return;
     }
   }

@@ -200,21 +200,17 @@ void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
     if (l.inner == 1) {
       const dim3 block = row_block(l.size);
       const unsigned grid = grid_for(l.outer, block.y);
-      if (log)
-        KILN_LAUNCH(grid, block, 0, stream(), softmax_rows_kernel<D, Acc, true>)
-        (in, o, l.outer, l.size);
-      else
-        KILN_LAUNCH(grid, block, 0, stream(), softmax_rows_kernel<D, Acc, false>)
-        (in, o, l.outer, l.size);
+      if (log) KILN_LAUNCH(grid, block, 0, stream(), softmax_rows_kernel<D, Acc, true>)
+      (in, o, l.outer, l.size);
+      else KILN_LAUNCH(grid, block, 0, stream(), softmax_rows_kernel<D, Acc, false>)(in, o, l.outer,
+                                                                                     l.size);
     } else {
       const int64_t columns = l.outer * l.inner;
       const unsigned grid = grid_for(columns);
-      if (log)
-        KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_columns_kernel<D, Acc, true>)
-        (in, o, columns, l.size, l.inner);
-      else
-        KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_columns_kernel<D, Acc, false>)
-        (in, o, columns, l.size, l.inner);
+      if (log) KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_columns_kernel<D, Acc, true>)
+      (in, o, columns, l.size, l.inner);
+      else KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_columns_kernel<D, Acc, false>)(
+          in, o, columns, l.size, l.inner);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });
@@ -237,21 +233,18 @@ void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
     if (l.inner == 1) {
       const dim3 block = row_block(l.size);
       const unsigned grid = grid_for(l.outer, block.y);
-      if (log)
-        KILN_LAUNCH(grid, block, 0, stream(), softmax_backward_rows_kernel<D, Acc, true>)
-        (yp, gp, o, l.outer, l.size);
-      else
-        KILN_LAUNCH(grid, block, 0, stream(), softmax_backward_rows_kernel<D, Acc, false>)
-        (yp, gp, o, l.outer, l.size);
+      if (log) KILN_LAUNCH(grid, block, 0, stream(), softmax_backward_rows_kernel<D, Acc, true>)
+      (yp, gp, o, l.outer, l.size);
+      else KILN_LAUNCH(grid, block, 0, stream(), softmax_backward_rows_kernel<D, Acc, false>)(
+          yp, gp, o, l.outer, l.size);
     } else {
       const int64_t columns = l.outer * l.inner;
       const unsigned grid = grid_for(columns);
       if (log)
         KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_backward_columns_kernel<D, Acc, true>)
-        (yp, gp, o, columns, l.size, l.inner);
-      else
-        KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_backward_columns_kernel<D, Acc, false>)
-        (yp, gp, o, columns, l.size, l.inner);
+      (yp, gp, o, columns, l.size, l.inner);
+      else KILN_LAUNCH(grid, kThreads, 0, stream(), softmax_backward_columns_kernel<D, Acc, false>)(
+          yp, gp, o, columns, l.size, l.inner);
     }
     KILN_CUDA_CHECK_LAUNCH();
   });

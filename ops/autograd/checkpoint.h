@@ -59,12 +59,13 @@ class CheckpointForward {
 // Returns fn(inputs...) (whatever fn returns), keeping only the inputs for backward. Arguments
 // other than tensors are captured by fn.
 template <typename Fn, typename... Inputs>
-  requires(std::same_as<std::remove_cvref_t<Inputs>, Tensor> && ...)
-auto checkpoint(Fn fn, const Inputs&... inputs) {
+requires(std::same_as<std::remove_cvref_t<Inputs>, Tensor>&&...) auto checkpoint(
+    Fn fn, const Inputs&... inputs) {
   detail::CheckpointForward forward({inputs...}, [fn](const std::vector<Tensor>& again) mutable {
     [&]<size_t... I>(std::index_sequence<I...>) {
       fn(again[I]...);
-    }(std::index_sequence_for<Inputs...>{});
+    }
+    (std::index_sequence_for<Inputs...>{});
   });
   return fn(inputs...);
 }

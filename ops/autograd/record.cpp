@@ -14,15 +14,15 @@ namespace {
 
 // Whether `grad` may become a leaf's .grad as it is, without a copy (as PyTorch's AccumulateGrad
 // steals a gradient): dense in the leaf's memory format (PyTorch's layout contract for .grad: an
-// optimizer then walks a parameter, its gradient and its state in one order), in the leaf's dtype, the whole of its storage, and nothing else
-// holding its data, so no later accumulation or in-place unscaling reaches another tensor.
-// `holders` is how many handles to it the caller knows of; any more (the same gradient handed to
-// another input too, or kept by a hook) and it is copied.
+// optimizer then walks a parameter, its gradient and its state in one order), in the leaf's dtype,
+// the whole of its storage, and nothing else holding its data, so no later accumulation or in-place
+// unscaling reaches another tensor. `holders` is how many handles to it the caller knows of; any
+// more (the same gradient handed to another input too, or kept by a hook) and it is copied.
 bool can_take(const Tensor& grad, const Tensor& leaf, long holders) {
   return grad.impl_ptr().use_count() == holders && grad.storage() &&
          grad.storage().use_count() == 1 && grad.dtype() == leaf.dtype() &&
-         grad.is_contiguous(leaf.suggest_memory_format()) &&
-         grad.offset() == 0 && grad.numel() > 0 &&
+         grad.is_contiguous(leaf.suggest_memory_format()) && grad.offset() == 0 &&
+         grad.numel() > 0 &&
          grad.storage()->nbytes() == static_cast<size_t>(grad.numel()) * grad.element_size() &&
          !grad.requires_grad();
 }

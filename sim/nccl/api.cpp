@@ -74,8 +74,8 @@ ncclResult_t enqueue(ncclComm_t comm, model::Op op, cudaStream_t stream, const c
   const std::size_t size = model::type_size(op.type);
   if (size == 0)
     return invalid(std::string(call) + ": the model does not hold " + model::type_name(op.type));
-  const bool reduces = op.kind == model::OpKind::all_reduce ||
-                       op.kind == model::OpKind::reduce_scatter;
+  const bool reduces =
+      op.kind == model::OpKind::all_reduce || op.kind == model::OpKind::reduce_scatter;
   if (reduces && !model::known_reduction(op.reduction))
     return invalid(std::string(call) + ": " + model::reduction_name(op.reduction) +
                    " is not one of NCCL's built-in reductions");
@@ -163,8 +163,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
                    std::to_string(nranks) + " ranks");
   const std::optional<model::RendezvousAddress> root = model::read_id(comm_id);
   if (!root)
-    return invalid("ncclCommInitRankConfig: the unique id was not made by this model's "
-                   "ncclGetUniqueId");
+    return invalid(
+        "ncclCommInitRankConfig: the unique id was not made by this model's "
+        "ncclGetUniqueId");
   const bool blocking =
       config == nullptr || config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
   auto communicator =

@@ -71,7 +71,11 @@ std::string describe(const Op& op) {
 }
 
 Communicator::Communicator(int nranks, int rank, int device, bool blocking, RendezvousAddress root)
-    : nranks_(nranks), rank_(rank), device_(device), blocking_(blocking), root_(root),
+    : nranks_(nranks),
+      rank_(rank),
+      device_(device),
+      blocking_(blocking),
+      root_(root),
       peers_(static_cast<std::size_t>(nranks)) {
   worker_ = std::thread([this] { run_worker(); });
 }
@@ -251,7 +255,8 @@ ncclResult_t Communicator::join() {
   // pair, made without a cycle of waits.
   for (int peer = 0; peer < rank_; ++peer) {
     const int fd = connect_loopback(ports[static_cast<std::size_t>(peer)]);
-    if (fd < 0) return failed(ncclSystemError, "rank " + std::to_string(peer) + " cannot be reached");
+    if (fd < 0)
+      return failed(ncclSystemError, "rank " + std::to_string(peer) + " cannot be reached");
     if (!track(fd)) return ncclSystemError;
     const Introduction me{root_.token, rank_};
     if (!write_all(fd, &me, sizeof me))
@@ -272,7 +277,8 @@ ncclResult_t Communicator::join() {
   if (aborted_) return ncclSystemError;
   for (int peer = 0; peer < nranks_; ++peer)
     if (peer != rank_)
-      peers_[static_cast<std::size_t>(peer)].reader = std::thread([this, peer] { read_frames(peer); });
+      peers_[static_cast<std::size_t>(peer)].reader =
+          std::thread([this, peer] { read_frames(peer); });
   return ncclSuccess;
 }
 
@@ -530,9 +536,13 @@ bool Communicator::try_collective(const Op& op, std::uint64_t sequence) {
     if (theirs.sequence == mine.sequence && theirs.count == mine.count &&
         std::memcmp(theirs.call, mine.call, sizeof mine.call) == 0)
       continue;
-    const Op called{static_cast<OpKind>(theirs.call[0]), nullptr, nullptr, theirs.count,
+    const Op called{static_cast<OpKind>(theirs.call[0]),
+                    nullptr,
+                    nullptr,
+                    theirs.count,
                     static_cast<ncclDataType_t>(theirs.call[1]),
-                    static_cast<ncclRedOp_t>(theirs.call[2]), theirs.call[3]};
+                    static_cast<ncclRedOp_t>(theirs.call[2]),
+                    theirs.call[3]};
     fail(ncclInvalidUsage, "collective #" + std::to_string(sequence) + ": this rank called " +
                                describe(op) + ", rank " + std::to_string(p) + " called " +
                                describe(called) +
@@ -575,7 +585,8 @@ bool Communicator::try_collective(const Op& op, std::uint64_t sequence) {
       break;
     case OpKind::all_gather:
       for (int r = 0; r < nranks_; ++r)
-        if (bytes > 0) std::memmove(recv + static_cast<std::size_t>(r) * bytes, contribution(r), bytes);
+        if (bytes > 0)
+          std::memmove(recv + static_cast<std::size_t>(r) * bytes, contribution(r), bytes);
       break;
     default:
       break;

@@ -160,9 +160,8 @@ std::string reduction_name(ncclRedOp_t op) {
 
 void reduce_into(void* accumulator, const void* contribution, std::size_t count,
                  ncclDataType_t type, ncclRedOp_t op) {
-  by_type(type, [&](auto value) {
-    reduce_typed<decltype(value)>(accumulator, contribution, count, op);
-  });
+  by_type(type,
+          [&](auto value) { reduce_typed<decltype(value)>(accumulator, contribution, count, op); });
 }
 
 void divide_by_ranks(void* accumulator, std::size_t count, ncclDataType_t type, int ranks) {

@@ -96,8 +96,8 @@ const char* mode_name(cudaStreamCaptureMode mode) {
 
 std::string describe(const Capture& c) {
   std::ostringstream text;
-  text << "capture " << c.id << " of stream " << static_cast<const void*>(c.origin)
-       << " on device " << c.device << ", " << mode_name(c.mode) << " mode";
+  text << "capture " << c.id << " of stream " << static_cast<const void*>(c.origin) << " on device "
+       << c.device << ", " << mode_name(c.mode) << " mode";
   return text.str();
 }
 
@@ -131,8 +131,8 @@ cudaError_t implicit(const char* function, const std::vector<Capture*>& captures
   return fail(cudaErrorStreamCaptureImplicit,
               std::string("operation would make the legacy stream depend on a capturing blocking "
                           "stream (kiln-sim: ") +
-                  function + " on the legacy stream of device " +
-                  std::to_string(current_device()) + " during " + describe(*captures.front()) +
+                  function + " on the legacy stream of device " + std::to_string(current_device()) +
+                  " during " + describe(*captures.front()) +
                   ", whose stream was made without cudaStreamNonBlocking)");
 }
 
@@ -241,7 +241,8 @@ cudaError_t check_device_wait(const char* function, int device) {
       invalidate(*c, function);
       if (!first) first = c.get();
     }
-  if (first) return unsupported_on(function, *first, "waits for a device one of whose streams captures");
+  if (first)
+    return unsupported_on(function, *first, "waits for a device one of whose streams captures");
   return unsafe_locked(function);
 }
 
@@ -360,9 +361,8 @@ cudaError_t capture_stream_wait(cudaStream_t stream, cudaEvent_t event, unsigned
   }
   // A wait node: streams run in order and at once here, so there is nothing to wait for at launch.
   std::vector<std::size_t>& frontier = waiting->frontier[stream];
-  waiting->nodes.push_back({GraphNode{"cudaStreamWaitEvent(cudaEventWaitExternal)",
-                                      stream->device, [] {}},
-                            frontier});
+  waiting->nodes.push_back(
+      {GraphNode{"cudaStreamWaitEvent(cudaEventWaitExternal)", stream->device, [] {}}, frontier});
   frontier = {waiting->nodes.size() - 1};
   return cudaSuccess;
 }

@@ -21,7 +21,8 @@ namespace kiln::sim::runtime {
 
 DeviceMemory::DeviceMemory(std::size_t bytes)
     : bytes_(bytes), page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
-  void* range = mmap(nullptr, bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* range =
+      mmap(nullptr, bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (range == MAP_FAILED) throw std::bad_alloc();
   base_ = static_cast<char*>(range);
   free_[0] = bytes_;

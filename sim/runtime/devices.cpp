@@ -133,10 +133,10 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribut
       *value = 0;
       break;
     default:
-      return fail(cudaErrorInvalidValue, "invalid argument (kiln-sim: cudaDeviceGetAttribute: "
-                                         "attribute " +
-                                             std::to_string(static_cast<int>(attribute)) +
-                                             " is not simulated)");
+      return fail(cudaErrorInvalidValue,
+                  "invalid argument (kiln-sim: cudaDeviceGetAttribute: "
+                  "attribute " +
+                      std::to_string(static_cast<int>(attribute)) + " is not simulated)");
   }
   return cudaSuccess;
 }
@@ -178,18 +178,19 @@ cudaError_t CUDARTAPI cudaFuncSetAttribute(const void* func, cudaFuncAttribute a
                                            int value) {
   kiln::sim::runtime::use_context();
   if (func == nullptr)
-    return fail(cudaErrorInvalidDeviceFunction, "invalid device function (kiln-sim: "
-                                                "cudaFuncSetAttribute: a null function)");
+    return fail(cudaErrorInvalidDeviceFunction,
+                "invalid device function (kiln-sim: "
+                "cudaFuncSetAttribute: a null function)");
   if (attribute == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
   if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize)
-    return fail(cudaErrorInvalidValue, "invalid argument (kiln-sim: cudaFuncSetAttribute: "
-                                       "attribute " +
-                                           std::to_string(static_cast<int>(attribute)) +
-                                           " is not simulated)");
+    return fail(cudaErrorInvalidValue,
+                "invalid argument (kiln-sim: cudaFuncSetAttribute: "
+                "attribute " +
+                    std::to_string(static_cast<int>(attribute)) + " is not simulated)");
   if (value < 0 || static_cast<std::size_t>(value) > kiln::sim::runtime::kMaxSharedBytes)
-    return fail(cudaErrorInvalidValue, "invalid argument (kiln-sim: cudaFuncSetAttribute: " +
-                                           std::to_string(value) +
-                                           " bytes of dynamic shared memory, at most 232448)");
+    return fail(cudaErrorInvalidValue,
+                "invalid argument (kiln-sim: cudaFuncSetAttribute: " + std::to_string(value) +
+                    " bytes of dynamic shared memory, at most 232448)");
   kiln::sim::runtime::raise_dynamic_shared_limit(kiln::sim::runtime::current_device(),
                                                  static_cast<std::size_t>(value));
   return cudaSuccess;

@@ -54,8 +54,8 @@ cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGrap
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec,
-                                                    cudaGraph_t graph, unsigned long long flags) {
+cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                                    unsigned long long flags) {
   return cudaGraphInstantiate(pGraphExec, graph, flags);
 }
 

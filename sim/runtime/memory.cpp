@@ -88,11 +88,12 @@ cudaError_t check_copy(const char* function, void* dst, const void* src, std::si
   return error;
 }
 
-cudaError_t check_set_2d(const char* function, void* pointer, std::size_t pitch,
-                         std::size_t width, std::size_t height) {
+cudaError_t check_set_2d(const char* function, void* pointer, std::size_t pitch, std::size_t width,
+                         std::size_t height) {
   if (width == 0 || height == 0) return cudaSuccess;
-  if (width > pitch) return invalid(function, "width " + std::to_string(width) + " > pitch " +
-                                                  std::to_string(pitch));
+  if (width > pitch)
+    return invalid(function,
+                   "width " + std::to_string(width) + " > pitch " + std::to_string(pitch));
   return check_device_span(function, "devPtr", pointer, (height - 1) * pitch + width);
 }
 
@@ -184,8 +185,8 @@ cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaM
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count,
-                                      cudaMemcpyKind kind, cudaStream_t stream) {
+cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                                      cudaStream_t stream) {
   kiln::sim::runtime::use_context();
   const cudaError_t checked = check_copy("cudaMemcpyAsync", dst, src, count, kind);
   return queue_async("cudaMemcpyAsync", stream, bytes(count), checked, [dst, src, count] {
@@ -213,8 +214,8 @@ cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, 
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src,
-                                          int srcDevice, size_t count, cudaStream_t stream) {
+cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice,
+                                          size_t count, cudaStream_t stream) {
   kiln::sim::runtime::use_context();
   const cudaError_t checked =
       check_peer("cudaMemcpyPeerAsync", dst, dstDevice, src, srcDevice, count);
@@ -233,8 +234,7 @@ cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count,
-                                      cudaStream_t stream) {
+cudaError_t CUDARTAPI cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   kiln::sim::runtime::use_context();
   const cudaError_t checked =
       count == 0 ? cudaSuccess : check_device_span("cudaMemsetAsync", "devPtr", devPtr, count);
@@ -257,10 +257,9 @@ cudaError_t CUDARTAPI cudaMemset2DAsync(void* devPtr, size_t pitch, int value, s
                                         size_t height, cudaStream_t stream) {
   kiln::sim::runtime::use_context();
   const cudaError_t checked = check_set_2d("cudaMemset2DAsync", devPtr, pitch, width, height);
-  return queue_async("cudaMemset2DAsync", stream, bytes(width * height), checked,
-                     [devPtr, pitch, value, width, height] {
-                       set_rows(devPtr, pitch, value, width, height);
-                     });
+  return queue_async(
+      "cudaMemset2DAsync", stream, bytes(width * height), checked,
+      [devPtr, pitch, value, width, height] { set_rows(devPtr, pitch, value, width, height); });
 }
 
 }  // extern "C"

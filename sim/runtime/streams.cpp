@@ -75,7 +75,8 @@ cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, v
   const rt::Queue queue = rt::queue_on("cudaLaunchHostFunc", stream);
   if (queue.action == rt::Queue::fail) return queue.error;
   if (queue.action == rt::Queue::record) {
-    rt::record(stream, {"host function", rt::stream_device(stream), [fn, user_data] { fn(user_data); }});
+    rt::record(stream,
+               {"host function", rt::stream_device(stream), [fn, user_data] { fn(user_data); }});
     return cudaSuccess;
   }
   fn(user_data);
@@ -106,17 +107,18 @@ cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t s
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventRecord", "a null event");
   if ((flags & ~static_cast<unsigned>(cudaEventRecordExternal)) != 0)
-    return rt::fail(cudaErrorInvalidValue, "invalid argument (kiln-sim: cudaEventRecordWithFlags: "
-                                           "flags " +
-                                               std::to_string(flags) + ")");
+    return rt::fail(cudaErrorInvalidValue,
+                    "invalid argument (kiln-sim: cudaEventRecordWithFlags: "
+                    "flags " +
+                        std::to_string(flags) + ")");
   const int device = rt::stream_device(stream);
   if (event->device != device)
     return invalid_handle("cudaEventRecord", "an event of device " + std::to_string(event->device) +
                                                  " recorded on a stream of device " +
                                                  std::to_string(device));
   bool handled = false;
-  const cudaError_t captured = rt::capture_event_record(
-      event, stream, (flags & cudaEventRecordExternal) != 0, &handled);
+  const cudaError_t captured =
+      rt::capture_event_record(event, stream, (flags & cudaEventRecordExternal) != 0, &handled);
   if (handled) return captured;
   rt::forget_capture(event);
   event->recorded = true;

@@ -128,10 +128,11 @@ int run(int argc, char** argv) {
   const double from_folder = train_and_test(folder_train, folder_test);
   const auto end = std::chrono::steady_clock::now();
   const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-  std::printf("ResNet-18 on 28x28 images, %lld epochs of %lld training images, %lld test images, "
-              "%d threads\n",
-              static_cast<long long>(kEpochs), static_cast<long long>(idx_train->size()),
-              static_cast<long long>(idx_test->size()), omp_get_max_threads());
+  std::printf(
+      "ResNet-18 on 28x28 images, %lld epochs of %lld training images, %lld test images, "
+      "%d threads\n",
+      static_cast<long long>(kEpochs), static_cast<long long>(idx_train->size()),
+      static_cast<long long>(idx_test->size()), omp_get_max_threads());
   std::printf("from the IDX files: test accuracy %.2f%% (%.1f s)\n", 100 * from_idx,
               seconds(start, middle));
   std::printf("from the PNG folder: test accuracy %.2f%% (%.1f s)\n", 100 * from_folder,

@@ -158,8 +158,9 @@ TEST_CASE("cuda allocator: a block freed on one stream is not reused on another"
 TEST_CASE("cuda allocator: a block recorded on another stream waits for that stream's work") {
   if (!caching_on()) return;
   if (cuda::is_simulated()) {
-    WARN("skipped in the CUDA simulator: its streams run their work at once, so no work is ever "
-         "pending and a host function that holds its stream would hold this thread");
+    WARN(
+        "skipped in the CUDA simulator: its streams run their work at once, so no work is ever "
+        "pending and a host function that holds its stream would hold this thread");
     return;
   }
   cuda::empty_cache();

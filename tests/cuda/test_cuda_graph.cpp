@@ -1,7 +1,8 @@
 // CUDA graphs (core/cuda_graph.h): replays of a captured computation with new inputs, the private
 // memory pool, the host synchronisations refused during a capture (named, the capture abandoned
 // cleanly), and a whole training step of a ResNet-20 (forward, backward, SGD or Adam, the
-// GradScaler under autocast f16, a step it skips) replayed bit for bit as the same step run eagerly.
+// GradScaler under autocast f16, a step it skips) replayed bit for bit as the same step run
+// eagerly.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -96,8 +97,7 @@ TEST_CASE("cuda graphs: cross_entropy's mean divides by each replay's own count 
     logits.copy_(input);
     target.copy_(tensor(targets[i]));
     graph.replay();
-    const Tensor eager =
-        cross_entropy(input.to(kGpu), tensor(targets[i]).to(kGpu), Tensor(), 3);
+    const Tensor eager = cross_entropy(input.to(kGpu), tensor(targets[i]).to(kGpu), Tensor(), 3);
     CHECK(bytes_of(loss) == bytes_of(eager));
   }
   target.copy_(tensor(std::vector<int64_t>{0, 1, 2, 9, 0, 1}));
@@ -184,10 +184,14 @@ TEST_CASE("cuda graphs: a host synchronisation during a capture is refused, nami
              Contains("cuda::synchronize: waits for the whole device"));
   CHECK_THAT(refusal_of([&] { cuda::current_stream().synchronize(); }),
              Contains("cuda::Stream::synchronize"));
-  CHECK_THAT(refusal_of([&] { (void)tensor({1.0f, 2.0f}).to(kGpu); }),
+  CHECK_THAT(refusal_of([&] {
+               (void)tensor({1.0f, 2.0f}).to(kGpu);
+             }),
              Contains("from the host to cuda:0"));
-  CHECK_THAT(refusal_of([&] { (void)nll_loss(log_softmax(ones({2, 3}, DType::f32, kGpu), 1),
-                                             zeros({2}, DType::i64, kGpu)); }),
+  CHECK_THAT(refusal_of([&] {
+               (void)nll_loss(log_softmax(ones({2, 3}, DType::f32, kGpu), 1),
+                              zeros({2}, DType::i64, kGpu));
+             }),
              Contains("nll_loss"));
   CHECK_THAT(refusal_of([&] { cuda::empty_cache(); }), Contains("cuda::empty_cache"));
   // Random numbers would be frozen into the graph.
@@ -244,10 +248,12 @@ struct Trainer {
                                          nn::ResNetOptions{10, 1, true, false});
     model->to(kGpu);
     if (optimizer_name == "sgd")
-      optimizer = std::make_unique<optim::SGD>(
-          model->parameters(),
-          optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true,
-                            .capturable = true});
+      optimizer =
+          std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.05,
+                                                                              .momentum = 0.9,
+                                                                              .weight_decay = 5e-4,
+                                                                              .nesterov = true,
+                                                                              .capturable = true});
     else
       optimizer = std::make_unique<optim::Adam>(
           model->parameters(),
@@ -364,7 +370,8 @@ void check_replay_matches_eager(int64_t blocks, const std::string& optimizer, bo
 
 }  // namespace
 
-TEST_CASE("cuda graphs: capturable optimizers and GradScaler take the plain ones' steps on the GPU") {
+TEST_CASE(
+    "cuda graphs: capturable optimizers and GradScaler take the plain ones' steps on the GPU") {
   // What the replay test cannot see (a capturable path wrong in eager steps and replays alike):
   // the kernels that read lr, momentum or beta1, the step counts and the scale on the device
   // against the plain ones, bit for bit, through a schedule, an overflow and growth.
@@ -376,10 +383,12 @@ TEST_CASE("cuda graphs: capturable optimizers and GradScaler take the plain ones
       model->to(kGpu);
       std::unique_ptr<optim::Optimizer> optimizer;
       if (name == "sgd")
-        optimizer = std::make_unique<optim::SGD>(
-            model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9,
-                                                   .weight_decay = 0.01, .nesterov = true,
-                                                   .capturable = capturable});
+        optimizer = std::make_unique<optim::SGD>(model->parameters(),
+                                                 optim::SGDOptions{.lr = 0.1,
+                                                                   .momentum = 0.9,
+                                                                   .weight_decay = 0.01,
+                                                                   .nesterov = true,
+                                                                   .capturable = capturable});
       else
         optimizer = std::make_unique<optim::AdamW>(
             model->parameters(), optim::AdamWOptions{.amsgrad = true, .capturable = capturable});

@@ -389,7 +389,8 @@ TEST_CASE("lab routes: the built-in table routes nothing, and a route runs its v
   sum(x, {1});
   CHECK(cuda::lab_routed_calls() == before);
 
-  cuda::set_lab_routes(cuda::parse_lab_routes("softmax:200-400:v4_block_vectorized,sum:256-:v5_one_pass"));
+  cuda::set_lab_routes(
+      cuda::parse_lab_routes("softmax:200-400:v4_block_vectorized,sum:256-:v5_one_pass"));
   REQUIRE(cuda::lab_routes().size() == 2);
   const Tensor routed_softmax = softmax(x, 1);
   const Tensor routed_sum = sum(x, {1});

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include "kiln/core/cuda.h"
-
 #include "kiln/kiln.h"
 #include "op_table.h"
 
@@ -66,11 +65,10 @@ TEST_CASE("parity on cuda:1 while cuda:0 is current: every op of the table") {
     return;
   }
   cuda::set_device(0);
-  for (OpFamily family :
-       {OpFamily::unary, OpFamily::binary, OpFamily::selection, OpFamily::reduction,
-        OpFamily::softmax, OpFamily::loss, OpFamily::linalg, OpFamily::convolution,
-        OpFamily::pooling, OpFamily::normalization, OpFamily::indexing, OpFamily::joining,
-        OpFamily::view})
+  for (OpFamily family : {OpFamily::unary, OpFamily::binary, OpFamily::selection,
+                          OpFamily::reduction, OpFamily::softmax, OpFamily::loss, OpFamily::linalg,
+                          OpFamily::convolution, OpFamily::pooling, OpFamily::normalization,
+                          OpFamily::indexing, OpFamily::joining, OpFamily::view})
     check_op_family(family, Device::cuda(1));
   CHECK(cuda::current_device() == 0);
 }

@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <catch2/catch.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -6,10 +6,9 @@
 #include <nccl.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -185,23 +184,24 @@ void check_collectives(ncclComm_t comm, cudaStream_t stream, int rank, int nrank
     DeviceArray<T> mine_reduced(count);
     expect_nccl(ncclReduceScatter(parts.get(), mine_reduced.get(), count, type, op, comm, stream),
                 "ncclReduceScatter " + what);
-    expect_values(mine_reduced.read(),
-                  [&](std::size_t i) { return reduced(static_cast<std::size_t>(rank) * count + i); },
-                  tolerance, "reduce_scatter " + what);
+    expect_values(
+        mine_reduced.read(),
+        [&](std::size_t i) { return reduced(static_cast<std::size_t>(rank) * count + i); },
+        tolerance, "reduce_scatter " + what);
   }
   const int root = nranks - 1;
   DeviceArray<T> broadcast(mine(count, 0));
   expect_nccl(ncclBroadcast(broadcast.get(), broadcast.get(), count, type, root, comm, stream),
               "ncclBroadcast " + name);
-  expect_values(broadcast.read(), [&](std::size_t i) { return value(root, i); }, 0,
-                "broadcast " + name);
+  expect_values(
+      broadcast.read(), [&](std::size_t i) { return value(root, i); }, 0, "broadcast " + name);
   DeviceArray<T> own(mine(count, 0));
   DeviceArray<T> gathered(count * nranks);
   expect_nccl(ncclAllGather(own.get(), gathered.get(), count, type, comm, stream),
               "ncclAllGather " + name);
-  expect_values(gathered.read(),
-                [&](std::size_t i) { return value(static_cast<int>(i / count), i % count); }, 0,
-                "all_gather " + name);
+  expect_values(
+      gathered.read(), [&](std::size_t i) { return value(static_cast<int>(i / count), i % count); },
+      0, "all_gather " + name);
 }
 
 std::string every_collective(int rank, int nranks, const ncclUniqueId& id) {
@@ -222,11 +222,12 @@ std::string every_collective(int rank, int nranks, const ncclUniqueId& id) {
   DeviceArray<float> buffer(values);
   expect_nccl(ncclAllReduce(buffer.get(), buffer.get(), large, ncclFloat32, ncclSum, comm, stream),
               "ncclAllReduce of 1M float32");
-  expect_values(buffer.read(),
-                [&](std::size_t i) {
-                  return host_reduce(ncclSum, nranks, [&](int r) { return value(r, i); });
-                },
-                0, "all_reduce of 1M float32");
+  expect_values(
+      buffer.read(),
+      [&](std::size_t i) {
+        return host_reduce(ncclSum, nranks, [&](int r) { return value(r, i); });
+      },
+      0, "all_reduce of 1M float32");
   cudaStreamDestroy(stream);
   end(comm);
   return "";
@@ -254,9 +255,9 @@ std::string ring_of_messages(int rank, int nranks, const ncclUniqueId& id, bool 
   }
   expect_nccl(settle(comm, ncclGroupEnd()), "ncclGroupEnd");
   for (std::size_t m = 0; m < sizes.size(); ++m)
-    expect_values(recvs[m]->read(),
-                  [&](std::size_t i) { return 100.0 * previous + 10.0 * m + i; }, 0,
-                  "message " + std::to_string(m));
+    expect_values(
+        recvs[m]->read(), [&](std::size_t i) { return 100.0 * previous + 10.0 * m + i; }, 0,
+        "message " + std::to_string(m));
   end(comm);
   return "";
 }
@@ -364,15 +365,16 @@ std::string rank_dies(int rank, int nranks, const ncclUniqueId& id) {
   ncclResult_t result = settle_join(rank, nranks, id, false, &comm);
   DeviceArray<float> buffer(4);
   if (result == ncclSuccess)
-    result = settle(comm, ncclAllReduce(buffer.get(), buffer.get(), 4, ncclFloat32, ncclSum, comm,
-                                        nullptr));
+    result = settle(
+        comm, ncclAllReduce(buffer.get(), buffer.get(), 4, ncclFloat32, ncclSum, comm, nullptr));
   const std::string why = ncclGetLastError(comm);
   ncclCommAbort(comm);
   expect(result == ncclRemoteError,
          std::string("the join or the all-reduce answered ") + ncclGetErrorString(result));
   // With 3 ranks, a survivor may see the other survivor's abort first.
   const std::string lost = nranks == 2 ? "rank 1's connection ended" : "connection ended";
-  expect(why.find(lost) != std::string::npos, "ncclGetLastError does not say '" + lost + "': " + why);
+  expect(why.find(lost) != std::string::npos,
+         "ncclGetLastError does not say '" + lost + "': " + why);
   return "";
 }
 
@@ -440,8 +442,7 @@ TEST_CASE("nccl model: a send and a receive of different sizes are an error on b
   }
 }
 
-TEST_CASE("nccl model: an unmatched receive hangs until ncclCommAbort releases it",
-          "[nccl_sim]") {
+TEST_CASE("nccl model: an unmatched receive hangs until ncclCommAbort releases it", "[nccl_sim]") {
   for (const RankBody& body : {RankBody(unmatched_receive), RankBody(unmatched_blocking_receive)}) {
     const std::vector<std::string> failures = run_ranks(2, body);
     INFO(joined(failures));
@@ -476,15 +477,13 @@ TEST_CASE("nccl model: collectives called in another order, count or type are re
   }
 }
 
-TEST_CASE("nccl model: buffers outside the device's memory are refused at the call",
-          "[nccl_sim]") {
+TEST_CASE("nccl model: buffers outside the device's memory are refused at the call", "[nccl_sim]") {
   const std::vector<std::string> failures = run_ranks(1, buffers_outside_device_memory);
   INFO(joined(failures));
   CHECK(failures.empty());
 }
 
-TEST_CASE("nccl model: a rank whose process ends is a remote error for the others",
-          "[nccl_sim]") {
+TEST_CASE("nccl model: a rank whose process ends is a remote error for the others", "[nccl_sim]") {
   for (int nranks : {2, 3}) {
     INFO(nranks << " ranks");
     const std::vector<std::string> failures = run_ranks(nranks, rank_dies);

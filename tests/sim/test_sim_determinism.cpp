@@ -95,8 +95,8 @@ void check_op_under_schedules(const OpEntry& op, DType dtype, uint64_t seed) {
     const std::vector<Tensor> again = op_results(op, gpu, dtype, seed);
     REQUIRE(again.size() == first.size());
     for (size_t k = 0; k < first.size(); ++k) {
-      INFO("result " << k << " (outputs first, then input gradients) under '"
-                     << kSchedules[s].name << "' against '" << kSchedules[0].name << "'");
+      INFO("result " << k << " (outputs first, then input gradients) under '" << kSchedules[s].name
+                     << "' against '" << kSchedules[0].name << "'");
       if (atomic_kernel && first[k].defined() && is_floating(first[k].dtype())) {
         INFO("order-dependent: " << atomic_kernel);
         check_close(again[k], first[k], tolerance(dtype));

@@ -76,11 +76,11 @@ TEST_CASE("a shuffle some lanes of its mask never reach is an error naming the l
     ScheduleScope scope(schedule);
     DeviceBuffer<int> out(64);
     INFO("seed " << schedule.seed << ", fibers " << schedule.fibers);
-    CHECK_THROWS_WITH(
-        KILN_LAUNCH(1, 64, 0, nullptr, partial_warp_shuffle_kernel)(out.get()),
-        Contains("kernel partial_warp_shuffle_kernel, block (0,0,0)") &&
-            Contains("waits at __shfl_xor_sync (") && Contains("for lane 31, thread (") &&
-            Contains("exited without reaching it"));
+    CHECK_THROWS_WITH(KILN_LAUNCH(1, 64, 0, nullptr, partial_warp_shuffle_kernel)(out.get()),
+                      Contains("kernel partial_warp_shuffle_kernel, block (0,0,0)") &&
+                          Contains("waits at __shfl_xor_sync (") &&
+                          Contains("for lane 31, thread (") &&
+                          Contains("exited without reaching it"));
     CHECK_THROWS_WITH(KILN_LAUNCH(1, 32, 0, nullptr, deadlock_kernel)(out.get()),
                       Contains("waits at __shfl_sync (") && Contains("thread (0,0,0)") &&
                           Contains("which waits at __syncthreads (") && Contains("a deadlock"));
@@ -118,9 +118,9 @@ __global__ void big_argument_kernel(Big big, char* out) {
 TEST_CASE("a host pointer argument is an error, pinned host memory is not") {
   ScheduleScope scope({0, 1, false});
   std::vector<float> host(64);
-  CHECK_THROWS_WITH(KILN_LAUNCH(1, 64, 0, nullptr, write_kernel)(host.data(), 64),
-                    Contains("kernel write_kernel, argument 0") &&
-                        Contains("is host memory, not device memory"));
+  CHECK_THROWS_WITH(
+      KILN_LAUNCH(1, 64, 0, nullptr, write_kernel)(host.data(), 64),
+      Contains("kernel write_kernel, argument 0") && Contains("is host memory, not device memory"));
   CHECK(host == std::vector<float>(64, 0.0f));
   float* pinned = nullptr;
   REQUIRE(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 64 * sizeof(float),
@@ -138,9 +138,9 @@ TEST_CASE("a kernel given another device's memory is an error") {
   cudaStream_t stream_of_device_1 = nullptr;
   REQUIRE(cudaStreamCreate(&stream_of_device_1) == cudaSuccess);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
-  CHECK_THROWS_WITH(KILN_LAUNCH(1, 64, 0, nullptr, write_kernel)(on_device_1, 64),
-                    Contains("argument 0") && Contains("is device 1's memory") &&
-                        Contains("runs on device 0"));
+  CHECK_THROWS_WITH(
+      KILN_LAUNCH(1, 64, 0, nullptr, write_kernel)(on_device_1, 64),
+      Contains("argument 0") && Contains("is device 1's memory") && Contains("runs on device 0"));
   // A stream of device 1 while device 0 is current: CUDA's launch error, nothing runs.
   DeviceBuffer<float> on_device_0(64);
   KILN_LAUNCH(1, 64, 0, stream_of_device_1, write_kernel)(on_device_0.get(), 64);
@@ -179,14 +179,14 @@ TEST_CASE("a launch over CUDA's limits sets cudaGetLastError and runs nothing") 
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
   CHECK(out.read()[0] == 0.0f);
   REQUIRE(cudaFuncSetAttribute(reinterpret_cast<const void*>(&write_kernel),
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) ==
-          cudaSuccess);
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               64 * 1024) == cudaSuccess);
   KILN_LAUNCH(1, 32, 64 * 1024, nullptr, write_kernel)(out.get(), 32);
   CHECK(cudaGetLastError() == cudaSuccess);
   CHECK(out.read()[0] == 1.0f);
   CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&write_kernel),
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, 300 * 1024) ==
-        cudaErrorInvalidValue);
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             300 * 1024) == cudaErrorInvalidValue);
 }
 
 TEST_CASE("a launch from inside a kernel is an error, not a hang") {

@@ -51,7 +51,8 @@ void end_invalidated(cudaStream_t stream) {
 
 }  // namespace
 
-TEST_CASE("graphs: a capture records launches, copies, sets and host functions; launches rerun them") {
+TEST_CASE(
+    "graphs: a capture records launches, copies, sets and host functions; launches rerun them") {
   DeviceBuffer<int> x(std::vector<int>{1, 2, 3, 4});
   DeviceBuffer<int> y(std::vector<int>(4, 0));
   cudaStream_t stream = make_stream();

@@ -10,8 +10,8 @@
 
 namespace {
 
-using kiln::cuda::RowReduceSmem;
 using kiln::cuda::row_allreduce;
+using kiln::cuda::RowReduceSmem;
 using kiln::cuda::Sum;
 
 // One row of `cols` per threadIdx.y, blockDim.y rows a block: every thread of a row sums a
@@ -127,7 +127,8 @@ __global__ void neighbour_kernel(int* out) {
 int wrong_neighbours(const std::vector<int>& out, unsigned threads) {
   int wrong = 0;
   for (std::size_t k = 0; k < out.size(); ++k) {
-    const unsigned block = static_cast<unsigned>(k / threads), i = static_cast<unsigned>(k % threads);
+    const unsigned block = static_cast<unsigned>(k / threads),
+                   i = static_cast<unsigned>(k % threads);
     const int expected = i == 0 ? -1 : static_cast<int>(block * 1000 + i - 1);
     wrong += out[k] != expected;
   }

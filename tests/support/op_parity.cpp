@@ -128,7 +128,9 @@ std::vector<Tensor> op_results(const OpEntry& op, Device device, DType dtype, ui
   return results;
 }
 
-uint64_t op_seed(size_t index) { return 1000 * (index + 1); }
+uint64_t op_seed(size_t index) {
+  return 1000 * (index + 1);
+}
 
 void check_op_family(OpFamily family, Device device) {
   const std::vector<OpEntry>& table = op_table();

@@ -220,9 +220,10 @@ std::vector<OpEntry> binary_entries() {
           {4, 6}, {}, {}, positive),
       binary("sub of transposed operands",
              [](const Tensor& a, const Tensor& b) { return sub(a.t(), b); }, {6, 4}, {4, 6}),
-      binary("mul channels-last",
-             [](const Tensor& a, const Tensor& b) { return kept_nhwc("mul", mul(nhwc(a), nhwc(b))); },
-             {2, 3, 4, 5}, {2, 3, 4, 5}),
+      binary(
+          "mul channels-last",
+          [](const Tensor& a, const Tensor& b) { return kept_nhwc("mul", mul(nhwc(a), nhwc(b))); },
+          {2, 3, 4, 5}, {2, 3, 4, 5}),
       binary("add channels-last and NCHW",
              [](const Tensor& a, const Tensor& b) { return kept_nhwc("add", add(nhwc(a), b)); },
              {2, 3, 4, 5}, {2, 3, 4, 5}),
@@ -456,21 +457,21 @@ std::vector<OpEntry> convolution_entries() {
   const Allowance cudnn_f16{DType::f16, 5.0, 5.0,
                             "cuDNN's f16 algorithms round transformed operands to f16", true};
   auto conv = [&](std::string name, ConvGeometry g, bool bias, bool channels_last = false) {
-    return with({std::move(name), OpFamily::convolution,
-                 [g, bias](uint64_t seed) {
-                   Inputs in{uniform(g.x, seed), uniform(g.w, seed + 1)};
-                   if (bias) in.push_back(uniform({g.w[0]}, seed + 2));
-                   return in;
-                 },
-                 [g, channels_last](const Args& in) {
-                   const Tensor b = in.size() > 2 ? in[2] : Tensor();
-                   if (channels_last)
-                     return Outputs{kept_nhwc("conv2d", conv2d(nhwc(in[0]), nhwc(in[1]), b, g.stride,
-                                                               g.padding, g.dilation, g.groups))};
-                   return Outputs{
-                       conv2d(in[0], in[1], b, g.stride, g.padding, g.dilation, g.groups)};
-                 }},
-                cudnn_f16);
+    return with(
+        {std::move(name), OpFamily::convolution,
+         [g, bias](uint64_t seed) {
+           Inputs in{uniform(g.x, seed), uniform(g.w, seed + 1)};
+           if (bias) in.push_back(uniform({g.w[0]}, seed + 2));
+           return in;
+         },
+         [g, channels_last](const Args& in) {
+           const Tensor b = in.size() > 2 ? in[2] : Tensor();
+           if (channels_last)
+             return Outputs{kept_nhwc("conv2d", conv2d(nhwc(in[0]), nhwc(in[1]), b, g.stride,
+                                                       g.padding, g.dilation, g.groups))};
+           return Outputs{conv2d(in[0], in[1], b, g.stride, g.padding, g.dilation, g.groups)};
+         }},
+        cudnn_f16);
   };
   const ConvGeometry strided{{1, 4, 9, 9}, {4, 2, 3, 3}, {2, 2}, {1, 1}, {2, 2}, 2};
   return {
@@ -689,9 +690,9 @@ std::vector<OpEntry> normalization_entries() {
        }},
       {"batch_norm_relu inference, channels-last", OpFamily::normalization, batch_norm_inputs,
        [](const Args& in) {
-         return Outputs{kept_nhwc(
-             "batch_norm_relu",
-             batch_norm_relu(nhwc(in[0]), in[1], in[2], in[3], in[4], false, 0.1, 1e-5))};
+         return Outputs{
+             kept_nhwc("batch_norm_relu",
+                       batch_norm_relu(nhwc(in[0]), in[1], in[2], in[3], in[4], false, 0.1, 1e-5))};
        }},
       {"batch_norm_add_relu training, channels-last", OpFamily::normalization,
        batch_norm_add_relu_inputs({7, 5, 9, 11}),

@@ -70,9 +70,8 @@ data::Transform step(const std::string& spec) {
     const std::vector<std::string> factors = split(parts.at(1), ',');
     for (size_t k = 0; k < factors.size(); ++k)
       if (!factors[k].empty()) params.factors.at(k) = std::stod(factors[k]);
-    return [params](const Tensor& x, data::Rng&) {
-      return data::functional::color_jitter(x, params);
-    };
+    return
+        [params](const Tensor& x, data::Rng&) { return data::functional::color_jitter(x, params); };
   }
   const double f = value.empty() ? 1.0 : std::stod(value);
   if (name == "brightness") return data::color_jitter({f, f}, {1.0, 1.0}, {1.0, 1.0});

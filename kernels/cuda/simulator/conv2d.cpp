@@ -12,12 +12,13 @@
 // cvt.rna.tf32.f32), products summed in f32. cuDNN's own kernels may round differently, so this
 // reproduces TF32's error, not its bits. Whether TF32 applies is decided when the op runs (at
 // capture for a graph), as cuDNN fixes the math mode in the plan it launches.
+#include "kiln/kernels/conv2d.h"
+
 #include <cstdint>
 #include <cstring>
 
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
-#include "kiln/kernels/conv2d.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/simulator/borrowed.h"
 #include "kiln/kernels/layout.h"

@@ -6,6 +6,8 @@
 // finished when it reads its operands; on a capturing stream the product is recorded
 // (sim::library_call) to run at each launch of the graph. Replaces kernels/cuda/matmul.cpp in this
 // build only (CMakeLists.txt).
+#include "kiln/kernels/matmul.h"
+
 #include <cstdint>
 
 #include "kiln/core/cuda.h"
@@ -13,7 +15,6 @@
 #include "kiln/kernels/cuda/gemm.h"
 #include "kiln/kernels/cuda/simulator/borrowed.h"
 #include "kiln/kernels/layout.h"
-#include "kiln/kernels/matmul.h"
 #include "kiln/sim/grid.h"
 
 namespace kiln::cuda {

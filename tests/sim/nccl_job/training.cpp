@@ -18,7 +18,6 @@
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/store.h"
 #include "kiln/dist/sync_batch_norm.h"
-#include "kiln/core/backends.h"
 #include "kiln/kiln.h"
 
 namespace nccl_job {

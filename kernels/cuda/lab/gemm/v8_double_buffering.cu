@@ -65,10 +65,9 @@ void v8_double_buffering(const GemmArgs& args) {
             k = static_cast<int>(args.k);
   if (vector_aligned(args.a, args.b, args.c, args.n, args.k))
     KILN_LAUNCH(dim3(g.x, g.y), kT.threads, 0, cuda::stream(), double_buffering_kernel<true>)
-    (m, n, k, args.a, args.b, args.c);
-  else
-    KILN_LAUNCH(dim3(g.x, g.y), kT.threads, 0, cuda::stream(), double_buffering_kernel<false>)
-    (m, n, k, args.a, args.b, args.c);
+  (m, n, k, args.a, args.b, args.c);
+  else KILN_LAUNCH(dim3(g.x, g.y), kT.threads, 0, cuda::stream(), double_buffering_kernel<false>)(
+      m, n, k, args.a, args.b, args.c);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -188,10 +188,9 @@ void v3_vectorized(const LayerNormForwardArgs& args) {
   const int threads = v3_threads(args.cols);
   if (v3_width(args.cols, aligned) == 4)
     KILN_LAUNCH(blocks, threads, 0, cuda::stream(), cached_forward_kernel<4>)
-    (args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
-  else
-    KILN_LAUNCH(blocks, threads, 0, cuda::stream(), cached_forward_kernel<1>)
-    (args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
+  (args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
+  else KILN_LAUNCH(blocks, threads, 0, cuda::stream(), cached_forward_kernel<1>)(
+      args.x, args.weight, args.bias, args.eps, args.y, args.mean, args.rstd, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -206,11 +205,10 @@ void v3_vectorized_backward(const LayerNormBackwardArgs& args) {
   if (v3_width(args.cols, aligned) == 4)
     KILN_LAUNCH(static_cast<unsigned>(blocks), threads, 0, cuda::stream(),
                 cached_backward_kernel<4>)
-    (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
-  else
-    KILN_LAUNCH(static_cast<unsigned>(blocks), threads, 0, cuda::stream(),
-                cached_backward_kernel<1>)
-    (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
+  (args.x, args.weight, args.mean, args.rstd, args.dy, args.dx, partial, args.rows, args.cols);
+  else KILN_LAUNCH(static_cast<unsigned>(blocks), threads, 0, cuda::stream(),
+                   cached_backward_kernel<1>)(args.x, args.weight, args.mean, args.rstd, args.dy,
+                                              args.dx, partial, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
   launch_column_sums(partial, blocks, args.cols, args.dweight, args.dbias);
 }

@@ -63,10 +63,9 @@ void v3_vectorized(const ReductionArgs& args) {
                const unsigned blocks = static_cast<unsigned>(pass_blocks(args.rows, pass));
                if (vector_aligned(in, pass))
                  KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), vectorized_kernel<true>)
-                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
-               else
-                 KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), vectorized_kernel<false>)
-                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+               (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+               else KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), vectorized_kernel<false>)(
+                   in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                KILN_CUDA_CHECK_LAUNCH();
              });
 }

@@ -51,10 +51,9 @@ void v4_grid_stride(const ReductionArgs& args) {
                    static_cast<unsigned>(pass_blocks(args.rows, pass, kTargetBlocks));
                if (vector_aligned(in, pass))
                  KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), grid_stride_kernel<true>)
-                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
-               else
-                 KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), grid_stride_kernel<false>)
-                 (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+               (in, out, args.rows, pass.cols, pass.chunk, pass.splits);
+               else KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), grid_stride_kernel<false>)(
+                   in, out, args.rows, pass.cols, pass.chunk, pass.splits);
                KILN_CUDA_CHECK_LAUNCH();
              });
 }

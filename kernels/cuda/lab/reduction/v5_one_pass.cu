@@ -80,10 +80,9 @@ void v5_one_pass(const ReductionArgs& args) {
   unsigned* counter = row_counters(args);
   if (vector_aligned(args.x, pass))
     KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), one_pass_kernel<true>)
-    (args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
-  else
-    KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), one_pass_kernel<false>)
-    (args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
+  (args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
+  else KILN_LAUNCH(blocks, kThreads, 0, cuda::stream(), one_pass_kernel<false>)(
+      args.x, args.out, partial, counter, args.rows, pass.cols, pass.chunk, pass.splits);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -124,10 +124,9 @@ void launch(const SoftmaxArgs& args) {
   const unsigned blocks = static_cast<unsigned>(v1_blocks(args.rows));
   if (v4_cached(args.cols))
     KILN_LAUNCH(blocks, v4_threads(args.cols), 0, cuda::stream(), cached_kernel<kWidth>)
-    (args.x, args.y, args.rows, args.cols);
-  else
-    KILN_LAUNCH(blocks, kStreamThreads, 0, cuda::stream(), streaming_kernel<kWidth>)
-    (args.x, args.y, args.rows, args.cols);
+  (args.x, args.y, args.rows, args.cols);
+  else KILN_LAUNCH(blocks, kStreamThreads, 0, cuda::stream(), streaming_kernel<kWidth>)(
+      args.x, args.y, args.rows, args.cols);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
