@@ -809,7 +809,7 @@ TEST_CASE("grad_scaler: a checkpoint without scaler state is refused before anyt
 TEST_CASE("grad_scaler: scripted runs against PyTorch (skipped without the reference file)",
           "[may_skip][torch_reference]") {
   const std::string file = "grad_scaler_sequence.json";
-  if (!std::filesystem::exists(std::string(KILN_TEST_REFERENCE_DIR) + "/" + file)) {
+  if (!std::filesystem::exists(kiln::testing::reference_dir() + "/" + file)) {
     WARN("SKIPPED: tests/reference/" << file
                                      << " is missing; make it with a PyTorch >= 2.3: python3 "
                                         "tests/reference/grad_scaler_sequence.py");

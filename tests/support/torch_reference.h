@@ -17,9 +17,12 @@
 
 namespace kiln::testing {
 
+// tests/reference/, absolute (support/reference_dir.cpp).
+std::string reference_dir();
+
 // Parses tests/reference/<name>; a missing or malformed file is an Error naming it.
 inline nlohmann::json torch_reference(const std::string& name) {
-  const std::string path = std::string(KILN_TEST_REFERENCE_DIR) + "/" + name;
+  const std::string path = reference_dir() + "/" + name;
   std::ifstream in(path);
   if (!in) throw Error("torch_reference: cannot open " + path);
   try {
