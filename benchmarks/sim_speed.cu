@@ -57,9 +57,10 @@ int main() {
     for (bool fibers : {false, true}) {
       kiln::sim::set_schedule({0, workers, fibers});
       const char* mode = fibers ? "fibers" : "fast";
-      std::printf("%-8s %-7d %-9s %9.1f\n", "scale", workers, mode,
-                  median_ms([&] { KILN_LAUNCH(n / 256, 256, 0, nullptr, scale_kernel)
-                                  (x, y, n); }));
+      std::printf("%-8s %-7d %-9s %9.1f\n", "scale", workers, mode, median_ms([&] {
+                    KILN_LAUNCH(n / 256, 256, 0, nullptr, scale_kernel)
+                    (x, y, n);
+                  }));
       std::printf("%-8s %-7d %-9s %9.1f\n", "row sum", workers, mode, median_ms([&] {
                     KILN_LAUNCH(rows, 256, 0, nullptr, row_sum_kernel)(x, y, cols);
                   }));

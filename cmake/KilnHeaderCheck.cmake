@@ -3,6 +3,15 @@
 # whatever its includer happened to include first fails the build. .cuh headers are compiled by
 # nvcc when CUDA is on; headers that include CUDA's own headers (cuda_runtime.h, cudnn.h, ...) only
 # then too (not under the CUDA simulator, KILN_CUDA=SIM, whose kernel sources need its shim).
+#
+# KILN_HEADER_CHECK: ALL, or CUDA: only the headers that need nvcc or CUDA's headers, the rest
+# being compiled by another build of the same sources (scripts/test.sh's release stage: its clang
+# stage compiles every other header with clang and libc++).
+set(KILN_HEADER_CHECK ALL CACHE STRING "Headers kiln_header_check compiles: ALL, or CUDA (those that need CUDA)")
+set_property(CACHE KILN_HEADER_CHECK PROPERTY STRINGS ALL CUDA)
+if(NOT KILN_HEADER_CHECK MATCHES "^(ALL|CUDA)$")
+  message(FATAL_ERROR "KILN_HEADER_CHECK must be ALL or CUDA, got '${KILN_HEADER_CHECK}'")
+endif()
 function(kiln_add_header_check)
   file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
        ${PROJECT_SOURCE_DIR}/core/*.h ${PROJECT_SOURCE_DIR}/kernels/*.h
@@ -16,7 +25,14 @@ function(kiln_add_header_check)
   foreach(header ${headers})
     file(STRINGS ${PROJECT_SOURCE_DIR}/${header} cuda_includes
          REGEX "^#include <(cuda|cudnn|cublas|nccl|nvtx)")
-    if((header MATCHES "\\.cuh$" OR cuda_includes) AND (NOT KILN_WITH_CUDA OR KILN_CUDA_SIM))
+    set(needs_cuda FALSE)
+    if(header MATCHES "\\.cuh$" OR cuda_includes)
+      set(needs_cuda TRUE)
+    endif()
+    if(needs_cuda AND (NOT KILN_WITH_CUDA OR KILN_CUDA_SIM))
+      continue()
+    endif()
+    if(NOT needs_cuda AND KILN_HEADER_CHECK STREQUAL "CUDA")
       continue()
     endif()
     if(header MATCHES "\\.cuh$")

@@ -6,13 +6,16 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohmann-json3-dev
           libcli11-dev libopenmpi-dev openmpi-bin libgloo-dev dataset-fashion-mnist python3
-          libboost-context-dev libturbojpeg0-dev libpng-dev libdnnl-dev)
+          libboost-context-dev libturbojpeg0-dev libpng-dev libdnnl-dev ccache)
 # The test job also builds the library with clang and LLVM's libc++ (scripts/test.sh), and draws
 # kiln-train's curves with gnuplot (its tests check that no directory name reaches a shell), and
 # compares the image transforms with torchvision's on the same files (tests/torchvision); its
-# ~200 test programs link with LLVM's lld (cmake/KilnLinker.cmake).
+# ~200 test programs link with LLVM's lld (cmake/KilnLinker.cmake), and its first stage checks the
+# formatting with clang-format 14 (scripts/check-format.sh). ccache, for both commands, compiles
+# each source once per machine (cmake/KilnCcache.cmake).
 if [ "${KILN_DEPS:-run}" = test ]; then
-  packages+=(clang lld libc++-dev libc++abi-dev libomp-dev gnuplot-nox python3-torchvision)
+  packages+=(clang lld libc++-dev libc++abi-dev libomp-dev gnuplot-nox python3-torchvision
+             clang-format)
 fi
 
 missing=()

@@ -7,6 +7,8 @@
 
 namespace kiln::testing {
 
-std::string reference_dir() { return KILN_TEST_REFERENCE_DIR; }
+std::string reference_dir() {
+  return KILN_TEST_REFERENCE_DIR;
+}
 
 }  // namespace kiln::testing
