@@ -1,5 +1,5 @@
 // The elementwise family: unary and binary ops, relu's backward and where, on every device
-// (kernels/cpu/elementwise.cpp, kernels/cuda/elementwise.cu). Inputs arrive already converted to
+// (kernels/cpu/elementwise.cpp, kernels/cuda/elementwise/). Inputs arrive already converted to
 // the compute dtype and expanded to the output's shape (ops/elementwise.cpp does that); any
 // operand may be strided. Every dtype; the 16-bit floats compute in f32.
 #pragma once
