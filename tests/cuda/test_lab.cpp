@@ -113,18 +113,23 @@ void check_reduction(const ReductionShape& s) {
 }  // namespace
 
 TEST_CASE("lab reduction: every version sums as CUB does, bit for bit") {
+  // {2100, 5}: more (row, split) pairs than v4's and v5's grid of kTargetBlocks, so their blocks
+  // loop over several.
   const ReductionShape shapes[] = {{1, 1, false},    {1, 1000, false},  {1, 70001, false},
                                    {3, 4099, false}, {1000, 33, false}, {257, 1024, false},
-                                   {9, 4096, true}};
+                                   {9, 4096, true},  {2100, 5, false}};
   for (const ReductionShape& s : shapes) check_reduction(s);
 }
 
-// Millions of elements: several passes for v1-v3, and v4's and v5's split rows. Left out of the
-// compute-sanitizer runs (scripts/gpu-check.sh filters [heavy]); the cases above reach every
-// kernel too.
+// Millions of elements, each length near the least that gives its tiling (tiling.h): past 1024^2,
+// v3's three passes with a ragged block at each (2^20 + 5: 1025, 2, 1 partials; v1 and v2: 4097,
+// 17, 1); 2^21, three passes of whole blocks in v1-v3 (8192, 32, 1 and 2048, 2, 1) and 512 splits
+// in v4 and v5; past 17 x 4096 columns, several rows each split 18 ways by v4 and v5, in three
+// passes per row by v1 and v2. Left out of the compute-sanitizer runs (scripts/gpu-check.sh filters
+// [heavy]); the cases above reach every kernel too.
 TEST_CASE("lab reduction: long vectors and rows", "[heavy]") {
   const ReductionShape shapes[] = {
-      {1, (1 << 20) + 5, false}, {1, 1 << 22, false}, {65, 70000, false}};
+      {1, (1 << 20) + 5, false}, {1, 1 << 21, false}, {9, 70000, false}};
   for (const ReductionShape& s : shapes) check_reduction(s);
 }
 
