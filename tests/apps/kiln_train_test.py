@@ -126,10 +126,11 @@ class KilnTrainTest(unittest.TestCase):
                            "last")
         self.assertEqual(rc, 0, out + err)
         with open(csv) as f:
-            epochs = [line.split(",")[0] for line in f.read().splitlines()[1:]]
-        self.assertEqual(epochs, ["1", "2"])
-        with open(csv) as f:
-            self.assertNotIn("9.9", f.read())
+            rows = [line.split(",") for line in f.read().splitlines()[1:]]
+        self.assertEqual([row[0] for row in rows], ["1", "2"])
+        # The injected row's losses are gone (compared field by field: a rate such as 339.9
+        # images/s holds "9.9" too).
+        self.assertNotIn("9.9", [rows[1][1], rows[1][3]])
 
     def altered_checkpoint(self, alter):
         """A run stopped after its first batch (as by Ctrl-C), its checkpoint then altered."""
