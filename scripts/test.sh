@@ -40,9 +40,9 @@ account() {
   for i in "${!stage_names[@]}"; do
     if [ $((i + 1)) -lt ${#stage_names[@]} ]; then end=${stage_starts[$((i + 1))]}; else end=$SECONDS; fi
     local took=$((end - stage_starts[i]))
-    printf '  %-44s %3d min %02d s\n' "${stage_names[$i]}" $((took / 60)) $((took % 60))
+    printf '  %-34s %3d min %02d s\n' "${stage_names[$i]}" $((took / 60)) $((took % 60))
   done
-  printf '  %-44s %3d min %02d s\n' "total" $((SECONDS / 60)) $((SECONDS % 60))
+  printf '  %-34s %3d min %02d s\n' "total" $((SECONDS / 60)) $((SECONDS % 60))
   if [ -n "${CCACHE_STATSLOG:-}" ] && [ -s "$CCACHE_STATSLOG" ]; then
     ccache --show-log-stats | awk '
       /^ *Hits:/   { hits = $2; calls = $4 }
@@ -57,7 +57,7 @@ account() {
 }
 trap account EXIT
 
-stage "installing packages"
+stage "packages"
 KILN_DEPS=test scripts/install-deps.sh
 jobs=$(nproc)
 if command -v ccache > /dev/null; then
@@ -71,7 +71,7 @@ fi
 # against 350 s wall, 539 against 585 s of user time; docs/results.md, "Test job time").
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
-stage "formatting, clang + libc++ build of the library and its headers"
+stage "formatting; clang + libc++ build"
 scripts/check-format.sh
 # -O0: this stage checks that the code compiles (includes, warnings as errors), not what the
 # optimiser makes of it (the stage: 205 s at -O3, 189 s at -O0 on 2 cores).
@@ -80,7 +80,7 @@ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPIL
       -DKILN_CUDA=OFF -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_APPS=OFF
 cmake --build build-clang -j "$jobs" --target kiln kiln_header_check
 
-stage "sanitizer build (ASan + UBSan; kiln's CUDA backend on the simulator where CUDA's headers are)"
+stage "sanitizer build"
 sim=OFF
 apps=OFF
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then sim=SIM; apps=ON; fi
