@@ -97,7 +97,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
                group_->rank(), params_[param].first);
     seen_[param] = true;
     const Tensor grad = params_[param].second.grad();
-    b.buffer.narrow(0, slot.offset, grad.numel()).copy_(grad.reshape({grad.numel()}));
+    // The bucket holds each gradient in the order of its dims; a channels-last one is reordered
+    // by this copy, and back by finish_pass's.
+    b.buffer.narrow(0, slot.offset, grad.numel()).view(grad.shape()).copy_(grad);
     if (++b.ready == b.slots.size()) launch_ready_buckets();
   }
 

@@ -43,6 +43,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
 #include "kiln/core/half.h"
+#include "kiln/core/memory_format.h"
 #include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
@@ -359,7 +360,11 @@ class GlooProcessGroup : public ProcessGroup {
                "{}: the gloo backend takes CPU tensors, got one on {} (use the nccl backend for "
                "CUDA tensors)",
                describe(what), t.device().str());
-    KILN_CHECK(t.is_contiguous(), ValueError, "{}: expected a contiguous tensor", describe(what));
+    MemoryFormat format = MemoryFormat::contiguous;
+    KILN_CHECK(dense_format(t, &format), ValueError,
+               "{}: expected a tensor whose elements fill one block of memory (contiguous or "
+               "channels-last); call contiguous() first",
+               describe(what));
   }
 
   // An average of integers would round toward zero on every rank: refused, as PyTorch's gloo does.
@@ -377,9 +382,11 @@ class GlooProcessGroup : public ProcessGroup {
                parts.size());
     for (const Tensor& p : parts) {
       check_tensor(p, what);
-      KILN_CHECK(p.shape() == like.shape() && p.dtype() == like.dtype(), ValueError,
-                 "{}: each of the {} must be {} like the tensor, got {}", describe(what), role,
-                 kiln::describe(like), kiln::describe(p));
+      // The parts are copied as bytes: each must hold its elements in the tensor's order.
+      KILN_CHECK(p.dtype() == like.dtype() && same_dense_layout(p, like), ValueError,
+                 "{}: each of the {} must be {} {} like the tensor, got {} {}", describe(what),
+                 role, kiln::describe(like), memory_format_name(like.suggest_memory_format()),
+                 kiln::describe(p), memory_format_name(p.suggest_memory_format()));
     }
   }
 

@@ -44,6 +44,7 @@
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/core/memory_format.h"
 #include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
@@ -568,7 +569,11 @@ class NcclProcessGroup : public ProcessGroup {
     KILN_CHECK(t.device().is_cuda() && t.device().index == device_, DeviceError,
                "{}: the nccl backend of this rank takes tensors on cuda:{}, got one on {}", what,
                device_, t.device().str());
-    KILN_CHECK(t.is_contiguous(), ValueError, "{}: expected a contiguous tensor", what);
+    MemoryFormat format = MemoryFormat::contiguous;
+    KILN_CHECK(dense_format(t, &format), ValueError,
+               "{}: expected a tensor whose elements fill one block of memory (contiguous or "
+               "channels-last); call contiguous() first",
+               what);
   }
 
   void check_parts(const std::vector<Tensor>& parts, const Tensor& like,
@@ -577,8 +582,11 @@ class NcclProcessGroup : public ProcessGroup {
                "{}: expected one tensor per rank ({}), got {}", what, size(), parts.size());
     for (const Tensor& p : parts) {
       check_tensor(p, what);
-      KILN_CHECK(p.shape() == like.shape() && p.dtype() == like.dtype(), ValueError,
-                 "{}: each part must be {}, got {}", what, kiln::describe(like), kiln::describe(p));
+      // The parts are copied as bytes: each must hold its elements in the tensor's order.
+      KILN_CHECK(p.dtype() == like.dtype() && same_dense_layout(p, like), ValueError,
+                 "{}: each part must be {} {}, got {} {}", what, kiln::describe(like),
+                 memory_format_name(like.suggest_memory_format()), kiln::describe(p),
+                 memory_format_name(p.suggest_memory_format()));
     }
   }
 

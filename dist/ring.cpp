@@ -8,7 +8,9 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/error.h"
+#include "kiln/core/memory_format.h"
 #include "kiln/core/profiler.h"
+#include "kiln/core/tensor.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 
@@ -112,8 +114,11 @@ void ring_step(ProcessGroup& group, Tensor flat, const Tensor& scratch, int send
 }  // namespace
 
 void ring_all_reduce(ProcessGroup& group, const Tensor& tensor, ReduceOp op, RingOptions options) {
-  KILN_CHECK(tensor.defined() && tensor.is_contiguous(), ValueError,
-             "ring_all_reduce: expected a contiguous tensor, got {}", describe(tensor));
+  MemoryFormat format = MemoryFormat::contiguous;
+  KILN_CHECK(tensor.defined() && dense_format(tensor, &format), ValueError,
+             "ring_all_reduce: expected a tensor whose elements fill one block of memory "
+             "(contiguous or channels-last), got {}",
+             describe(tensor));
   KILN_CHECK(op != ReduceOp::average || is_floating(tensor.dtype()), DTypeError,
              "ring_all_reduce: an average needs a floating-point tensor, got {}",
              dtype_name(tensor.dtype()));
@@ -123,7 +128,11 @@ void ring_all_reduce(ProcessGroup& group, const Tensor& tensor, ReduceOp op, Rin
   profiler::OpScope event("dist::ring_all_reduce", {&tensor},
                           tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype())));
   const int n = group.size(), r = group.rank();
-  Tensor flat = tensor.view({tensor.numel()});
+  // The elements as the flat array they fill, in memory order: every rank reduces element i of its
+  // array with element i of the others', which is the same element when their layouts agree (DDP
+  // checks that the ranks' models do).
+  Tensor flat =
+      make_tensor(tensor.storage(), {tensor.numel()}, {1}, tensor.offset(), tensor.dtype());
   const int64_t segment = std::max<int64_t>(
       1, options.segment_bytes / static_cast<int64_t>(dtype_size(tensor.dtype())));
   // The largest chunk, for the segments received before they are added.

@@ -13,15 +13,29 @@
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/error.h"
+#include "kiln/core/memory_format.h"
+#include "kiln/core/tensor.h"
 #include "kiln/ops/factories.h"
 
 namespace kiln::dist {
 
 namespace {
 
+// How a tensor's elements lie in memory. DDP's collectives move the elements as the flat array
+// they fill, so a parameter must lie in the same order on every rank: contiguous wins a tie (a
+// tensor that is both lies in the same order as either).
+enum class Layout : int64_t { contiguous, channels_last, strided };
+
+Layout layout_of(const Tensor& t) {
+  if (t.is_contiguous()) return Layout::contiguous;
+  if (t.is_contiguous(MemoryFormat::channels_last)) return Layout::channels_last;
+  return Layout::strided;
+}
+
 struct Entry {
   DType dtype = DType::f32;
   bool requires_grad = false;
+  Layout layout = Layout::contiguous;
   Shape shape;
   bool operator==(const Entry&) const = default;
 };
@@ -33,11 +47,13 @@ struct ModelSummary {
 
 std::string describe_entry(const Entry& e, bool is_param) {
   std::string out = shape_str(e.shape) + " " + dtype_name(e.dtype);
+  if (e.layout == Layout::channels_last) out += " channels-last";
+  if (e.layout == Layout::strided) out += " strided (neither contiguous nor channels-last)";
   if (is_param && !e.requires_grad) out += " (frozen)";
   return out;
 }
 
-// [parameter count, buffer count, then per tensor: dtype, requires_grad, ndim, dims...]
+// [parameter count, buffer count, then per tensor: dtype, requires_grad, layout, ndim, dims...]
 std::vector<int64_t> encode(const nn::Module& module) {
   const auto params = module.named_parameters(), buffers = module.named_buffers();
   std::vector<int64_t> out = {static_cast<int64_t>(params.size()),
@@ -46,6 +62,7 @@ std::vector<int64_t> encode(const nn::Module& module) {
     for (const auto& [name, t] : *list) {
       out.push_back(static_cast<int64_t>(t.dtype()));
       out.push_back(t.requires_grad() ? 1 : 0);
+      out.push_back(static_cast<int64_t>(layout_of(t)));
       out.push_back(t.dim());
       for (int64_t d : t.shape()) out.push_back(d);
     }
@@ -61,9 +78,10 @@ ModelSummary decode(const int64_t* data) {
       Entry e;
       e.dtype = static_cast<DType>(data[at]);
       e.requires_grad = data[at + 1] != 0;
-      const int64_t ndim = data[at + 2];
-      e.shape.assign(data + at + 3, data + at + 3 + ndim);
-      at += 3 + static_cast<size_t>(ndim);
+      e.layout = static_cast<Layout>(data[at + 2]);
+      const int64_t ndim = data[at + 3];
+      e.shape.assign(data + at + 4, data + at + 4 + ndim);
+      at += 4 + static_cast<size_t>(ndim);
       (list == 0 ? summary.params : summary.buffers).push_back(std::move(e));
     }
   }
@@ -133,8 +151,8 @@ void check_same_model(const nn::Module& module, ProcessGroup& group) {
   }
   throw DistError(fmt::format(
       "DistributedDataParallel (rank {} of {}): the ranks hold different models: {}. Build the "
-      "same model (layers, shapes, dtypes, frozen parameters) on every rank before wrapping it; "
-      "rank 0's values are then broadcast to all",
+      "same model (layers, shapes, dtypes, memory format, frozen parameters) on every rank before "
+      "wrapping it; rank 0's values are then broadcast to all",
       group.rank(), group.size(), difference));
 }
 

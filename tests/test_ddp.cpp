@@ -303,6 +303,49 @@ TEST_CASE("ddp: 2 ranks x batch 64 equal one process with batch 128 for 10 steps
     }
 }
 
+// A channels-last ResNet under DDP with SyncBatchNorm, as guide sections 8 and 10 combine them:
+// every collective takes the channels-last weights, the ranks end equal to the bit, and the run
+// equals the NCHW one (the CPU computes channels-last in NCHW and lays the results out).
+TEST_CASE("ddp: a channels-last ResNet trains on 2 ranks with SyncBatchNorm, as the NCHW one") {
+  auto train = [](MemoryFormat format) {
+    std::vector<std::shared_ptr<nn::ResNet>> nets;
+    for (uint64_t r = 0; r < 2; ++r) {
+      manual_seed(40 + r);
+      nets.push_back(nn::resnet20());
+      nets.back()->to(format);
+    }
+    return run_ranks<std::vector<Tensor>>(2, "ddp-channels-last", [&](ProcessGroup& g) {
+      std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+      dist::convert_sync_batchnorm(*nets[g.rank()], group);
+      auto ddp = std::make_shared<DistributedDataParallel>(nets[g.rank()], group);
+      optim::SGD opt(ddp->parameters(), {.lr = 0.05, .momentum = 0.9});
+      for (int s = 0; s < 2; ++s) {
+        Generator gen(60 + s);
+        const Tensor x = randn({8, 3, 8, 8}, DType::f32, Device::cpu(), &gen);
+        const Tensor y = randint(0, 10, {8}, DType::i64, Device::cpu(), &gen);
+        opt.zero_grad();
+        cross_entropy(ddp->forward(x.narrow(0, 4 * g.rank(), 4).to(format)),
+                      y.narrow(0, 4 * g.rank(), 4))
+            .backward();
+        opt.step();
+      }
+      std::vector<Tensor> out;
+      for (const Tensor& p : ddp->parameters()) out.push_back(p.detach());
+      return out;
+    });
+  };
+  const auto nchw = train(MemoryFormat::contiguous);
+  const auto channels_last = train(MemoryFormat::channels_last);
+  REQUIRE(channels_last[0].size() == nchw[0].size());
+  REQUIRE(channels_last[0][0].dim() == 4);
+  CHECK(channels_last[0][0].is_contiguous(MemoryFormat::channels_last));
+  for (size_t k = 0; k < nchw[0].size(); ++k) {
+    INFO("parameter " << k);
+    CHECK(equal(channels_last[0][k], channels_last[1][k]));
+    check_close(channels_last[0][k], nchw[0][k], kiln::testing::tolerance(DType::f32).times(10));
+  }
+}
+
 TEST_CASE("ddp: a state dict loads with or without DDP's module. prefix") {
   auto got = run_ranks<int>(1, "prefix", [](ProcessGroup& g) {
     std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
@@ -388,6 +431,17 @@ TEST_CASE("ddp: ranks holding different models are refused, naming the first dif
     return net;
   });
   CHECK_THAT(got[1], Catch::Contains("parameter 1 '0.bias' is [4] f32 (frozen) on this rank"));
+
+  // The same conv in two memory formats: the collectives move each weight as the block of memory
+  // it fills, so the ranks' orders must agree.
+  got = wrap_per_rank(2, [](int rank) {
+    auto conv = std::make_shared<nn::Conv2d>(2, 3, 3);
+    if (rank == 1) conv->to(MemoryFormat::channels_last);
+    return conv;
+  });
+  CHECK_THAT(got[0], Catch::Contains("parameter 0 'weight' is [3, 2, 3, 3] f32 on this rank and "
+                                     "[3, 2, 3, 3] f32 channels-last on rank 1") &&
+                         Catch::Contains("memory format"));
 
   // Alike models pass (their values may differ: rank 0's are broadcast).
   got = wrap_per_rank(3, [](int) { return linears(2); });

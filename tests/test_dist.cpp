@@ -151,6 +151,49 @@ TEST_CASE("dist: the ring all-reduce of 100 MB over 4 ranks") {
   CHECK(equal(got[0][0], expected_reduction(4, numel, DType::f32, ReduceOp::average)));
 }
 
+// Channels-last tensors (a 4-D weight or activation after to(MemoryFormat::channels_last)) go
+// through the collectives as the block of memory they fill, as PyTorch's do; gathered parts must
+// lie in the same order, or the bytes would land on the wrong elements.
+TEST_CASE("dist: channels-last tensors take part in collectives; parts in another layout do not") {
+  const Shape shape{2, 3, 2, 2};
+  auto input = [&](int rank) {
+    return rank_input(rank, 24, DType::f32).view(shape).to(MemoryFormat::channels_last);
+  };
+  auto got = run_ranks<std::vector<std::string>>(2, "channels-last", [&](ProcessGroup& g) {
+    std::vector<std::string> out;
+    auto expect = [&](bool ok, const char* what) { out.push_back(ok ? "ok" : what); };
+    const Tensor sum = expected_reduction(2, 24, DType::f32, ReduceOp::sum).view(shape);
+    Tensor x = input(g.rank());
+    g.all_reduce(x);
+    expect(equal(x, sum) && x.is_contiguous(MemoryFormat::channels_last), "all_reduce");
+    Tensor ring = input(g.rank());
+    dist::ring_all_reduce(g, ring, ReduceOp::sum);
+    expect(equal(ring, sum), "ring_all_reduce");
+    Tensor b = input(g.rank());
+    g.broadcast(b, 1);
+    expect(equal(b, input(1)), "broadcast");
+    std::vector<Tensor> parts = {
+        empty(shape, DType::f32, Device::cpu(), MemoryFormat::channels_last),
+        empty(shape, DType::f32, Device::cpu(), MemoryFormat::channels_last)};
+    g.all_gather(parts, input(g.rank()));
+    expect(equal(parts[0], input(0)) && equal(parts[1], input(1)), "all_gather");
+    try {
+      g.all_gather({zeros(shape), zeros(shape)}, input(g.rank()));
+      out.push_back("no error");
+    } catch (const Error& e) {
+      out.push_back(e.what());
+    }
+    return out;
+  });
+  for (const auto& r : got) {
+    REQUIRE(r.size() == 5);
+    for (size_t i = 0; i < 4; ++i) CHECK(r[i] == "ok");
+    CHECK_THAT(r[4], Catch::Contains("all_gather") &&
+                         Catch::Contains("must be [2, 3, 2, 2] f32 cpu channels_last") &&
+                         Catch::Contains("got [2, 3, 2, 2] f32 cpu contiguous"));
+  }
+}
+
 TEST_CASE("dist: bad arguments are refused with the collective and the rank named") {
   auto errors = run_ranks<std::vector<std::string>>(2, "errors", [](ProcessGroup& g) {
     std::vector<std::string> messages;

@@ -46,6 +46,37 @@ void expect_reduced(const Tensor& got, const Tensor& want_f64, ReduceOp op,
   }
 }
 
+// A channels-last tensor goes through as the block of memory it fills; a gathered part in another
+// layout is refused, naming the collective, before anything is sent.
+void channels_last(dist::ProcessGroup& g) {
+  const int n = g.size(), r = g.rank();
+  const Shape shape{2, 3, 2, 2};
+  auto input = [&](int rank) {
+    return rank_input(rank, 24, DType::f32).view(shape).to(gpu()).to(MemoryFormat::channels_last);
+  };
+  const Tensor t = input(r);
+  g.all_reduce(t, ReduceOp::sum);
+  expect(t.is_contiguous(MemoryFormat::channels_last), "all_reduce keeps channels-last");
+  expect_equal(t, host_reduction(n, 0, 24, DType::f32, ReduceOp::sum).to(DType::f32).view(shape),
+               "all_reduce of a channels-last tensor");
+  std::vector<Tensor> gathered;
+  for (int q = 0; q < n; ++q)
+    gathered.push_back(empty(shape, DType::f32, gpu(), MemoryFormat::channels_last));
+  g.all_gather(gathered, input(r));
+  for (int q = 0; q < n; ++q)
+    expect_equal(gathered[q], input(q), "all_gather of channels-last tensors");
+  std::vector<Tensor> nchw;
+  for (int q = 0; q < n; ++q) nchw.push_back(zeros(shape, DType::f32, gpu()));
+  try {
+    g.all_gather(nchw, input(r));
+    expect(false, "all_gather into parts of another layout is refused");
+  } catch (const Error& e) {
+    expect(std::string(e.what()).find("all_gather") != std::string::npos &&
+               std::string(e.what()).find("channels_last") != std::string::npos,
+           std::string("the refusal names the collective and the layout: ") + e.what());
+  }
+}
+
 void send_and_receive(dist::ProcessGroup& g) {
   const int n = g.size(), r = g.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
   // Messages of 0, 3 and 1 elements around the ring, each exchange one point-to-point group: the
@@ -103,6 +134,7 @@ void collectives() {
                    "reduce_scatter" + size);
     }
   }
+  channels_last(g);
   send_and_receive(g);
   g.barrier();
 }
