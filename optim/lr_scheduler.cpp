@@ -24,14 +24,24 @@ void LRScheduler::step() {
   set_last_epoch(last_epoch_ + 1);
 }
 
-void LRScheduler::set_last_epoch(int64_t epoch) {
+std::vector<double> LRScheduler::lrs_at(int64_t epoch) const {
   KILN_CHECK(epoch >= 0, ValueError,
              "LRScheduler.set_last_epoch: expected a non-negative step, got {}", epoch);
-  auto& groups = optimizer_.param_groups();
-  const size_t count = std::min(groups.size(), base_lrs_.size());
-  // Every rate is computed before any is written, so a step the schedule rejects changes nothing.
+  const size_t count = std::min(optimizer_.param_groups().size(), base_lrs_.size());
   std::vector<double> lrs;
   for (size_t g = 0; g < count; ++g) lrs.push_back(lr_at(g, epoch));
+  return lrs;
+}
+
+void LRScheduler::check_last_epoch(int64_t epoch) const {
+  lrs_at(epoch);
+}
+
+void LRScheduler::set_last_epoch(int64_t epoch) {
+  auto& groups = optimizer_.param_groups();
+  // Every rate is computed before any is written, so a step the schedule rejects changes nothing.
+  const std::vector<double> lrs = lrs_at(epoch);
+  const size_t count = lrs.size();
   last_epoch_ = epoch;
   for (size_t g = 0; g < count; ++g) {
     groups[g].options["lr"] = lrs[g];

@@ -19,6 +19,9 @@ class LRScheduler {
   int64_t last_epoch() const { return last_epoch_; }
   // For checkpoints: the step count is the whole state (the base rates come from the optimizer).
   void set_last_epoch(int64_t epoch);
+  // Throws what set_last_epoch(epoch) would throw (a negative step, one past a one-cycle
+  // schedule's end), changing nothing: a checkpoint's step is checked before anything is loaded.
+  void check_last_epoch(int64_t epoch) const;
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);
@@ -26,6 +29,8 @@ class LRScheduler {
   void start();
   virtual double lr_at(size_t group, int64_t step) const = 0;
   virtual void apply_extra(size_t, int64_t) {}
+  // Every group's rate at `epoch`, or the schedule's error for it.
+  std::vector<double> lrs_at(int64_t epoch) const;
 
   Optimizer& optimizer_;
   std::vector<double> base_lrs_;

@@ -126,6 +126,37 @@ TEST_CASE("training checkpoint: resuming refuses a model tensor of another dtype
                     Catch::Contains("model.bias: checkpoint f32 [3], model f32 [2]"));
 }
 
+// A run resumed with a shorter one-cycle schedule than the checkpoint's step: refused before the
+// model and optimizer are touched (the schedule's check once came after both had loaded), and the
+// place is readable without loading anything.
+TEST_CASE("training checkpoint: a scheduler step past this run's schedule changes nothing") {
+  TempDir dir("kiln_test_checkpoint");
+  const std::string path = dir.file("last.safetensors");
+  nn::Linear saved_model(3, 2);
+  optim::SGD saved_sgd(saved_model.parameters(), {0.1, 0.9});
+  optim::OneCycleLR saved_cycle(saved_sgd, 0.1, 20);
+  for (int s = 0; s < 12; ++s) saved_cycle.step();
+  train::save_training_checkpoint(path,
+                                  {&saved_model, &saved_sgd, &saved_cycle, nullptr, {1, 2, 12}});
+  const train::TrainingCheckpointPlace place = train::training_checkpoint_place(path);
+  CHECK(place.position.epoch == 1);
+  CHECK(place.position.global_step == 12);
+  REQUIRE(place.scheduler_step.has_value());
+  CHECK(*place.scheduler_step == 12);
+
+  nn::Linear model(3, 2);
+  optim::SGD sgd(model.parameters(), {0.5, 0.9});
+  optim::OneCycleLR cycle(sgd, 0.5, 10);
+  const std::vector<double> weight = model.weight.tolist();
+  const double lr = sgd.param_groups()[0].options.at("lr");
+  train::TrainingState state{&model, &sgd, &cycle, nullptr, {}};
+  CHECK_THROWS_WITH(train::load_training_checkpoint(path, state),
+                    Catch::Contains("stepped 12 times but total_steps is 10"));
+  CHECK(model.weight.tolist() == weight);
+  CHECK(sgd.param_groups()[0].options.at("lr") == lr);
+  CHECK(cycle.last_epoch() == 0);
+}
+
 TEST_CASE("training checkpoint: resuming refuses optimizer state of another dtype") {
   TempDir dir("kiln_test_checkpoint");
   const std::string path = dir.file("last.safetensors");

@@ -154,19 +154,41 @@ Metadata training_checkpoint_recipe(const std::string& path) {
   return recipe;
 }
 
-TrainingPosition load_training_checkpoint(const std::string& path, TrainingState& state) {
-  SafetensorsFile file = load_safetensors(path);
-  const Metadata& meta = file.metadata;
+namespace {
+
+void require_training_format(const Metadata& meta, const std::string& path) {
   auto format = meta.find("format");
   KILN_CHECK(
       format != meta.end() && format->second == kFormat, ValueError,
       "load_training_checkpoint: {}: not a kiln training checkpoint (metadata 'format' is '{}', "
       "expected '{}'); a model-only file loads with load_state_dict",
       path, format == meta.end() ? "" : format->second, kFormat);
+}
+
+TrainingPosition position_of(const Metadata& meta, const std::string& path) {
   TrainingPosition position;
   position.epoch = metadata_count(meta, "epoch", path);
   position.batch_in_epoch = metadata_count(meta, "batch_in_epoch", path);
   position.global_step = metadata_count(meta, "global_step", path);
+  return position;
+}
+
+}  // namespace
+
+TrainingCheckpointPlace training_checkpoint_place(const std::string& path) {
+  const SafetensorsFile file = load_safetensors(path);
+  require_training_format(file.metadata, path);
+  TrainingCheckpointPlace place{position_of(file.metadata, path), std::nullopt};
+  if (file.metadata.count("scheduler.last_epoch"))
+    place.scheduler_step = metadata_int(file.metadata, "scheduler.last_epoch", path);
+  return place;
+}
+
+TrainingPosition load_training_checkpoint(const std::string& path, TrainingState& state) {
+  SafetensorsFile file = load_safetensors(path);
+  const Metadata& meta = file.metadata;
+  require_training_format(meta, path);
+  const TrainingPosition position = position_of(meta, path);
 
   const auto model = with_prefix(file.tensors, "model");
   const auto optimizer = with_prefix(file.tensors, "optimizer");
@@ -189,11 +211,16 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
     scaler = *state.scaler;
     scaler->load_state_dict(saved);
   }
+  // The scheduler's step too, against this run's schedule (a one-cycle schedule ends).
+  std::optional<int64_t> scheduler_step;
+  if (state.scheduler) {
+    scheduler_step = metadata_int(meta, "scheduler.last_epoch", path);
+    state.scheduler->check_last_epoch(*scheduler_step);
+  }
   if (state.model) state.model->load_state_dict(StateDict(model.begin(), model.end()), true);
   if (state.optimizer) state.optimizer->load_state_dict(optimizer);
   if (scaler) *state.scaler = std::move(*scaler);
-  if (state.scheduler)
-    state.scheduler->set_last_epoch(metadata_int(meta, "scheduler.last_epoch", path));
+  if (state.scheduler) state.scheduler->set_last_epoch(*scheduler_step);
   if (state.generator)
     state.generator->set_state(
         {metadata_u64(meta, "generator.seed", path), metadata_u64(meta, "generator.offset", path)});

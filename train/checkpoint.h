@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kiln/core/generator.h"
@@ -52,5 +53,14 @@ TrainingPosition load_training_checkpoint(const std::string& path, TrainingState
 // The recipe a training checkpoint was saved with (TrainingState::recipe), keys without their
 // "recipe." prefix; empty for a checkpoint saved without one.
 nn::Metadata training_checkpoint_recipe(const std::string& path);
+
+// Where the run a training checkpoint was saved from stood, read from the file without loading
+// anything: its position, and its scheduler's step when it was saved with a scheduler. A program
+// checks them against its own run before load_training_checkpoint.
+struct TrainingCheckpointPlace {
+  TrainingPosition position;
+  std::optional<int64_t> scheduler_step;
+};
+TrainingCheckpointPlace training_checkpoint_place(const std::string& path);
 
 }  // namespace kiln::train

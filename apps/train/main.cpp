@@ -223,6 +223,19 @@ struct GraphedStep {
   int64_t eager_steps = 0;
 };
 
+// --momentum where nothing would read it: the one-cycle schedule sets SGD's momentum at every step,
+// and Adam and AdamW have none (their beta1 plays its part).
+void check_momentum_flag(const apps::Recipe& r, bool given) {
+  if (!given) return;
+  KILN_CHECK(r.optimizer == "sgd", ValueError,
+             "kiln-train: --momentum is SGD's; --optimizer {} has none (its beta1 is 0.9)",
+             r.optimizer);
+  KILN_CHECK(r.schedule != "onecycle", ValueError,
+             "kiln-train: --momentum does nothing under --schedule onecycle, which sets the "
+             "momentum at every step (0.95, down to 0.85 at the peak rate, and back); choose "
+             "--schedule cosine, step or none to set it");
+}
+
 int run_training(const apps::Recipe& r) {
   if (r.threads > 0) omp_set_num_threads(r.threads);
   manual_seed(r.seed);
@@ -327,13 +340,21 @@ int run_training(const apps::Recipe& r) {
     if (!r.resume.empty()) {
       std::string path = r.resume == "last" ? last_path : r.resume;
       KILN_CHECK(!path.empty(), ValueError, "--resume last needs --checkpoint-dir");
-      for (const std::string& note :
-           apps::check_resume_recipe(path, train::training_checkpoint_recipe(path), state.recipe))
-        if (lead) std::printf("%s\n", note.c_str());
-      train::TrainingPosition p = train::load_training_checkpoint(path, state);
+      const std::vector<std::string> notes =
+          apps::check_resume_recipe(path, train::training_checkpoint_recipe(path), state.recipe);
+      // The saved place against this run's length before anything is loaded: fewer --epochs
+      // than the checkpoint has done is refused here, naming them.
+      const train::TrainingCheckpointPlace place = train::training_checkpoint_place(path);
       apps::RunLength run{r.epochs, steps_per_epoch, scheduler != nullptr, per_batch_schedule};
-      apps::check_resume_position(
-          path, p, scheduler ? std::optional<int64_t>(scheduler->last_epoch()) : std::nullopt, run);
+      apps::check_resume_position(path, place.position,
+                                  scheduler ? place.scheduler_step : std::nullopt, run);
+      const train::TrainingPosition p = train::load_training_checkpoint(path, state);
+      // The optimizer's options are the checkpoint's now: this run's go back in, so that each
+      // change printed below is one the run makes.
+      apps::apply_recipe_options(*optimizer, r, scheduler != nullptr,
+                                 scheduler != nullptr && r.schedule == "onecycle");
+      for (const std::string& note : notes)
+        if (lead) std::printf("%s\n", note.c_str());
       run_dir.drop_metrics_after(p.epoch);
       std::printf("resumed from %s at epoch %lld, batch %lld\n", path.c_str(),
                   static_cast<long long>(p.epoch + 1), static_cast<long long>(p.batch_in_epoch));
@@ -525,5 +546,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln-train: train a ResNet with kiln"};
   apps::add_recipe_flags(app, r);
   if (auto status = apps::parse_command_line(app, "kiln-train", argc, argv)) return *status;
-  return apps::run_main("kiln-train", [&] { return run_training(r); });
+  return apps::run_main("kiln-train", [&] {
+    check_momentum_flag(r, app.count("--momentum") > 0);
+    return run_training(r);
+  });
 }

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -42,6 +43,20 @@ inline CLI::Validator number_in(double low, double high) {
         return "";
       },
       fmt::format("{}..{}", low, high));
+}
+
+// A finite number of at least `low`: "--lr inf" or "--lr nan" would train to NaN and exit 0.
+inline CLI::Validator finite_at_least(double low) {
+  return CLI::Validator(
+      [low](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value))
+          return fmt::format("expected a finite number of at least {}, got '{}'", low, text);
+        if (value < low) return fmt::format("must be at least {}, got {}", low, text);
+        return "";
+      },
+      fmt::format(">= {}", low));
 }
 
 // The defaults are the recipe of docs/results.md: CIFAR-style ResNet-20 on Fashion-MNIST, SGD with
@@ -109,14 +124,22 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", r.lr, "learning rate (the peak rate with --schedule onecycle)")
-      ->capture_default_str();
-  app.add_option("--momentum", r.momentum, "SGD momentum")->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_at_least(0));
+  app.add_option("--momentum", r.momentum,
+                 "SGD momentum, for --schedule cosine, step or none: onecycle sets it itself at "
+                 "every step (0.95, down to 0.85 at the peak rate, and back, as PyTorch's "
+                 "OneCycleLR), so it refuses this flag")
+      ->capture_default_str()
+      ->check(finite_at_least(0));
   // Two flags rather than CLI11's "--nesterov,!--no-nesterov", whose help reads
   // "--no-nesterov{false}".
   app.add_flag("--nesterov", r.nesterov, "Nesterov momentum for SGD (the default)");
   app.add_flag_callback(
       "--no-nesterov", [&r] { r.nesterov = false; }, "plain momentum for SGD");
-  app.add_option("--weight-decay", r.weight_decay, "weight decay")->capture_default_str();
+  app.add_option("--weight-decay", r.weight_decay, "weight decay")
+      ->capture_default_str()
+      ->check(finite_at_least(0));
   app.add_option("--schedule", r.schedule, "onecycle|cosine|step|none")
       ->capture_default_str()
       ->check(CLI::IsMember({"onecycle", "cosine", "step", "none"}));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/nn/safetensors.h"
+#include "kiln/optim/optimizer.h"
 #include "kiln/train/checkpoint.h"
 #include "recipe.h"
 
@@ -35,6 +36,13 @@ nn::Metadata recipe_metadata(const Recipe& r, int world_size);
 // A checkpoint saved before kiln-train stored its recipe comes back as one line saying so.
 std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,
                                              const nn::Metadata& now);
+
+// After a resume has loaded the optimizer's state, whose options are the checkpoint's, puts this
+// run's back into every group, so that the changes check_resume_recipe reported take effect: the
+// weight decay, SGD's momentum and Nesterov flag (unless the schedule sets the momentum), and the
+// learning rate when no schedule sets it (a schedule's rates come from this run's --lr already).
+void apply_recipe_options(optim::Optimizer& optimizer, const Recipe& r, bool lr_scheduled,
+                          bool momentum_scheduled);
 
 // Throws ValueError naming the checkpoint, the field and both numbers when `p` is not a position
 // of a run of length `run`, or the saved scheduler step lies past where this run's would be.

@@ -367,6 +367,53 @@ class KilnTrainTest(unittest.TestCase):
         self.assertIn("--lr was 0.2, now 0.05", out)
         self.assertIn("resumed from", out)
 
+    def resumed_epoch_losses(self, name, *changes):
+        """Epoch 2's train and test losses of a run resumed after epoch 1 with `changes`."""
+        directory = os.path.join(self.tmp, name)
+        self.train_once(directory, "--schedule", "none")
+        rc, out, err = run(*QUICK, "--epochs", "2", "--schedule", "none", "--checkpoint-dir",
+                           directory, "--resume", "last", *changes)
+        self.assertEqual(rc, 0, out + err)
+        with open(os.path.join(directory, "metrics.csv")) as f:
+            row = f.read().splitlines()[2].split(",")
+        return out, (row[1], row[3])
+
+    def test_a_resume_applies_each_change_it_prints(self):
+        # Until 2026-11-28 the optimizer's load_state_dict put the checkpoint's values back after
+        # the line was printed: the losses were those of an unchanged resume.
+        _, unchanged = self.resumed_epoch_losses("unchanged")
+        for name, change, line in [
+                ("wd", ["--weight-decay", "0.5"], "--weight-decay was 0.0005, now 0.5"),
+                ("momentum", ["--momentum", "0.5"], "--momentum was 0.9, now 0.5"),
+                ("lr", ["--lr", "0.01"], "--lr was 0.2, now 0.01"),
+                ("nesterov", ["--no-nesterov"], "--nesterov was true, now false")]:
+            out, changed = self.resumed_epoch_losses(name, *change)
+            self.assertIn(line, out)
+            self.assertNotEqual(changed, unchanged, change)
+
+    def test_momentum_where_nothing_reads_it_is_refused(self):
+        rc, _, err = run(*QUICK, "--epochs", "1", "--momentum", "0.5")
+        self.assert_one_line_error(rc, err, "--momentum does nothing under --schedule onecycle",
+                                   "--schedule cosine, step or none")
+        rc, _, err = run(*QUICK, "--epochs", "1", "--optimizer", "adam", "--schedule", "none",
+                         "--momentum", "0.5")
+        self.assert_one_line_error(rc, err, "--momentum is SGD's")
+
+    def test_fewer_epochs_than_the_checkpoint_has_done_are_refused_naming_them(self):
+        rc, out, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", self.tmp)
+        self.assertEqual(rc, 0, out + err)
+        rc, _, err = run(*QUICK, "--epochs", "1", "--checkpoint-dir", self.tmp, "--resume", "last")
+        self.assert_one_line_error(rc, err, "the checkpoint is at epoch 2, past this run's 1 epochs",
+                                   "--epochs")
+        self.assertNotIn("OneCycleLR", err)
+
+    def test_rates_that_are_not_finite_are_refused_by_the_flag(self):
+        for flag in ["--lr", "--momentum", "--weight-decay"]:
+            for value in ["inf", "nan", "1e999", "-1"]:
+                rc, _, err = run(*QUICK, "--epochs", "1", "--schedule", "none", flag, value)
+                self.assertEqual(rc, 2, err)
+                self.assertIn(flag, err)
+
 
 class KilnCheckpointTest(unittest.TestCase):
     def setUp(self):
