@@ -62,6 +62,8 @@ struct Split {
   int64_t channels, classes;
   std::vector<double> mean, std;
   bool photos = false;  // images of any size (ImageFolder): the ImageNet recipe's transforms
+  // An image folder's class names in label order; a built-in data set's labels are its format's.
+  std::vector<std::string> class_names = {};
 };
 
 // DIR/train and DIR/val, one ImageFolder each; both must have the same classes, so that a label
@@ -82,7 +84,8 @@ Split load_image_folders(const apps::Recipe& r) {
           static_cast<int64_t>(train->classes().size()),
           {0.485, 0.456, 0.406},
           {0.229, 0.224, 0.225},
-          true};
+          true,
+          train->classes()};
 }
 
 Split load_data(const apps::Recipe& r) {
@@ -333,7 +336,7 @@ int run_training(const apps::Recipe& r) {
                                &default_generator(),
                                {},
                                scaler.is_enabled() ? &scaler : nullptr,
-                               apps::recipe_metadata(r, world)};
+                               apps::recipe_metadata(r, world, split.class_names)};
     const apps::RunDir run_dir(lead ? r.checkpoint_dir : "");
     const std::string last_path =
         r.checkpoint_dir.empty() ? "" : apps::RunDir::path_in(r.checkpoint_dir, "last.safetensors");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,21 +13,48 @@
 
 namespace kiln::apps {
 
+namespace fs = std::filesystem;
+
 namespace {
 
 // The recipe's fields by what a change to one does to a resumed run.
 const char* const kStrictFields[] = {
-    "model", "dataset",   "synthetic_size", "batch_size", "max_batches",     "world_size",
-    "amp",   "optimizer", "schedule",       "seed",       "large_input_stem"};
+    "model", "dataset",   "synthetic_size", "batch_size", "max_batches",      "world_size",
+    "amp",   "optimizer", "schedule",       "seed",       "large_input_stem", "classes"};
 const char* const kSafeFields[] = {
-    "epochs",          "lr",      "momentum",       "nesterov",  "weight_decay",
-    "label_smoothing", "augment", "random_erasing", "image_size"};
+    "epochs",          "lr",      "momentum",       "nesterov",   "weight_decay",
+    "label_smoothing", "augment", "random_erasing", "image_size", "data_dir"};
+
+// Class folder names cannot hold a '/': joined by it, the list reads back unambiguously.
+constexpr char kClassSeparator = '/';
 
 std::string flag_of(const std::string& field) {
   std::string flag = "--" + field;
   for (char& c : flag)
     if (c == '_') c = '-';
   return flag;
+}
+
+// How a strict field is named in a refusal, and how "the same" is asked for.
+std::string what_of(const std::string& field) {
+  if (field == "world_size") return "the number of processes";
+  if (field == "classes") return "the list of class folders (in label order)";
+  return flag_of(field);
+}
+
+std::string same_of(const std::string& field, const std::string& saved) {
+  if (field == "world_size") return saved + " processes";
+  if (field == "classes")
+    return "the data it was trained on: a label is the index of its class folder in sorted order, "
+           "so another set of class names gives the labels other meanings";
+  return flag_of(field) + " " + saved;
+}
+
+std::string shown(const std::string& field, std::string value) {
+  if (field != "classes") return value;
+  for (char& c : value)
+    if (c == kClassSeparator) c = ',';
+  return "[" + value + "]";
 }
 
 std::string value_or_none(const nn::Metadata& m, const std::string& key) {
@@ -36,28 +64,35 @@ std::string value_or_none(const nn::Metadata& m, const std::string& key) {
 
 }  // namespace
 
-nn::Metadata recipe_metadata(const Recipe& r, int world_size) {
+nn::Metadata recipe_metadata(const Recipe& r, int world_size,
+                             const std::vector<std::string>& class_names) {
   auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
-  return {{"model", r.model},
-          {"dataset", r.dataset},
-          {"synthetic_size", std::to_string(r.synthetic_size)},
-          {"batch_size", std::to_string(r.batch_size)},
-          {"max_batches", std::to_string(r.max_batches)},
-          {"world_size", std::to_string(world_size)},
-          {"amp", r.amp},
-          {"optimizer", r.optimizer},
-          {"schedule", r.schedule},
-          {"seed", std::to_string(r.seed)},
-          {"large_input_stem", flag(r.large_input_stem)},
-          {"epochs", std::to_string(r.epochs)},
-          {"lr", fmt::format("{}", r.lr)},
-          {"momentum", fmt::format("{}", r.momentum)},
-          {"nesterov", flag(r.nesterov)},
-          {"weight_decay", fmt::format("{}", r.weight_decay)},
-          {"label_smoothing", fmt::format("{}", r.label_smoothing)},
-          {"augment", flag(r.augment)},
-          {"random_erasing", flag(r.random_erasing)},
-          {"image_size", std::to_string(r.image_size)}};
+  std::string classes;
+  for (const std::string& name : class_names)
+    classes += (classes.empty() ? "" : std::string(1, kClassSeparator)) + name;
+  return {
+      {"model", r.model},
+      {"dataset", r.dataset},
+      {"synthetic_size", std::to_string(r.synthetic_size)},
+      {"batch_size", std::to_string(r.batch_size)},
+      {"max_batches", std::to_string(r.max_batches)},
+      {"world_size", std::to_string(world_size)},
+      {"amp", r.amp},
+      {"optimizer", r.optimizer},
+      {"schedule", r.schedule},
+      {"seed", std::to_string(r.seed)},
+      {"large_input_stem", flag(r.large_input_stem)},
+      {"epochs", std::to_string(r.epochs)},
+      {"lr", fmt::format("{}", r.lr)},
+      {"momentum", fmt::format("{}", r.momentum)},
+      {"nesterov", flag(r.nesterov)},
+      {"weight_decay", fmt::format("{}", r.weight_decay)},
+      {"label_smoothing", fmt::format("{}", r.label_smoothing)},
+      {"augment", flag(r.augment)},
+      {"random_erasing", flag(r.random_erasing)},
+      {"image_size", std::to_string(r.image_size)},
+      {"data_dir", r.data_dir.empty() ? "" : fs::absolute(r.data_dir).lexically_normal().string()},
+      {"classes", classes}};
 }
 
 std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,
@@ -67,19 +102,26 @@ std::vector<std::string> check_resume_recipe(const std::string& path, const nn::
         fmt::format("--resume {}: the checkpoint records no recipe (saved by an older "
                     "kiln-train); resuming without comparing it",
                     path)};
+  std::vector<std::string> notes;
   for (const char* field : kStrictFields) {
+    // A checkpoint of a kiln-train that did not record the classes yet: said, not compared.
+    if (std::string(field) == "classes" && !saved.count(field)) {
+      if (value_or_none(now, field).empty()) continue;
+      notes.push_back(fmt::format(
+          "--resume {}: the checkpoint does not record its data's classes (saved by an older "
+          "kiln-train); not compared",
+          path));
+      continue;
+    }
     const std::string before = value_or_none(saved, field), after = value_or_none(now, field);
-    const std::string what =
-        std::string(field) == "world_size" ? "the number of processes" : flag_of(field);
-    const std::string same =
-        std::string(field) == "world_size" ? before + " processes" : flag_of(field) + " " + before;
     KILN_CHECK(before == after, ValueError,
                "--resume {}: {} was {} when the checkpoint was saved and is {} now; the saved "
                "state depends on it, so resume with {}",
-               path, what, before, after, same);
+               path, what_of(field), shown(field, before), shown(field, after),
+               same_of(field, before));
   }
-  std::vector<std::string> notes;
   for (const char* field : kSafeFields) {
+    if (!saved.count(field)) continue;  // recorded only by a newer kiln-train: nothing to compare
     const std::string before = value_or_none(saved, field), after = value_or_none(now, field);
     if (before != after)
       notes.push_back(

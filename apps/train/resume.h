@@ -26,14 +26,17 @@ struct RunLength {
   int64_t scheduler_step_at(const train::TrainingPosition& p) const;
 };
 
-// The settings of `r` (and the job's size) that a checkpoint records as its recipe.
-nn::Metadata recipe_metadata(const Recipe& r, int world_size);
+// The settings of `r`, the job's size and the data's identity (its folder, and an image folder's
+// class names in label order) that a checkpoint records as its recipe.
+nn::Metadata recipe_metadata(const Recipe& r, int world_size,
+                             const std::vector<std::string>& class_names);
 
 // Compares the recipe a checkpoint was saved with to this run's. A change to what the saved state
-// depends on (model, data, batch size, batches per epoch, world size, amp, optimizer, schedule,
-// seed) throws ValueError naming the checkpoint, the field and both values; a change that is safe
-// (more epochs, another learning rate, augmentation) comes back as a line for the run to print.
-// A checkpoint saved before kiln-train stored its recipe comes back as one line saying so.
+// depends on (model, data set, its class names, batch size, batches per epoch, world size, amp,
+// optimizer, schedule, seed) throws ValueError naming the checkpoint, the field and both values;
+// a change that is safe (more epochs, another learning rate, augmentation, the data folder's
+// path) comes back as a line for the run to print. A checkpoint saved before kiln-train stored
+// its recipe, or its class names, comes back as one line saying what was not compared.
 std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,
                                              const nn::Metadata& now);
 

@@ -4,7 +4,8 @@ files left by killed runs, altered checkpoints, mismatched data and bad flags. E
 that kiln-train got wrong once (shell injection, SIGABRT, silent resumes, unreadable messages).
 And kiln-checkpoint, which shows what such a checkpoint holds.
 
-    kiln_train_test.py --train build/apps/kiln-train --checkpoint build/apps/kiln-checkpoint
+    kiln_train_test.py --train build/apps/kiln-train --checkpoint build/apps/kiln-checkpoint \
+        --make-imagefolder build/apps/kiln-make-imagefolder
 
 Programs run from an argument vector (subprocess without a shell), in a fresh temporary folder.
 """
@@ -22,6 +23,7 @@ import unittest
 
 TRAIN = None
 CHECKPOINT = None
+MAKE_IMAGEFOLDER = None
 # Small and fast: 2 batches of 64 synthetic 28x28 images per epoch.
 QUICK = ["--dataset", "synthetic", "--synthetic-size", "128", "--batch-size", "64",
          "--workers", "1", "--threads", "2"]
@@ -391,6 +393,35 @@ class KilnTrainTest(unittest.TestCase):
             self.assertIn(line, out)
             self.assertNotEqual(changed, unchanged, change)
 
+    def test_a_resume_on_an_image_folder_with_other_classes_is_refused(self):
+        # Until 2026-11-28 a renamed class folder reordered the labels and the run went on.
+        data = os.path.join(self.tmp, "images")
+        p = subprocess.run([MAKE_IMAGEFOLDER, "--dataset", "synthetic", "--synthetic-size", "400",
+                            "--per-class", "2", "--out", data], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        folder = ["--dataset", "imagefolder", "--data-dir", data, "--image-size", "16",
+                  "--batch-size", "8", "--workers", "1", "--threads", "2", "--epochs", "2"]
+        run_dir = os.path.join(self.tmp, "run")
+        rc, out, err = run(*folder, "--checkpoint-dir", run_dir, "--interrupt-after", "1")
+        self.assertEqual(rc, 130, out + err)
+        classes = sorted(os.listdir(os.path.join(data, "train")))
+        for split in ("train", "val"):
+            os.rename(os.path.join(data, split, classes[0]), os.path.join(data, split, "zz"))
+        rc, _, err = run(*folder, "--checkpoint-dir", run_dir, "--resume", "last")
+        renamed = classes[1:] + ["zz"]
+        self.assert_one_line_error(rc, err, "the list of class folders (in label order) was [" +
+                                   ",".join(classes) + "]", "is [" + ",".join(renamed) + "] now")
+        # The same classes in a folder elsewhere: a printed line, and the run goes on.
+        for split in ("train", "val"):
+            os.rename(os.path.join(data, split, "zz"), os.path.join(data, split, classes[0]))
+        moved = os.path.join(self.tmp, "moved")
+        os.rename(data, moved)
+        rc, out, err = run(*folder[:3], moved, *folder[4:], "--checkpoint-dir", run_dir,
+                           "--resume", "last")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("--data-dir was " + data + ", now " + moved, out)
+
     def test_momentum_where_nothing_reads_it_is_refused(self):
         rc, _, err = run(*QUICK, "--epochs", "1", "--momentum", "0.5")
         self.assert_one_line_error(rc, err, "--momentum does nothing under --schedule onecycle",
@@ -452,13 +483,16 @@ class KilnCheckpointTest(unittest.TestCase):
 
 
 def main():
-    global TRAIN, CHECKPOINT
+    global TRAIN, CHECKPOINT, MAKE_IMAGEFOLDER
     parser = argparse.ArgumentParser()
     parser.add_argument("--train", required=True, help="the kiln-train executable")
     parser.add_argument("--checkpoint", required=True, help="the kiln-checkpoint executable")
+    parser.add_argument("--make-imagefolder", required=True,
+                        help="the kiln-make-imagefolder executable")
     args, rest = parser.parse_known_args()
     TRAIN = os.path.abspath(args.train)
     CHECKPOINT = os.path.abspath(args.checkpoint)
+    MAKE_IMAGEFOLDER = os.path.abspath(args.make_imagefolder)
     unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
 
 
