@@ -38,12 +38,14 @@ std::string flag_of(const std::string& field) {
 // How a strict field is named in a refusal, and how "the same" is asked for.
 std::string what_of(const std::string& field) {
   if (field == "world_size") return "the number of processes";
+  if (field == "large_input_stem") return "the ImageNet stem (--stem)";
   if (field == "classes") return "the list of class folders (in label order)";
   return flag_of(field);
 }
 
 std::string same_of(const std::string& field, const std::string& saved) {
   if (field == "world_size") return saved + " processes";
+  if (field == "large_input_stem") return saved == "true" ? "--stem imagenet" : "--stem small";
   if (field == "classes")
     return "the data it was trained on: a label is the index of its class folder in sorted order, "
            "so another set of class names gives the labels other meanings";
@@ -81,7 +83,7 @@ nn::Metadata recipe_metadata(const Recipe& r, int world_size,
       {"optimizer", r.optimizer},
       {"schedule", r.schedule},
       {"seed", std::to_string(r.seed)},
-      {"large_input_stem", flag(r.large_input_stem)},
+      {"large_input_stem", flag(r.stem == "imagenet")},
       {"epochs", std::to_string(r.epochs)},
       {"lr", fmt::format("{}", r.lr)},
       {"momentum", fmt::format("{}", r.momentum)},

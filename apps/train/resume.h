@@ -26,8 +26,9 @@ struct RunLength {
   int64_t scheduler_step_at(const train::TrainingPosition& p) const;
 };
 
-// The settings of `r`, the job's size and the data's identity (its folder, and an image folder's
-// class names in label order) that a checkpoint records as its recipe.
+// The settings of `r` (its stem resolved: "small" or "imagenet"), the job's size and the data's
+// identity (its folder, and an image folder's class names in label order) that a checkpoint records
+// as its recipe.
 nn::Metadata recipe_metadata(const Recipe& r, int world_size,
                              const std::vector<std::string>& class_names);
 

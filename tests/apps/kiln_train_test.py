@@ -393,13 +393,40 @@ class KilnTrainTest(unittest.TestCase):
             self.assertIn(line, out)
             self.assertNotEqual(changed, unchanged, change)
 
-    def test_a_resume_on_an_image_folder_with_other_classes_is_refused(self):
-        # Until 2026-11-28 a renamed class folder reordered the labels and the run went on.
+    def image_folder(self):
+        """A folder of PNGs, two a class in each split, from the synthetic set."""
         data = os.path.join(self.tmp, "images")
         p = subprocess.run([MAKE_IMAGEFOLDER, "--dataset", "synthetic", "--synthetic-size", "400",
                             "--per-class", "2", "--out", data], capture_output=True, text=True,
                            timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        return data
+
+    def test_the_stem_follows_the_image_size(self):
+        # Until 2026-11-28 image folders trained at 224 pixels on the 3x3/1 stem made for 28.
+        data = self.image_folder()
+        folder = ["--dataset", "imagefolder", "--data-dir", data, "--batch-size", "8",
+                  "--workers", "1", "--threads", "2", "--epochs", "1", "--max-batches", "1"]
+        rc, out, err = run(*folder, "--image-size", "72", "--checkpoint-dir", self.tmp)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("the ImageNet (7x7/2 and max-pool) stem", out)
+        header, _ = read_safetensors(os.path.join(self.tmp, "last.safetensors"))
+        self.assertEqual(header["__metadata__"]["recipe.large_input_stem"], "true")
+        rc, out, err = run(*folder, "--image-size", "72", "--stem", "small")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("the small (3x3/1) stem", out)
+        self.assertIn("warning: --stem small on 72-pixel images", err)
+        rc, out, err = run(*folder, "--image-size", "32")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("the small (3x3/1) stem", out)
+        self.assertNotIn("warning", err)
+        rc, out, err = run(*QUICK, "--epochs", "1", "--large-input-stem")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("the ImageNet (7x7/2 and max-pool) stem", out)
+
+    def test_a_resume_on_an_image_folder_with_other_classes_is_refused(self):
+        # Until 2026-11-28 a renamed class folder reordered the labels and the run went on.
+        data = self.image_folder()
         folder = ["--dataset", "imagefolder", "--data-dir", data, "--image-size", "16",
                   "--batch-size", "8", "--workers", "1", "--threads", "2", "--epochs", "2"]
         run_dir = os.path.join(self.tmp, "run")
