@@ -4,7 +4,8 @@
 //   1    an error while running: one line on stderr, "<program>: <what went wrong>"
 //   2    a usage error: an unknown, malformed or repeated flag, the same one line and a pointer to
 //        --help (2, as most command-line tools use, instead of CLI11's own codes such as 109)
-//   130  interrupted (Ctrl-C, 128 + SIGINT), after saving what the program could
+//   130  interrupted (Ctrl-C, 128 + SIGINT), after saving what the program could; kiln-train
+//        exits 143 (128 + SIGTERM) when SIGTERM stops it the same way
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -52,9 +52,11 @@ using namespace kiln;
 
 namespace {
 
-std::atomic<bool> interrupted{false};
-void on_sigint(int) {
-  interrupted = true;
+// The signal that asked the run to stop (SIGINT: Ctrl-C; SIGTERM: what kiln-run, schedulers and
+// `kill` send), 0 until one came: either saves a resumable checkpoint and exits 128 + the signal.
+std::atomic<int> interrupted_by{0};
+void on_stop_signal(int signal) {
+  interrupted_by = signal;
 }
 
 struct Split {
@@ -117,8 +119,9 @@ Split load_data(const apps::Recipe& r) {
   if (r.dataset == "synthetic") {
     auto train =
         std::make_shared<data::SyntheticDataset>(r.synthetic_size, Shape{1, 28, 28}, 10, 1);
-    auto test =
-        std::make_shared<data::SyntheticDataset>(r.synthetic_size / 4, Shape{1, 28, 28}, 10, 2);
+    // A quarter as many test images, and at least one (--synthetic-size 1 once evaluated none).
+    auto test = std::make_shared<data::SyntheticDataset>(std::max<int64_t>(1, r.synthetic_size / 4),
+                                                         Shape{1, 28, 28}, 10, 2);
     return {train, test, 1, 10, {0.5}, {0.29}};
   }
   throw ValueError(
@@ -193,6 +196,8 @@ EpochStats evaluate(nn::Module& model, const data::Dataset& dataset,
     seen += x.size(0);
   }
   model.train();
+  KILN_CHECK(seen > 0, ValueError, "kiln-train: the test set of --dataset {} holds no images",
+             r.dataset);
   return {loss_sum / static_cast<double>(seen),
           static_cast<double>(correct) / static_cast<double>(seen), 0, 0,
           static_cast<double>(correct5) / static_cast<double>(seen)};
@@ -243,6 +248,22 @@ std::string pick_stem(const std::string& asked, int64_t side) {
 apps::Recipe recipe_with_stem(apps::Recipe r, const std::string& stem) {
   r.stem = stem;
   return r;
+}
+
+// A non-finite training loss without loss scaling: the weights the next step would make are NaN,
+// so the run stops here, before any checkpoint of them, with what to do next.
+[[noreturn]] void stop_diverged(double loss, int64_t epoch, int64_t step,
+                                const optim::Optimizer& optimizer, const std::string& last_path) {
+  const std::string kept = !last_path.empty() && fs::exists(last_path)
+                               ? fmt::format("{} is kept as it was saved", last_path)
+                               : std::string("no checkpoint was written");
+  throw ValueError(fmt::format(
+      "kiln-train: the training loss is {} at epoch {}, batch {} (lr {:g}): training diverged and "
+      "stopped; {}. Lower --lr (or train with --amp fp16, whose loss scaling skips such steps)",
+      std::isnan(loss) ? "NaN"
+      : loss > 0       ? "+inf"
+                       : "-inf",
+      epoch + 1, step, optimizer.param_groups().front().options.at("lr"), kept));
 }
 
 // --momentum where nothing would read it: the one-cycle schedule sets SGD's momentum at every step,
@@ -373,6 +394,7 @@ int run_training(const apps::Recipe& r) {
       apps::check_resume_position(path, place.position,
                                   scheduler ? place.scheduler_step : std::nullopt, run);
       const train::TrainingPosition p = train::load_training_checkpoint(path, state);
+      apps::check_finite_model(path, *model);
       // The optimizer's options are the checkpoint's now: this run's go back in, so that each
       // change printed below is one the run makes.
       apps::apply_recipe_options(*optimizer, r, scheduler != nullptr,
@@ -409,11 +431,13 @@ int run_training(const apps::Recipe& r) {
           "centre of each image resized to %lld\n",
           static_cast<long long>(split.classes), static_cast<long long>(r.image_size),
           static_cast<long long>(r.image_size), static_cast<long long>(eval_resize));
+    // Installed before the line below, which tells a watcher that a signal is now a clean stop.
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
     if (lead)
       std::printf("%lld parameters, the %s stem\n",
                   static_cast<long long>(model->parameter_count()),
                   stem == "small" ? "small (3x3/1)" : "ImageNet (7x7/2 and max-pool)");
-    std::signal(SIGINT, on_sigint);
     nn::CrossEntropyLossOptions loss_options;
     loss_options.label_smoothing = r.label_smoothing;
     nn::CrossEntropyLoss criterion(loss_options);
@@ -483,7 +507,9 @@ int run_training(const apps::Recipe& r) {
       loader.set_epoch(epoch);
       apps::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, r.epochs), steps_per_epoch, lead);
       double loss_sum = 0;
-      int64_t correct = 0, seen = 0, step = 0;
+      // loss_seen: the images of batches with a finite loss (under fp16 loss scaling, a batch
+      // whose loss overflowed is a skipped step, left out of the epoch's mean).
+      int64_t correct = 0, seen = 0, loss_seen = 0, step = 0;
       const int64_t skip = state.position.batch_in_epoch;  // a resumed epoch skips what it had done
       for (data::Batch& batch : loader) {
         if (step >= steps_per_epoch) break;
@@ -500,34 +526,42 @@ int run_training(const apps::Recipe& r) {
         ++step;
         ++state.position.global_step;
         state.position.batch_in_epoch = step;
-        loss_sum += loss.item<double>() * static_cast<double>(x.size(0));
+        const double batch_loss = loss.item<double>();
+        if (std::isfinite(batch_loss)) {
+          loss_sum += batch_loss * static_cast<double>(x.size(0));
+          loss_seen += x.size(0);
+        } else if (!scaler.is_enabled()) {
+          stop_diverged(batch_loss, epoch, step, *optimizer, last_path);
+        }
         correct += sum(eq(argmax(logits.detach(), 1), y)).item<int64_t>();
         seen += x.size(0);
-        bar.update(step, loss_sum / static_cast<double>(seen),
+        bar.update(step, loss_seen ? loss_sum / static_cast<double>(loss_seen) : 0.0,
                    static_cast<double>(correct) / static_cast<double>(seen), seen);
         step_profile.after_step(trained_here);
         ++trained_here;
-        if (interrupted || trained_here == r.interrupt_after) {
+        if (interrupted_by != 0 || trained_here == r.interrupt_after) {
           bar.finish();
           save();
           if (lead)  // the only process that writes the checkpoint
             std::printf("interrupted at epoch %lld, batch %lld: checkpoint saved to %s\n",
                         static_cast<long long>(epoch + 1), static_cast<long long>(step),
                         last_path.empty() ? "(nowhere: no --checkpoint-dir)" : last_path.c_str());
-          return apps::kExitInterrupted;
+          return interrupted_by != 0 ? 128 + interrupted_by : apps::kExitInterrupted;
         }
       }
       step_profile.end_of_epoch();
       if (r.distributed) {  // the epoch's figures over every rank's share
-        Tensor totals =
-            tensor({loss_sum, static_cast<double>(correct), static_cast<double>(seen)}).to(device);
+        Tensor totals = tensor({loss_sum, static_cast<double>(correct), static_cast<double>(seen),
+                                static_cast<double>(loss_seen)})
+                            .to(device);
         dist::all_reduce(totals);
         const std::vector<double> t = totals.cpu().tolist();
         loss_sum = t[0], correct = static_cast<int64_t>(t[1]), seen = static_cast<int64_t>(t[2]);
+        loss_seen = static_cast<int64_t>(t[3]);
       }
       EpochStats train;
       train.seconds = bar.finish();
-      train.loss = seen ? loss_sum / static_cast<double>(seen) : 0.0;
+      train.loss = loss_seen ? loss_sum / static_cast<double>(loss_seen) : 0.0;
       train.accuracy = seen ? static_cast<double>(correct) / static_cast<double>(seen) : 0.0;
       train.images_per_second = static_cast<double>(seen) / train.seconds;
       if (scheduler && !per_batch_schedule) scheduler->step();

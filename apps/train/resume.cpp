@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/core/tensor.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduce.h"
 
 namespace kiln::apps {
 
@@ -130,6 +133,21 @@ std::vector<std::string> check_resume_recipe(const std::string& path, const nn::
           fmt::format("--resume {}: {} was {}, now {}", path, flag_of(field), before, after));
   }
   return notes;
+}
+
+void check_finite_model(const std::string& path, const nn::Module& model) {
+  for (const nn::NamedTensors& list : {model.named_parameters(), model.named_buffers()}) {
+    for (const auto& [name, t] : list) {
+      if (!is_floating(t.dtype())) continue;
+      // x - x is 0 for every finite x and NaN for a NaN or an infinity.
+      const Tensor x = t.detach();
+      const int64_t bad = sum(isnan(sub(x, x))).item<int64_t>();
+      KILN_CHECK(bad == 0, ValueError,
+                 "--resume {}: model.{} holds {} NaN or infinite value(s): the checkpoint was "
+                 "saved from a run that had diverged; resume from an earlier checkpoint",
+                 path, name, bad);
+    }
+  }
 }
 
 void apply_recipe_options(optim::Optimizer& optimizer, const Recipe& r, bool lr_scheduled,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/nn/module.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/train/checkpoint.h"
@@ -40,6 +41,10 @@ nn::Metadata recipe_metadata(const Recipe& r, int world_size,
 // its recipe, or its class names, comes back as one line saying what was not compared.
 std::vector<std::string> check_resume_recipe(const std::string& path, const nn::Metadata& saved,
                                              const nn::Metadata& now);
+
+// Throws ValueError naming the checkpoint and the first parameter or buffer holding a NaN or an
+// infinity: a model saved from a run that had diverged would train on as NaN.
+void check_finite_model(const std::string& path, const nn::Module& model);
 
 // After a resume has loaded the optimizer's state, whose options are the checkpoint's, puts this
 // run's back into every group, so that the changes check_resume_recipe reported take effect: the

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -448,6 +449,55 @@ class KilnTrainTest(unittest.TestCase):
                            "--resume", "last")
         self.assertEqual(rc, 0, out + err)
         self.assertIn("--data-dir was " + data + ", now " + moved, out)
+
+    def test_a_diverging_run_stops_and_keeps_the_last_checkpoint(self):
+        # Until 2026-11-28 such a run trained on as NaN, saved it, and exited 0.
+        self.train_once(self.tmp, "--schedule", "none")
+        path = os.path.join(self.tmp, "last.safetensors")
+        with open(path, "rb") as f:
+            saved = f.read()
+        rc, _, err = run(*QUICK, "--epochs", "2", "--schedule", "none", "--lr", "1e300",
+                         "--checkpoint-dir", self.tmp, "--resume", "last")
+        # The epoch's progress bar, then one line.
+        self.assertEqual(rc, 1, err)
+        last = err.strip().splitlines()[-1]
+        self.assertTrue(last.startswith("kiln-train: the training loss is NaN at epoch 2, batch"),
+                        err)
+        self.assertIn("training diverged and stopped; " + path + " is kept as it was saved", last)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), saved)
+
+    def test_a_checkpoint_holding_nan_weights_is_refused(self):
+        self.train_once(self.tmp)
+        path = os.path.join(self.tmp, "last.safetensors")
+        header, data = read_safetensors(path)
+        begin = header["model.conv1.weight"]["data_offsets"][0]
+        data = data[:begin] + struct.pack("<f", float("nan")) + data[begin + 4:]
+        write_safetensors(path, header, data)
+        rc, _, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", self.tmp, "--resume", "last")
+        self.assert_one_line_error(rc, err, "model.conv1.weight holds 1 NaN or infinite value",
+                                   "diverged")
+
+    def test_sigterm_saves_a_checkpoint_that_resumes(self):
+        p = subprocess.Popen([TRAIN, *QUICK, "--epochs", "1000", "--checkpoint-dir", self.tmp],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in p.stdout:
+            if "parameters" in line:
+                break
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 143, out + err)
+        self.assertIn("checkpoint saved to", out)
+        rc, out, err = run(*QUICK, "--epochs", "1000", "--interrupt-after", "1",
+                           "--checkpoint-dir", self.tmp, "--resume", "last")
+        self.assertEqual(rc, 130, out + err)
+        self.assertIn("resumed from", out)
+
+    def test_one_synthetic_image_reports_numbers(self):
+        rc, out, err = run("--dataset", "synthetic", "--synthetic-size", "1", "--batch-size", "1",
+                           "--workers", "0", "--epochs", "1")
+        self.assertEqual(rc, 0, out + err)
+        self.assertNotIn("nan", out)
 
     def test_momentum_where_nothing_reads_it_is_refused(self):
         rc, _, err = run(*QUICK, "--epochs", "1", "--momentum", "0.5")
