@@ -79,6 +79,11 @@ Split load_image_folders(const apps::Recipe& r) {
   KILN_CHECK(train->classes() == val->classes(), ValueError,
              "{}: train/ has the classes [{}] but val/ has [{}]: both need the same class folders",
              r.data_dir, fmt::join(train->classes(), ", "), fmt::join(val->classes(), ", "));
+  if (train->classes().size() == 1)
+    std::fprintf(stderr,
+                 "kiln-train: warning: %s/train holds one class folder (%s): every label is 0, so "
+                 "the loss falls to 0 without the model learning anything\n",
+                 r.data_dir.c_str(), train->classes().front().c_str());
   // ImageNet's statistics, as torchvision's recipes normalise with.
   return {train,
           val,
@@ -500,6 +505,9 @@ int run_training(const apps::Recipe& r) {
       return std::make_pair(g.logits, g.loss);
     };
     EpochStats test;
+    // Top-5 for image folders, where ImageNet's recipe reports it, and only past 5 classes: with
+    // 5 or fewer every label is among the top 5.
+    const bool show_top5 = split.photos && split.classes > 5;
     const int64_t first_epoch = state.position.epoch;
     int64_t trained_here = 0;  // batches this process ran, for --interrupt-after
     for (int64_t epoch = state.position.epoch; epoch < r.epochs; ++epoch) {
@@ -568,7 +576,7 @@ int run_training(const apps::Recipe& r) {
       test = evaluate(*model, *split.test, eval_transform, device, r);
       double lr = optimizer->param_groups().front().options.at("lr");
       const std::string top5 =
-          split.photos ? fmt::format(" top-5 {:.2f}%", 100 * test.top5) : std::string();
+          show_top5 ? fmt::format(" top-5 {:.2f}%", 100 * test.top5) : std::string();
       if (lead)
         std::printf(
             "epoch %lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%%%s | %.0f img/s, "
@@ -591,7 +599,7 @@ int run_training(const apps::Recipe& r) {
     if (first_epoch >= r.epochs) test = evaluate(*model, *split.test, eval_transform, device, r);
     if (run_dir.enabled()) nn::save_state_dict(*model, run_dir.path("model.safetensors"));
     if (lead) std::printf("test accuracy: %.2f%%\n", 100 * test.accuracy);
-    if (lead && split.photos) std::printf("test top-5 accuracy: %.2f%%\n", 100 * test.top5);
+    if (lead && show_top5) std::printf("test top-5 accuracy: %.2f%%\n", 100 * test.top5);
     if (r.distributed) dist::destroy_process_group();
     return 0;
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <regex>
 #include <string>
 #include <system_error>
 
@@ -104,12 +105,17 @@ struct Recipe {
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
+  // Checked here, so that a misspelt choice is a usage error (exit 2) like any other bad flag.
   app.add_option("--model", r.model,
                  "resnet18|resnet34|resnet50|resnet101|resnet20|resnet32|resnet56")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"resnet18", "resnet34", "resnet50", "resnet101", "resnet20", "resnet32", "resnet56"}));
   app.add_option("--dataset", r.dataset,
                  "fashion-mnist|mnist|cifar10|cifar100|imagefolder|synthetic")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"fashion-mnist", "mnist", "cifar10", "cifar100", "imagefolder", "synthetic"}));
   app.add_option("--data-dir", r.data_dir,
                  "folder holding the data set's files (MNIST IDX, CIFAR binary, or for "
                  "imagefolder train/<class>/ and val/<class>/ image folders)");
@@ -172,7 +178,16 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   app.add_option("--workers", r.workers, "DataLoader worker threads")
       ->capture_default_str()
       ->check(integer_in(0, 4096));
-  app.add_option("--device", r.device, "auto|cpu|cuda|cuda:N")->capture_default_str();
+  app.add_option("--device", r.device, "auto|cpu|cuda|cuda:N")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const std::regex device("auto|cpu|cuda|cuda:[0-9]{1,5}");
+            return std::regex_match(text, device)
+                       ? ""
+                       : fmt::format("expected auto, cpu, cuda or cuda:N, got '{}'", text);
+          },
+          "DEVICE"));
   app.add_option("--checkpoint-dir", r.checkpoint_dir,
                  "where last.safetensors, model.safetensors, metrics.csv and curves.png go");
   app.add_option("--max-batches", r.max_batches,

@@ -217,8 +217,11 @@ class KilnTrainTest(unittest.TestCase):
     def test_errors_carry_the_program_name_once(self):
         rc, _, err = run("--dataset", "cifar10")
         self.assert_one_line_error(rc, err, "--data-dir is required for cifar10")
+        # A choice that is not one is a usage error (exit 2, as the guide says), named once too.
         rc, _, err = run("--dataset", "imagenet")
-        self.assert_one_line_error(rc, err, "unknown dataset 'imagenet'")
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertTrue(err.startswith("kiln-train: --dataset: imagenet not in {"), err)
 
     def test_piped_output_keeps_its_order(self):
         p = subprocess.run([TRAIN, *QUICK, "--epochs", "1"], stdout=subprocess.PIPE,
@@ -424,6 +427,31 @@ class KilnTrainTest(unittest.TestCase):
         rc, out, err = run(*QUICK, "--epochs", "1", "--large-input-stem")
         self.assertEqual(rc, 0, out + err)
         self.assertIn("the ImageNet (7x7/2 and max-pool) stem", out)
+
+    def test_small_class_counts_are_told_not_hidden(self):
+        data = self.image_folder()
+        folder = ["--dataset", "imagefolder", "--data-dir", data, "--image-size", "16",
+                  "--batch-size", "8", "--workers", "1", "--threads", "2", "--epochs", "1"]
+        classes = sorted(os.listdir(os.path.join(data, "train")))
+        for split in ("train", "val"):
+            for name in classes[4:]:
+                shutil.rmtree(os.path.join(data, split, name))
+        rc, out, err = run(*folder)  # four classes: every label is in the top 5
+        self.assertEqual(rc, 0, out + err)
+        self.assertNotIn("top-5", out)
+        for split in ("train", "val"):
+            for name in classes[1:4]:
+                shutil.rmtree(os.path.join(data, split, name))
+        rc, out, err = run(*folder)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("holds one class folder (" + classes[0] + ")", err)
+
+    def test_bad_choices_are_usage_errors(self):
+        for flag, value in [("--model", "resnet21"), ("--dataset", "imagenet"),
+                            ("--device", "gpu"), ("--device", "cuda:x")]:
+            rc, _, err = run(flag, value)
+            self.assertEqual(rc, 2, err)
+            self.assertIn(flag, err)
 
     def test_a_resume_on_an_image_folder_with_other_classes_is_refused(self):
         # Until 2026-11-28 a renamed class folder reordered the labels and the run went on.
