@@ -47,6 +47,7 @@
 #include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
+#include "kiln/dist/heartbeat.h"
 #include "kiln/dist/work.h"
 
 namespace kiln::dist {
@@ -154,6 +155,10 @@ class GlooProcessGroup : public ProcessGroup {
       attr.hostname = host;
     }
     try {
+      // Before connecting: once every rank has connected, every rank's first beat is in the store.
+      if (size > 1)
+        heartbeat_ = std::make_unique<Heartbeat>(store_, "heartbeat/" + name + "/", rank, size,
+                                                 Heartbeat::period_for(options.timeout));
       auto device = gloo::transport::tcp::CreateDevice(attr);
       context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
       context_->setTimeout(options.timeout);
@@ -414,12 +419,16 @@ class GlooProcessGroup : public ProcessGroup {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
+      const int64_t collective = heartbeat_ ? heartbeat_->start_collective() : 0;
       try {
         profiler::OpScope event(job.event, Device::cpu(), job.bytes);
         job.run(tag++);
         job.work->finish();
       } catch (const std::exception& e) {
-        job.work->finish(std::make_exception_ptr(DistError(job.what + " failed: " + e.what())));
+        // Which ranks did not answer: Gloo's own message names only this rank's wait.
+        const std::string who = heartbeat_ ? heartbeat_->diagnose(collective) : "";
+        job.work->finish(
+            std::make_exception_ptr(DistError(job.what + " failed: " + e.what() + who)));
       }
     }
   }
@@ -437,6 +446,7 @@ class GlooProcessGroup : public ProcessGroup {
   // through after this rank has connected.
   std::shared_ptr<dist::Store> store_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // null in a group of one
   std::mutex mutex_;
   std::condition_variable queue_cv_;
   std::deque<Job> queue_;

@@ -48,6 +48,7 @@
 #include "kiln/core/profiler.h"
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
+#include "kiln/dist/heartbeat.h"
 #include "kiln/ops/factories.h"
 
 namespace kiln::dist {
@@ -185,6 +186,9 @@ class NcclProcessGroup : public ProcessGroup {
                  "{}: the unique id in the store has {} bytes", describe("joining"), bytes.size());
       std::memcpy(&id, bytes.data(), sizeof id);
     }
+    if (size > 1)
+      heartbeat_ = std::make_unique<Heartbeat>(store_, "heartbeat/" + name + "/", rank, size,
+                                               Heartbeat::period_for(options.timeout));
     join(id);
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
@@ -409,9 +413,12 @@ class NcclProcessGroup : public ProcessGroup {
             ? what + ": " + name + " did not finish within " + std::to_string(timeout().count()) +
                   " ms: a rank has hung or died; the communicator is aborted"
             : nccl_error(what, result, name, nccl_detail(comm_));
-    health_->fail(failure);
+    // Which ranks did not answer (NCCL's own error names this rank's call).
+    const std::string described =
+        failure + (heartbeat_ ? heartbeat_->diagnose(heartbeat_->started()) : "");
+    health_->fail(described);
     watch_cv_.notify_all();
-    throw DistError(failure);
+    throw DistError(described);
   }
 
   // Later work on the NCCL stream waits for what the caller has queued so far.
@@ -429,6 +436,7 @@ class NcclProcessGroup : public ProcessGroup {
     std::unique_lock<std::mutex> lock(comm_mutex_, std::defer_lock);
     if (group_depth_ == 0) lock.lock();  // inside a group, the group holds it
     health_->check();
+    if (heartbeat_) heartbeat_->start_collective();
     KILN_CHECK(comm_ != nullptr, DistError, "{}: the communicator was aborted", what);
     if (group_depth_ > 0) {
       if (group_ops_++ == 0) group_first_ = what.substr(describe("").size());
@@ -457,8 +465,9 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   void watch(const std::shared_ptr<cuda::Event>& done, const std::string& what) {
+    const int64_t number = heartbeat_ ? heartbeat_->started() : 0;
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    watched_.push_back({done, std::chrono::steady_clock::now(), what});
+    watched_.push_back({done, std::chrono::steady_clock::now(), what, number});
   }
 
   // What the caller's thread is inside NCCL for (a call still settling), for the watchdog to name.
@@ -521,12 +530,16 @@ class NcclProcessGroup : public ProcessGroup {
                                                     : describe("no operation in progress");
     if (async != ncclSuccess && async != ncclInProgress)
       return pending + ": NCCL reported an asynchronous error: " + ncclGetErrorString(async) +
-             nccl_detail(comm_);
+             nccl_detail(comm_) +
+             (heartbeat_ ? heartbeat_->diagnose(watched_.empty() ? heartbeat_->started()
+                                                                 : watched_.front().number)
+                         : "");
     const auto now = std::chrono::steady_clock::now();
     for (const Watched& w : watched_)
       if (now - w.start > timeout())
         return w.what + ": did not finish within " + std::to_string(timeout().count()) +
-               " ms: a rank has hung or died; the communicator was aborted";
+               " ms: a rank has hung or died; the communicator was aborted" +
+               (heartbeat_ ? heartbeat_->diagnose(w.number) : "");
     return "";
   }
 
@@ -609,7 +622,9 @@ class NcclProcessGroup : public ProcessGroup {
     std::shared_ptr<cuda::Event> done;
     std::chrono::steady_clock::time_point start;
     std::string what;  // the operation, as its errors describe it
+    int64_t number;    // of this rank's collectives and point-to-point groups, from 1
   };
+  std::unique_ptr<Heartbeat> heartbeat_;  // null in a group of one
   std::shared_ptr<Health> health_ = std::make_shared<Health>();
   std::mutex watch_mutex_;
   std::condition_variable watch_cv_;

@@ -3,10 +3,13 @@
 #include "kiln/dist/process_group.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -90,6 +93,17 @@ std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
   throw ValueError("dist: unknown backend '" + backend + "': expected \"gloo\" or \"nccl\"");
 }
 
+std::optional<std::chrono::milliseconds> timeout_from_env() {
+  const char* text = std::getenv("KILN_DIST_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  KILN_CHECK(end != text && *end == '\0' && std::isfinite(seconds) && seconds > 0 && seconds <= 1e7,
+             ValueError, "dist: KILN_DIST_TIMEOUT: expected seconds, a positive number, got '{}'",
+             text);
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+}
+
 void init_process_group(const std::string& backend, ProcessGroupOptions options) {
   DefaultGroup& state = default_state();
   std::lock_guard<std::mutex> lock(state.mutex);
@@ -98,6 +112,8 @@ void init_process_group(const std::string& backend, ProcessGroupOptions options)
              "destroy_process_group first",
              state.group ? state.group->backend() : "");
   state.env = launch_env();
+  if (options.timeout == ProcessGroupOptions::kDefaultTimeout)
+    if (const std::optional<std::chrono::milliseconds> t = timeout_from_env()) options.timeout = *t;
   if (backend == "nccl" && cuda::is_available())
     cuda::set_device(local_device(state.env, cuda::device_count()));
   options.single_machine = state.env.local_world_size == state.env.world_size;

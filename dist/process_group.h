@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,11 @@ class Work {
 struct ProcessGroupOptions {
   // How long any one collective (and the rendezvous) may take before every rank gives up with a
   // DistError: a rank that died or hangs then stops the others instead of hanging them forever.
-  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // The error names the ranks that did not answer (dist/heartbeat.h). For the default group,
+  // the environment variable KILN_DIST_TIMEOUT (seconds) replaces the default 10 minutes when a
+  // program leaves it at that default: a launcher or a user bounds any program's waits.
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
   // gloo: the address the other ranks reach this one at. Empty: 127.0.0.1 when every rank runs on
   // this machine, else this machine's host name (init_process_group knows which from the
   // environment; GLOO_SOCKET_IFNAME names a network interface instead, as in PyTorch).
@@ -136,6 +141,9 @@ std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
 // process without a launcher is a group of one. For "nccl" it first makes the rank's GPU current
 // (local_device).
 void init_process_group(const std::string& backend, ProcessGroupOptions options = {});
+// KILN_DIST_TIMEOUT in seconds, or nullopt when unset; ValueError naming it when it is not a
+// positive number.
+std::optional<std::chrono::milliseconds> timeout_from_env();
 // The GPU of a rank among `device_count` visible ones: device 0 when the process sees one GPU
 // (launchers that bind a GPU per process: SLURM's --gpus-per-task=1, MPI wrappers or Kubernetes
 // setting CUDA_VISIBLE_DEVICES), else cuda:LOCAL_RANK as torchrun's users set it, wrapped around

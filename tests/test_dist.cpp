@@ -253,6 +253,10 @@ TEST_CASE("dist: a rank that never joins a collective fails the others after the
   INFO(got[0]);
   CHECK_THAT(got[0], Catch::Contains("rank 0 of 2") && Catch::Contains("all_reduce") &&
                          Catch::Contains("imed out"));
+  // The heartbeats tell why: rank 1 answers, and has not started the collective.
+  CHECK_THAT(got[0], Catch::Contains("alive but not at this collective: rank 1 (rank 1 has "
+                                     "started 0 collectives of the group; this one is number 1"));
+  CHECK_THAT(got[0], !Catch::Contains("not answering"));
   CHECK(seconds < 30);
 }
 
@@ -544,4 +548,27 @@ TEST_CASE("dist: an average of integers is refused by gloo and by the ring") {
     CHECK_THAT(m[0], Catch::Contains("average needs a floating-point tensor, got i64"));
     CHECK_THAT(m[1], Catch::Contains("ring_all_reduce: an average needs a floating-point"));
   }
+}
+
+TEST_CASE("dist: KILN_DIST_TIMEOUT bounds the default group's waits, and is checked") {
+  {
+    ScopedEnv env(std::vector<std::pair<std::string, std::string>>{{"KILN_DIST_TIMEOUT", "2.5"}});
+    REQUIRE(dist::timeout_from_env().has_value());
+    CHECK(dist::timeout_from_env()->count() == 2500);
+    dist::init_process_group("gloo");
+    CHECK(dist::default_group().timeout().count() == 2500);
+    dist::destroy_process_group();
+    // A program's own timeout wins over the variable.
+    dist::ProcessGroupOptions options;
+    options.timeout = std::chrono::seconds(7);
+    dist::init_process_group("gloo", options);
+    CHECK(dist::default_group().timeout().count() == 7000);
+    dist::destroy_process_group();
+  }
+  for (const char* bad : {"abc", "0", "-3", "inf", "5s"}) {
+    ScopedEnv env(std::vector<std::pair<std::string, std::string>>{{"KILN_DIST_TIMEOUT", bad}});
+    CHECK_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("KILN_DIST_TIMEOUT") && Catch::Contains(bad));
+  }
+  CHECK_FALSE(dist::is_initialized());
 }

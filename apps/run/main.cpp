@@ -86,13 +86,18 @@ struct Child {
   pid_t pid = -1;
   int rank = 0;
   bool running = false;
+  bool stopped = false;  // by SIGSTOP or the like, until SIGCONT
 };
+
+std::string signal_name(int sig) {
+  return "signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+}
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    return std::string("was killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
+    return "was killed by " + signal_name(sig);
   }
   return "stopped";
 }
@@ -108,9 +113,14 @@ bool is_loopback(const std::string& address) {
   return address == "localhost" || address.starts_with("127.") || address == "::1";
 }
 
+// A stopped rank is continued after the signal, so that it can act on it (a SIGTERM would wait
+// until SIGKILL otherwise, and kiln-train saves its checkpoint on SIGTERM).
 void signal_all(std::vector<Child>& children, int sig) {
-  for (Child& c : children)
-    if (c.running) ::kill(c.pid, sig);
+  for (Child& c : children) {
+    if (!c.running) continue;
+    ::kill(c.pid, sig);
+    if (c.stopped) ::kill(c.pid, SIGCONT);
+  }
 }
 
 int run(int argc, char** argv) {
@@ -216,10 +226,27 @@ int run(int argc, char** argv) {
     // (rank 0) first: ranks ended by a signal go first, being the likelier cause to report.
     std::vector<std::pair<Child*, int>> exited;
     for (int status = 0;;) {
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (pid <= 0) break;
-      for (Child& c : children)
-        if (c.pid == pid) exited.emplace_back(&c, status);
+      for (Child& c : children) {
+        if (c.pid != pid) continue;
+        // A stopped rank (SIGSTOP, a debugger) hangs the others in their next collective; said
+        // at once, and the collectives' timeout ends the job if it does not continue.
+        if (WIFSTOPPED(status)) {
+          c.stopped = true;
+          std::fprintf(stderr,
+                       "kiln-run: rank %d (pid %d) is stopped by %s: the other ranks wait for it "
+                       "until it continues (SIGCONT) or their collectives time out "
+                       "(--dist-timeout, KILN_DIST_TIMEOUT; 600 s by default)\n",
+                       c.rank, static_cast<int>(c.pid), signal_name(WSTOPSIG(status)).c_str());
+        } else if (WIFCONTINUED(status)) {
+          c.stopped = false;
+          std::fprintf(stderr, "kiln-run: rank %d (pid %d) continues\n", c.rank,
+                       static_cast<int>(c.pid));
+        } else {
+          exited.emplace_back(&c, status);
+        }
+      }
     }
     std::stable_partition(exited.begin(), exited.end(),
                           [](const std::pair<Child*, int>& e) { return WIFSIGNALED(e.second); });

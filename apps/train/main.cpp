@@ -290,7 +290,10 @@ int run_training(const apps::Recipe& r) {
   Device device = pick_device(r.device);
   check_cuda_graph_recipe(r, device);
   if (r.distributed) {
-    dist::init_process_group(device.is_cuda() ? "nccl" : "gloo");
+    dist::ProcessGroupOptions options;
+    if (r.dist_timeout > 0)
+      options.timeout = std::chrono::milliseconds(std::llround(r.dist_timeout * 1000));
+    dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", options);
     // init_process_group made the rank's GPU current (dist::local_device).
     if (device.is_cuda()) device = Device::cuda(cuda::current_device());
   }

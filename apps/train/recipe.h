@@ -97,6 +97,7 @@ struct Recipe {
   int64_t max_batches = 0;  // per epoch, 0: all (for smoke tests and quick looks)
   int64_t interrupt_after = 0;  // batches, 0: never (a deterministic Ctrl-C, for tests)
   bool distributed = false;     // one rank of a kiln-run / mpirun / srun job
+  double dist_timeout = 0;      // seconds a collective may wait, 0: KILN_DIST_TIMEOUT or 600
   std::string amp = "off";      // mixed precision: off, fp16 (with loss scaling) or bf16
   int64_t profile_steps = 0;    // steps to profile after profile_warmup, 0: none
   int64_t profile_warmup = 2;
@@ -202,6 +203,11 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
                "run as one rank of a data-parallel job started by kiln-run, mpirun or srun: gloo "
                "on the CPU, nccl on GPUs (cuda:LOCAL_RANK); --batch-size is per rank; rank 0 "
                "prints and writes the checkpoint directory");
+  app.add_option("--dist-timeout", r.dist_timeout,
+                 "--distributed: seconds any collective may wait for the other ranks before the "
+                 "job stops, naming the ranks that did not answer (0: KILN_DIST_TIMEOUT, or 600)")
+      ->capture_default_str()
+      ->check(finite_at_least(0));
   app.add_option("--amp", r.amp,
                  "mixed precision: off|fp16|bf16; forward and loss under autocast (weights stay "
                  "f32), fp16 with dynamic loss scaling (GradScaler)")

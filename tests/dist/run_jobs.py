@@ -8,17 +8,59 @@ Each case starts a real job, waits for it with a deadline, and checks its exit s
   ranks that wrap different models in DDP: every rank stops, naming the first difference
   a job of 2 machines without --master-addr: refused
   kiln-train --distributed over 2 processes, its resume from rank 0's checkpoint, an interrupt,
-  and a resume with another number of processes (refused)
+  a rank stopped by SIGSTOP (the job ends after --dist-timeout, naming it), and a resume with
+  another number of processes (refused)
 With --fashion-mnist, only: kiln-train on 2 processes reaches 91% on Fashion-MNIST in 2 epochs.
 """
 import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+
+def child_with_rank(parent, rank):
+    """The pid of `parent`'s child whose environment holds RANK=`rank`, or None."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if f"RANK={rank}".encode() in f.read().split(b"\0"):
+                    return int(name)
+        except OSError:
+            continue
+    return None
+
+
+def stopped_rank_job(run_cmd, train):
+    """kiln-train on 2 processes with a 5 s collective timeout, rank 1 stopped (SIGSTOP) once
+    training runs: the exit status, the seconds from the stop to the end, and stderr."""
+    p = subprocess.Popen([run_cmd, "--nproc-per-node", "2", "--grace-seconds", "3", train,
+                          "--distributed", "--dataset", "synthetic", "--synthetic-size", "100000",
+                          "--batch-size", "16", "--threads", "1", "--workers", "0", "--epochs", "1",
+                          "--dist-timeout", "5"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        if "parameters" in line:
+            break
+    time.sleep(1)  # into the training steps
+    victim = child_with_rank(p.pid, 1)
+    if victim is None:
+        p.kill()
+        return None, 0.0, "rank 1's process was not found"
+    stopped_at = time.monotonic()
+    os.kill(victim, signal.SIGSTOP)
+    out, err = p.communicate(timeout=120)
+    return p.returncode, time.monotonic() - stopped_at, err
 
 
 def run(cmd, timeout, env=None):
@@ -99,6 +141,14 @@ def main():
                   and "stopping the other ranks" not in p.stderr
                   and "the job was interrupted" in p.stderr,
                   "an interrupted 2-process run: one 'checkpoint saved', kiln-run exits 130", p)
+            # A rank stopped by SIGSTOP (the newcomer's hang): kiln-run says so at once, and the
+            # collectives' timeout (5 s here) ends the job naming the rank that did not answer.
+            code, seconds, err = stopped_rank_job(args.run, args.train)
+            stopped = subprocess.CompletedProcess([], code, "", err)
+            check(code not in (None, 0) and seconds < 30
+                  and "rank 1 (pid" in err and "is stopped by signal" in err
+                  and "not answering: rank 1 (no heartbeat" in err,
+                  f"a stopped rank ends the job within the timeout, named ({seconds:.1f} s)", stopped)
             # The saved state is a 2-process run's: one process may not continue it.
             p, _ = run(common + ["--epochs", "3", "--resume", "last"], 120)
             check(p.returncode == 1 and "the number of processes was 2" in p.stderr
