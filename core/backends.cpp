@@ -19,7 +19,7 @@ std::atomic<bool> deterministic{false};
 
 CudnnApi api_from_environment() {
   const char* value = std::getenv("KILN_CUDNN_API");
-  if (value == nullptr || *value == '\0') return CudnnApi::v9;
+  if (value == nullptr || *value == '\0') return CudnnApi::v7;
   try {
     return parse_cudnn_api(value);
   } catch (const ValueError& e) {

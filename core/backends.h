@@ -33,8 +33,11 @@ void set_cudnn_deterministic(bool on);
 // Which cuDNN API conv2d calls. v9: the graph (backend) API, engines ranked by cuDNN 9's
 // heuristics (mode A), as PyTorch's default since its cuDNN v8 API; a problem whose graph or plan
 // cuDNN rejects falls back to v7 for the rest of the process. v7: the legacy API
-// (cudnnGet*Algorithm_v7, cudnnFind*AlgorithmEx under benchmark mode). Default v9, or what the
-// environment variable KILN_CUDNN_API (v7 or v9) says when first read.
+// (cudnnGet*Algorithm_v7, cudnnFind*AlgorithmEx under benchmark mode). Default v7, or what the
+// environment variable KILN_CUDNN_API (v7 or v9) says when first read: v7 ran on a GPU (an H200,
+// 13612cc) and v9 has not yet, and code that never ran on a GPU is not a default on one
+// (docs/results.md, "Where each GPU path ran"); scripts/gpu-check.sh runs the convolution tests
+// under v9 too, and a run that passes there is what may make it the default.
 enum class CudnnApi { v7, v9 };
 CudnnApi cudnn_api();
 void set_cudnn_api(CudnnApi api);

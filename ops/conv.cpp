@@ -116,11 +116,15 @@ MemoryFormat conv_format(const Tensor& a, const Tensor& b) {
 // How one call reaches a device's kernels. The CPU computes in f32 or f64 on contiguous buffers,
 // so 16-bit floats go through f32 there and a channels-last result is laid out afterwards; cuDNN
 // takes 16-bit floats as they are (accumulating in f32) and channels-last operands as they are.
+// cuDNN has no double-precision kernels for NHWC operands, so f64 reaches it in NCHW and the
+// result is laid out afterwards (PyTorch's cudnn_conv_suggest_memory_format keeps f64 in NCHW).
 struct KernelCall {
-  KernelCall(const char* op, Device device, MemoryFormat format)
+  KernelCall(const char* op, Device device, MemoryFormat format, DType dtype)
       : kernels(kernels_for<Conv2dKernels>(op, device)),
         result_format(format),
-        kernel_format(kernels.takes_channels_last ? format : MemoryFormat::contiguous) {}
+        kernel_format(kernels.takes_channels_last && dtype != DType::f64
+                          ? format
+                          : MemoryFormat::contiguous) {}
 
   DType compute_dtype(DType dtype) const {
     if (kernels.takes_half) return dtype;
@@ -189,7 +193,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
       out = add(out, bias.detach().view({1, g.out_channels, 1, 1}));
     }
   } else if (has_work(g)) {
-    const KernelCall call("conv2d_forward", x.device(), conv_format(x, weight));
+    const KernelCall call("conv2d_forward", x.device(), conv_format(x, weight), x.dtype());
     Tensor written = call.output(output_shape(g), x.dtype(), x.device());
     call.kernels.forward(call.operand(x), call.operand(weight), call.operand(bias), written, g);
     out = call.result(written, x.dtype());
@@ -218,7 +222,7 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
   check_not_recording(op, {&grad_output, &weight});
   // Without an output channel (or input channel) there is no term to sum: a zero gradient.
   if (!has_work(g) || empty_sum(g)) return zeros(input_shape, weight.dtype(), weight.device());
-  const KernelCall call(op, weight.device(), conv_format(grad_output, weight));
+  const KernelCall call(op, weight.device(), conv_format(grad_output, weight), weight.dtype());
   Tensor grad_x = call.output(input_shape, weight.dtype(), weight.device());
   call.kernels.backward_input(call.operand(grad_output), call.operand(weight), grad_x, g);
   return call.result(grad_x, weight.dtype());
@@ -236,7 +240,7 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
   check_not_recording(op, {&grad_output, &input});
   // An empty batch (or no output position) contributes no term: a zero gradient.
   if (!has_work(g) || empty_sum(g)) return zeros(weight_shape, input.dtype(), input.device());
-  const KernelCall call(op, input.device(), conv_format(grad_output, input));
+  const KernelCall call(op, input.device(), conv_format(grad_output, input), input.dtype());
   Tensor grad_weight = call.output(weight_shape, input.dtype(), input.device());
   call.kernels.backward_weight(call.operand(grad_output), call.operand(input), grad_weight, g);
   return call.result(grad_weight, input.dtype());

@@ -11,7 +11,8 @@
 #    cmake/KilnCuda.cmake finds cuDNN and NCCL under the toolkit or in PyTorch's wheels.
 # 3. kiln-device-info, then every GPU test executable (ctest -R '^gpu_'), the nccl backend's
 #    (gpu_test_nccl: a group of one rank, its collectives, DDP, a timeout and its abort) as a step
-#    of its own, and the GradScaler's scale sequence against PyTorch's
+#    of its own, the convolution, parity and CUDA-graph tests again under cuDNN's graph API
+#    (KILN_CUDNN_API=v9, not yet the default), and the GradScaler's scale sequence against PyTorch's
 #    (tests/reference/grad_scaler_sequence.py).
 # 4. kiln-train's default recipe (2 epochs of Fashion-MNIST) on the GPU, which must land within
 #    0.3 points of the CPU's accuracy (CPU_ACCURACY, the README command's figure in
@@ -89,6 +90,11 @@ step gpu-tests ctest --test-dir "$BUILD_DIR" -R '^gpu_' -E '^gpu_test_nccl$' --o
 grep -E "tests passed|Test +#" "$LOG_DIR/gpu-tests.log" 2>/dev/null | sed 's/^/      /' | tee -a "$summary"
 step nccl ctest --test-dir "$BUILD_DIR" -R '^gpu_test_nccl$' --no-tests=error --output-on-failure \
   --timeout 120
+# cuDNN's graph API, which has never run on a GPU and so is not the default (core/backends.h): the
+# convolution, parity and CUDA-graph tests again under it. Its pass here is what may make it the
+# default; the check flips nothing itself (docs/results.md, "Where each GPU path ran").
+step cudnn-v9 env KILN_CUDNN_API=v9 ctest --test-dir "$BUILD_DIR" \
+  -R '^gpu_test_(conv2d|parity|cuda_graph)$' --no-tests=error --output-on-failure --timeout 300
 
 # GradScaler against PyTorch's own (torch >= 2.3 runs its scaler on the CPU): the reference file
 # the CPU test compares with when it exists; the file comes back in OUT_DIR to be committed.
@@ -187,7 +193,11 @@ sanitize_one() {  # TOOL TEST [FILTER [EXTRA...]]: one line, "pass", "FAIL" or "
     echo "pass  $name (dry run)"
     return 0
   fi
-  KILN_CUDA_CACHING_ALLOCATOR=0 timeout "$limit" compute-sanitizer --tool "$tool" \
+  # The caching allocator off, so memcheck sees each tensor's own allocation; on for the CUDA
+  # graph tests, whose captures need its private pool (off, they only report themselves skipped).
+  local caching=0
+  [ "$(basename "$test")" = gpu_test_cuda_graph ] && caching=1
+  KILN_CUDA_CACHING_ALLOCATOR=$caching timeout "$limit" compute-sanitizer --tool "$tool" \
     --error-exitcode 1 "$@" "$test" "$filter" >"$log" 2>&1
   status=$?
   local result=pass

@@ -696,7 +696,8 @@ TEST_CASE("conv2d graph plan: the cuDNN API switch and its names") {
   CHECK(std::string(backends::cudnn_api_name(backends::CudnnApi::v7)) == "v7");
   CHECK(std::string(backends::cudnn_api_name(backends::CudnnApi::v9)) == "v9");
   const backends::CudnnApi before = backends::cudnn_api();
-  if (std::getenv("KILN_CUDNN_API") == nullptr) CHECK(before == backends::CudnnApi::v9);
+  // v7 until the graph API has run on a GPU (core/backends.h).
+  if (std::getenv("KILN_CUDNN_API") == nullptr) CHECK(before == backends::CudnnApi::v7);
   backends::set_cudnn_api(backends::CudnnApi::v7);
   CHECK(backends::cudnn_api() == backends::CudnnApi::v7);
   backends::set_cudnn_api(before);

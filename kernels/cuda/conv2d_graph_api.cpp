@@ -31,6 +31,7 @@
 
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/cuda/handles.h"
@@ -430,6 +431,12 @@ bool run_conv2d_graph_api(const GraphConvCall& call) {
   };
   auto it = cache.find(key);
   if (it == cache.end()) {
+    // Building a plan may time candidates (benchmark mode: execute, then synchronize) and load
+    // runtime-compiled kernels, neither of which a capture can hold: a graph is captured after a
+    // warm-up step has built the plans it needs.
+    cuda::check_not_capturing(
+        "a cuDNN graph-API plan built for a problem not seen before (it may time candidates and "
+        "load kernels); run the step once before capturing it");
     try {
       it = cache.emplace(key, build_plan(call, handle, alignments)).first;
     } catch (const GraphStatusError& e) {
@@ -439,7 +446,19 @@ bool run_conv2d_graph_api(const GraphConvCall& call) {
   if (it->second == nullptr) return false;
   // Kept alive by this copy even if a fallback below drops the cache's.
   const std::shared_ptr<const Plan> plan = it->second;
-  const Tensor buffer = workspace(call.device, plan->workspace_bytes);
+  // The plan's workspace near a full GPU: the legacy path takes this call (it looks for an
+  // algorithm whose workspace fits), as PyTorch moves on to its next plan; the plan stays cached
+  // for a later call with memory to spare.
+  Tensor buffer;
+  try {
+    buffer = workspace(call.device, plan->workspace_bytes);
+  } catch (const OutOfMemoryError& e) {
+    backends::count_cudnn_fallback(fmt::format(
+        "{} (cuDNN graph API): its plan's workspace of {} bytes did not fit ({}); this call ran on "
+        "the legacy API",
+        call.op, plan->workspace_bytes, e.what()));
+    return false;
+  }
   try {
     const cudnnStatus_t status = execute(handle, plan->plan, call, buffer);
     if (status != CUDNN_STATUS_SUCCESS)

@@ -16,9 +16,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
+#include "kiln/core/error.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/simulator/borrowed.h"
 #include "kiln/kernels/layout.h"
@@ -65,8 +68,21 @@ void into(const Tensor& out, F compute) {
   CopyKernels::cpu.copy(buffer, out);
 }
 
+// cuDNN has no double-precision kernels for NHWC operands (PyTorch's
+// cudnn_conv_suggest_memory_format keeps f64 in NCHW for that reason): refused here as cuDNN
+// refuses it, so that a path sending them fails in the simulator as it would on a GPU.
+void require_cudnn_supports(const char* call, std::initializer_list<const Tensor*> operands) {
+  for (const Tensor* t : operands)
+    if (t->defined() && t->dim() == 4 && t->dtype() == DType::f64 && !t->is_contiguous())
+      throw NotImplementedError(std::string(call) +
+                                ": cuDNN has no f64 kernels for channels-last (NHWC) operands "
+                                "(CUDNN_STATUS_NOT_SUPPORTED); the simulator refuses what cuDNN "
+                                "refuses");
+}
+
 void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
              const Conv2dGeometry& g) {
+  require_cudnn_supports("cudnn convolution forward", {&x, &weight, &out});
   sim::library_call(
       "cudnn convolution forward", cuda::current_stream_handle(),
       [x = Borrowed(x), weight = Borrowed(weight), bias = Borrowed(bias), out = Borrowed(out), g,
@@ -78,6 +94,7 @@ void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Te
 
 void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                     const Conv2dGeometry& g) {
+  require_cudnn_supports("cudnn convolution backward data", {&grad_out, &weight, &grad_x});
   sim::library_call(
       "cudnn convolution backward data", cuda::current_stream_handle(),
       [grad_out = Borrowed(grad_out), weight = Borrowed(weight), grad_x = Borrowed(grad_x), g,
@@ -90,6 +107,7 @@ void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& 
 
 void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                      const Conv2dGeometry& g) {
+  require_cudnn_supports("cudnn convolution backward filter", {&grad_out, &x, &grad_weight});
   sim::library_call("cudnn convolution backward filter", cuda::current_stream_handle(),
                     [grad_out = Borrowed(grad_out), x = Borrowed(x),
                      grad_weight = Borrowed(grad_weight), g, tf32 = rounds_to_tf32(grad_out)] {
