@@ -571,3 +571,29 @@ TEST_CASE("safetensors: metadata that is not a map of strings") {
   check_load_error(file_bytes("{\"__metadata__\":\"text\"}"),
                    {"\"__metadata__\" must be an object of strings"});
 }
+
+// A damaged header's bytes reach the message escaped: no byte outside UTF-8 and no control
+// character goes to the terminal raw (kiln-checkpoint once echoed them).
+TEST_CASE("safetensors: bytes of a damaged header are quoted escaped") {
+  TempDir dir("kiln_test_safetensors");
+  const std::string path = dir.file("damaged.safetensors");
+  for (const std::string header :
+       {std::string("{\"w\xff\xfe\": 1}"),
+        std::string("{\"w\\u001b[31m\": {\"dtype\": \"X\", \"shape\": [1], \"data_offsets\": "
+                    "[0, 4]}}")}) {
+    write_bytes(path, file_bytes(header));
+    std::string message;
+    try {
+      load_safetensors(path);
+    } catch (const ValueError& e) {
+      message = e.what();
+    }
+    INFO(message);
+    REQUIRE_THAT(message, Catch::StartsWith("load_safetensors: " + path));
+    for (const char c : message) {
+      const auto byte = static_cast<unsigned char>(c);
+      CHECK((byte >= 0x20 && byte < 0x7f));
+    }
+    CHECK_THAT(message, Catch::Contains("\\xff") || Catch::Contains("w\\x1b[31m"));
+  }
+}
