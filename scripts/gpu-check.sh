@@ -14,6 +14,7 @@
 #    of its own, the convolution, parity and CUDA-graph tests again under cuDNN's graph API
 #    (KILN_CUDNN_API=v9, not yet the default), and the GradScaler's scale sequence against PyTorch's
 #    (tests/reference/grad_scaler_sequence.py).
+#    Then kiln-train --cuda-graph, one short epoch (it has never run on a GPU).
 # 4. kiln-train's default recipe (2 epochs of Fashion-MNIST) on the GPU, which must land within
 #    0.3 points of the CPU's accuracy (CPU_ACCURACY, the README command's figure in
 #    docs/results.md), and the PyTorch peer of the recipe when python3 has torch.
@@ -103,6 +104,16 @@ if python3 -c "import torch; torch.amp.GradScaler('cpu')" 2>/dev/null; then
     deliver tests/reference/grad_scaler_sequence.json &&
     step grad-scaler-vs-torch "$BUILD_DIR/tests/test_grad_scaler"
 fi
+
+# kiln-train --cuda-graph, which has never run on a GPU: early and short (one epoch of 2048
+# synthetic images, the captured step replayed from the fourth batch on), before the long steps
+# the budget may cut. kiln-device-info's log names the cuDNN API the convolutions ran on.
+step kiln-train-cuda-graph "$BUILD_DIR/apps/kiln-train" --device cuda --cuda-graph \
+  --dataset synthetic --synthetic-size 2048 --epochs 1 --workers 2
+grep -E "captured|test accuracy" "$LOG_DIR/kiln-train-cuda-graph.log" 2>/dev/null |
+  sed 's/^/      /' | tee -a "$summary"
+grep -E "cuDNN convolution API" "$LOG_DIR/device-info.log" 2>/dev/null | sed 's/^/      /' |
+  tee -a "$summary"
 
 # 4. The training recipe on the GPU, and its PyTorch peer (checkpoints in WORK_DIR, not returned).
 accuracy_of() { sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p' "$1" 2>/dev/null | tail -1; }
