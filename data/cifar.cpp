@@ -1,5 +1,6 @@
 #include "kiln/data/cifar.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/core/open_error.h"
 
 namespace kiln::data {
 namespace {
@@ -24,8 +26,8 @@ int64_t label_bytes(int variant) {
 // The whole file, after checking that it holds whole records.
 std::vector<uint8_t> read_records(const std::string& path, int64_t record_bytes) {
   std::error_code ec;
-  KILN_CHECK(fs::is_regular_file(path, ec), ValueError,
-             "CifarDataset: '{}' does not exist or is not a regular file", path);
+  KILN_CHECK(fs::is_regular_file(path, ec), ValueError, "CifarDataset: cannot open '{}': {}", path,
+             unreadable_file_reason(path));
   const auto file_bytes = static_cast<int64_t>(fs::file_size(path, ec));
   KILN_CHECK(!ec, ValueError, "CifarDataset: cannot read the size of '{}': {}", path, ec.message());
   KILN_CHECK(file_bytes % record_bytes == 0, ValueError,
@@ -35,7 +37,8 @@ std::vector<uint8_t> read_records(const std::string& path, int64_t record_bytes)
   std::vector<uint8_t> bytes(static_cast<size_t>(file_bytes));
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
                                                        &std::fclose);
-  KILN_CHECK(file != nullptr, ValueError, "CifarDataset: cannot open '{}'", path);
+  KILN_CHECK(file != nullptr, ValueError, "CifarDataset: cannot open '{}': {}", path,
+             open_failure_reason(path, errno));
   const size_t got = std::fread(bytes.data(), 1, bytes.size(), file.get());
   KILN_CHECK(got == bytes.size(), ValueError,
              "CifarDataset: '{}': read {} of its {} bytes (the file changed while being read?)",

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <system_error>
 
 #include "kiln/core/error.h"
+#include "kiln/core/open_error.h"
 
 namespace kiln::data {
 namespace {
@@ -33,7 +35,8 @@ constexpr uint64_t kMaxReserveBytes = uint64_t{64} << 20;
 
 bool starts_with_gzip_magic(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  KILN_CHECK(f != nullptr, ValueError, "read_idx: cannot open '{}'", path);
+  KILN_CHECK(f != nullptr, ValueError, "read_idx: cannot open '{}': {}", path,
+             open_failure_reason(path, errno));
   unsigned char magic[2] = {0, 0};
   size_t n = std::fread(magic, 1, 2, f);
   std::fclose(f);
@@ -47,12 +50,13 @@ class FileReader {
   explicit FileReader(const std::string& path) : path_(path) {
     std::error_code ec;
     KILN_CHECK(std::filesystem::is_regular_file(path, ec), ValueError,
-               "read_idx: '{}' does not exist or is not a regular file", path);
+               "read_idx: cannot open '{}': {}", path, unreadable_file_reason(path));
     file_bytes_ = std::filesystem::file_size(path, ec);
     KILN_CHECK(!ec, ValueError, "read_idx: cannot read the size of '{}': {}", path, ec.message());
     gzip_ = starts_with_gzip_magic(path);
     file_ = gzopen(path.c_str(), "rb");
-    KILN_CHECK(file_ != nullptr, ValueError, "read_idx: cannot open '{}'", path);
+    KILN_CHECK(file_ != nullptr, ValueError, "read_idx: cannot open '{}': {}", path,
+               open_failure_reason(path, errno));
     gzbuffer(file_, 1 << 17);
   }
   ~FileReader() { gzclose(file_); }

@@ -3,9 +3,11 @@
 // ImageDecodeError naming it (the sanitizer build runs these mutations under ASan).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <span>
 #include <string>
@@ -137,6 +139,49 @@ TEST_CASE("decode_image names the file and the format it does not decode") {
   CHECK_THROWS_AS(data::encode_jpeg(pattern(4, 8, 8)), ShapeError);
 }
 
+// Photoshop's CMYK files are YCCK JPEGs with inverted samples (255: no ink). PIL reads them and
+// converts to RGB as R = (255 - K) * (1 - C / 255) with C = 255 - sample; kiln the same (the
+// comparison with PIL itself, on PIL's own CMYK file too, is tests/torchvision's).
+TEST_CASE("CMYK (YCCK) JPEGs decode to PIL's RGB") {
+  Tensor samples = empty({4, 16, 24}, DType::u8);
+  for (int64_t c = 0; c < 4; ++c)
+    for (int64_t y = 0; y < 16; ++y)
+      for (int64_t x = 0; x < 24; ++x)
+        samples.data<uint8_t>()[(c * 16 + y) * 24 + x] =
+            static_cast<uint8_t>(c == 3 ? 255 - 4 * y : 255 - 10 * x + 60 * c % 200 - 2 * y);
+  const Bytes jpeg = data::encode_jpeg_cmyk(samples, 100);
+  const Tensor rgb = decode(jpeg, 3);
+  REQUIRE(rgb.shape() == Shape{3, 16, 24});
+  int worst = 0;
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 16; ++y)
+      for (int64_t x = 0; x < 24; ++x) {
+        const double ink = 255.0 - at(samples, c, y, x), black = 255.0 - at(samples, 3, y, x);
+        const double want = (255.0 - black) * (1.0 - ink / 255.0);
+        worst = std::max(worst, static_cast<int>(std::lround(std::abs(at(rgb, c, y, x) - want))));
+      }
+  CHECK(worst <= 3);  // JPEG's loss at quality 100, and rounding
+  CHECK(decode(jpeg, 1).shape() == Shape{1, 16, 24});
+  CHECK(decode(jpeg, 3, 8).shape() == Shape{3, 8, 12});
+  CHECK_THROWS_AS(data::encode_jpeg_cmyk(pattern(3, 8, 8)), ShapeError);
+}
+
+TEST_CASE("read_image says why a file does not open") {
+  TempDir dir("kiln_open");
+  const std::string missing = dir.file("gone.png"), link = dir.file("link.png");
+  std::filesystem::create_symlink(missing, link);
+  CHECK_THROWS_WITH(data::read_image(link), Contains(link) &&
+                                                Contains("symbolic link to '" + missing) &&
+                                                Contains("does not exist"));
+  const std::string a = dir.file("a.png"), b = dir.file("b.png");
+  std::filesystem::create_symlink(b, a);
+  std::filesystem::create_symlink(a, b);
+  CHECK_THROWS_WITH(data::read_image(a), Contains(a) && Contains("loop of symbolic links"));
+  std::filesystem::create_directory(dir.file("folder.png"));
+  CHECK_THROWS_WITH(data::read_image(dir.file("folder.png")), Contains("a folder, not a file"));
+  CHECK_THROWS_WITH(data::read_image(missing), Contains(missing) && Contains("no such file"));
+}
+
 // Cut at every length, and bytes overwritten at random (a Philox-seeded choice of position and
 // value, 1 to 4 bytes a file): each file decodes to a well-formed image or throws
 // ImageDecodeError, never anything else, and never crashes.
@@ -144,7 +189,7 @@ TEST_CASE("truncated and corrupted JPEG and PNG files fail cleanly") {
   const Tensor image = pattern(3, 24, 20);
   for (const Bytes& original :
        {data::encode_png(image), data::encode_jpeg(image, 80), data::encode_png(pattern(1, 9, 9)),
-        data::encode_jpeg(pattern(1, 17, 9), 50)}) {
+        data::encode_jpeg(pattern(1, 17, 9), 50), data::encode_jpeg_cmyk(pattern(4, 11, 13), 70)}) {
     int decoded = 0, rejected = 0;
     auto attempt = [&](const Bytes& bytes) {
       try {

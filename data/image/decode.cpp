@@ -1,20 +1,36 @@
 #include "kiln/data/image/decode.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <ios>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kiln/core/open_error.h"
 #include "kiln/data/image/codecs.h"
 
 namespace kiln::data {
+namespace {
+
+// Closes a file descriptor on every way out of read_image.
+struct Descriptor {
+  explicit Descriptor(int descriptor) : fd(descriptor) {}
+  ~Descriptor() { ::close(fd); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int fd;
+};
+
+}  // namespace
+
 namespace codecs {
 
 Pixels allocate_pixels(int64_t height, int64_t width, int channels, const std::string& name) {
@@ -103,13 +119,31 @@ Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name,
 }
 
 Tensor read_image(const std::string& path, const DecodeOptions& options) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw ImageDecodeError(fmt::format("read_image: cannot open {}", path));
-  const std::streamoff size = in.tellg();
-  std::vector<uint8_t> bytes(size > 0 ? static_cast<size_t>(size) : 0);
-  in.seekg(0);
-  if (size < 0 || !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw ImageDecodeError(fmt::format("read_image: cannot read {}", path));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw ImageDecodeError(
+        fmt::format("read_image: cannot open {}: {}", path, open_failure_reason(path, errno)));
+  const Descriptor file{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    throw ImageDecodeError(
+        fmt::format("read_image: cannot read {}: {}", path, std::strerror(errno)));
+  if (S_ISDIR(info.st_mode))
+    throw ImageDecodeError(
+        fmt::format("read_image: cannot open {}: {}", path, open_failure_reason(path, EISDIR)));
+  std::vector<uint8_t> bytes;
+  // The size fstat gives is a hint (a pipe has none, a file may grow): read until the end.
+  bytes.reserve(S_ISREG(info.st_mode) ? static_cast<size_t>(info.st_size) : 0);
+  uint8_t chunk[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      throw ImageDecodeError(
+          fmt::format("read_image: cannot read {}: {}", path, std::strerror(errno)));
+    if (got == 0) break;
+    bytes.insert(bytes.end(), chunk, chunk + got);
+  }
   return decode_image(bytes, path, options);
 }
 

@@ -49,6 +49,25 @@ struct TurboBufferDeleter {
   void operator()(unsigned char* buffer) const { tjFree(buffer); }
 };
 
+// TurboJPEG's compression of HWC samples in `format`, chroma subsampled as `subsampling`.
+std::vector<uint8_t> compress(const char* op, std::vector<uint8_t>& hwc, const Tensor& image,
+                              int format, int subsampling, int quality) {
+  KILN_CHECK(quality >= 1 && quality <= 100, ValueError, "{}: quality must be in [1, 100], got {}",
+             op, quality);
+  std::unique_ptr<void, HandleDeleter> handle(tjInitCompress());
+  if (!handle)
+    throw Error(fmt::format("{}: TurboJPEG could not start: {}", op, tjGetErrorStr2(nullptr)));
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  const int status =
+      tjCompress2(handle.get(), hwc.data(), static_cast<int>(image.size(2)), 0,
+                  static_cast<int>(image.size(1)), format, &buffer, &size, subsampling, quality, 0);
+  std::unique_ptr<unsigned char, TurboBufferDeleter> owned(buffer);
+  if (status != 0)
+    throw Error(fmt::format("{}: TurboJPEG failed: {}", op, tjGetErrorStr2(handle.get())));
+  return std::vector<uint8_t>(buffer, buffer + size);
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_png(const Tensor& image) {
@@ -70,22 +89,19 @@ std::vector<uint8_t> encode_png(const Tensor& image) {
 }
 
 std::vector<uint8_t> encode_jpeg(const Tensor& image, int quality) {
-  KILN_CHECK(quality >= 1 && quality <= 100, ValueError,
-             "encode_jpeg: quality must be in [1, 100], got {}", quality);
   std::vector<uint8_t> hwc = interleave("encode_jpeg", image, /*allow_alpha=*/false);
-  std::unique_ptr<void, HandleDeleter> handle(tjInitCompress());
-  if (!handle)
-    throw Error(fmt::format("encode_jpeg: TurboJPEG could not start: {}", tjGetErrorStr2(nullptr)));
   const bool gray = image.size(0) == 1;
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  const int status = tjCompress2(handle.get(), hwc.data(), static_cast<int>(image.size(2)), 0,
-                                 static_cast<int>(image.size(1)), gray ? TJPF_GRAY : TJPF_RGB,
-                                 &buffer, &size, gray ? TJSAMP_GRAY : TJSAMP_420, quality, 0);
-  std::unique_ptr<unsigned char, TurboBufferDeleter> owned(buffer);
-  if (status != 0)
-    throw Error(fmt::format("encode_jpeg: TurboJPEG failed: {}", tjGetErrorStr2(handle.get())));
-  return std::vector<uint8_t>(buffer, buffer + size);
+  return compress("encode_jpeg", hwc, image, gray ? TJPF_GRAY : TJPF_RGB,
+                  gray ? TJSAMP_GRAY : TJSAMP_420, quality);
+}
+
+std::vector<uint8_t> encode_jpeg_cmyk(const Tensor& samples, int quality) {
+  KILN_CHECK(samples.defined() && samples.dim() == 3 && samples.size(0) == 4, ShapeError,
+             "encode_jpeg_cmyk: expected a [4, H, W] image (C, M, Y, K), got shape {}",
+             samples.defined() ? shape_str(samples.shape()) : std::string("(undefined)"));
+  std::vector<uint8_t> hwc = interleave("encode_jpeg_cmyk", samples, /*allow_alpha=*/true);
+  // TurboJPEG writes CMYK samples as YCCK with an Adobe marker, as Photoshop does.
+  return compress("encode_jpeg_cmyk", hwc, samples, TJPF_CMYK, TJSAMP_444, quality);
 }
 
 void write_image(const std::string& path, const Tensor& image, int jpeg_quality) {

@@ -15,6 +15,9 @@ namespace kiln::data {
 std::vector<uint8_t> encode_png(const Tensor& image);
 // quality: 1 (smallest) to 100 (best), as PIL's.
 std::vector<uint8_t> encode_jpeg(const Tensor& image, int quality = 90);
+// A u8 [4, H, W] image of CMYK samples as a YCCK JPEG (Photoshop's kind of CMYK file), the samples
+// stored as given: Adobe's files, and decode_image, take them inverted (255 is no ink).
+std::vector<uint8_t> encode_jpeg_cmyk(const Tensor& samples, int quality = 90);
 
 // Writes `image` to `path` as PNG or JPEG, chosen by the name's extension (.png; .jpg or .jpeg).
 void write_image(const std::string& path, const Tensor& image, int jpeg_quality = 90);

@@ -1,5 +1,7 @@
 // JPEG through libjpeg-turbo's TurboJPEG API. TurboJPEG's defaults are libjpeg's (the accurate
 // integer IDCT, fancy upsampling), which PIL uses too, so a full-size decode gives PIL's pixels.
+// CMYK and YCCK files (Adobe's print formats) come out as RGB the way PIL's convert("RGB") makes
+// them, so an image folder torchvision reads is one kiln reads.
 #include <fmt/format.h>
 #include <turbojpeg.h>
 
@@ -44,6 +46,21 @@ tjscalingfactor pick_scale(int width, int height, int64_t min_short_side) {
   return best;
 }
 
+// PIL's reading of a 4-channel JPEG: libjpeg's samples (YCCK already turned into CMYK) taken as
+// Adobe's inverted CMYK ("CMYK;I", as PIL assumes for every such file), then Image.convert("RGB"):
+// with ink c and black k, each of R, G, B is nk - nk * c / 255 where nk = 255 - k, rounded as
+// PIL's MULDIV255. With c = 255 - s and k = 255 - sk for the stored samples s and sk, that is
+// sk - sk * (255 - s) / 255.
+void cmyk_to_rgb(const uint8_t* cmyk, uint8_t* rgb, int64_t pixels) {
+  for (int64_t i = 0; i < pixels; ++i, cmyk += 4, rgb += 3) {
+    const int nk = cmyk[3];
+    for (int c = 0; c < 3; ++c) {
+      const int product = (255 - cmyk[c]) * nk + 128;
+      rgb[c] = static_cast<uint8_t>(nk - (((product >> 8) + product) >> 8));
+    }
+  }
+}
+
 }  // namespace
 
 Pixels decode_jpeg(std::span<const uint8_t> bytes, const std::string& name,
@@ -59,20 +76,20 @@ Pixels decode_jpeg(std::span<const uint8_t> bytes, const std::string& name,
   if (tjDecompressHeader3(handle.get(), data, size, &width, &height, &subsampling, &colorspace) !=
       0)
     fail(handle.get(), name, "not a readable");
-  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK)
-    throw ImageDecodeError(fmt::format(
-        "read_image: {}: a CMYK JPEG, which kiln does not decode (expected grayscale or color)",
-        name));
   const tjscalingfactor scale = pick_scale(width, height, min_short_side);
-  const int gray = colorspace == TJCS_GRAY;
-  Pixels pixels =
-      allocate_pixels(TJSCALED(height, scale), TJSCALED(width, scale), gray ? 1 : 3, name);
+  const bool gray = colorspace == TJCS_GRAY;
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  const int64_t out_height = TJSCALED(height, scale), out_width = TJSCALED(width, scale);
+  Pixels pixels = allocate_pixels(out_height, out_width, gray ? 1 : 3, name);
+  Pixels samples = cmyk ? allocate_pixels(out_height, out_width, 4, name) : Pixels{};
+  const int format = gray ? TJPF_GRAY : cmyk ? TJPF_CMYK : TJPF_RGB;
   // A warning (data missing at the end, a corrupt segment) also fails: the pixels past it would be
   // libjpeg's gray filler, which PIL refuses to return for a truncated file too.
-  if (tjDecompress2(handle.get(), data, size, pixels.data.get(), static_cast<int>(pixels.width), 0,
-                    static_cast<int>(pixels.height), gray ? TJPF_GRAY : TJPF_RGB,
+  if (tjDecompress2(handle.get(), data, size, cmyk ? samples.data.get() : pixels.data.get(),
+                    static_cast<int>(out_width), 0, static_cast<int>(out_height), format,
                     TJFLAG_STOPONWARNING) != 0)
     fail(handle.get(), name, "a truncated or corrupt");
+  if (cmyk) cmyk_to_rgb(samples.data.get(), pixels.data.get(), out_height * out_width);
   return pixels;
 }
 

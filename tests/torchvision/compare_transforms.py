@@ -58,6 +58,8 @@ def write_images(folder):
          progressive=True)
     save("gray.jpg", Image.fromarray(pixels(33, 47, 1, 7)[:, :, 0], "L"), quality=90)
     save("big.jpg", Image.fromarray(pixels(96, 128, 3, 8), "RGB"), quality=90)
+    # A CMYK JPEG as PIL writes them (Adobe's inverted samples, no YCCK transform).
+    save("cmyk.jpg", Image.fromarray(pixels(21, 30, 4, 9), "CMYK"), quality=90)
     # Every colour of a 64-level lattice of the RGB cube, for the HSV round trips of the hue.
     levels = np.linspace(0, 255, 64).round().astype(np.uint8)
     cube = np.stack(np.meshgrid(levels, levels, levels, indexing="ij"), axis=-1).reshape(512, 512, 3)
@@ -165,6 +167,12 @@ def main():
     os.makedirs(args.work_dir)
     print(f"torchvision {torchvision.__version__}, Pillow {Image.__version__}")
     files = write_images(args.work_dir)
+    # A YCCK JPEG (Photoshop's kind of CMYK file), which PIL does not write: kiln's encoder's.
+    files["ycck.jpg"] = os.path.join(args.work_dir, "ycck.jpg")
+    subprocess.run([args.probe, "ycck", files["ycck.jpg"]], check=True)
+    for name in ("cmyk.jpg", "ycck.jpg"):
+        with Image.open(files[name]) as image:
+            assert image.mode == "CMYK", f"{name}: PIL reads it as {image.mode}, not CMYK"
 
     # (image, channels, min_short_side, kiln steps, torchvision steps, PIL draft size)
     cases = []

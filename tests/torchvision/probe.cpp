@@ -116,6 +116,20 @@ int run(int argc, char** argv) {
       std::cout << "sample " << path << " " << label << "\n";
     return 0;
   }
+  if (args.size() == 2 && args[0] == "ycck") {  // a CMYK JPEG as Photoshop writes them
+    Tensor samples = empty({4, 36, 52}, DType::u8);
+    uint8_t* p = samples.data<uint8_t>();
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t y = 0; y < 36; ++y)
+        for (int64_t x = 0; x < 52; ++x)
+          *p++ = static_cast<uint8_t>((x * (3 + c) + y * (5 - c) + 40 * c + (x * y) % 7) % 256);
+    const std::vector<uint8_t> bytes = data::encode_jpeg_cmyk(samples, 90);
+    std::ofstream out(args[1], std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw Error("probe: cannot write " + args[1]);
+    return 0;
+  }
   if (args.size() != 2 || args[0] != "jobs") throw ValueError("probe: see the usage in probe.cpp");
   std::ifstream jobs(args[1]);
   if (!jobs) throw Error("probe: cannot open " + args[1]);
