@@ -74,8 +74,10 @@ Split load_image_folders(const apps::Recipe& r) {
   KILN_CHECK(!r.data_dir.empty(), ValueError,
              "--dataset imagefolder needs --data-dir DIR holding DIR/train/<class>/ and "
              "DIR/val/<class>/");
-  auto train = std::make_shared<data::ImageFolder>((fs::path(r.data_dir) / "train").string());
-  auto val = std::make_shared<data::ImageFolder>((fs::path(r.data_dir) / "val").string());
+  const data::ImageFolderOptions options{.skip_bad_files = r.skip_bad_files};
+  auto train =
+      std::make_shared<data::ImageFolder>((fs::path(r.data_dir) / "train").string(), options);
+  auto val = std::make_shared<data::ImageFolder>((fs::path(r.data_dir) / "val").string(), options);
   KILN_CHECK(train->classes() == val->classes(), ValueError,
              "{}: train/ has the classes [{}] but val/ has [{}]: both need the same class folders",
              r.data_dir, fmt::join(train->classes(), ", "), fmt::join(val->classes(), ", "));
@@ -269,6 +271,21 @@ apps::Recipe recipe_with_stem(apps::Recipe r, const std::string& stem) {
       : loss > 0       ? "+inf"
                        : "-inf",
       epoch + 1, step, optimizer.param_groups().front().options.at("lr"), kept));
+}
+
+// A file of the image folder that did not open or decode, mid-epoch: the batches before it are
+// saved (the caller did), so that fixing the file and resuming loses nothing.
+[[noreturn]] void throw_bad_file(const data::ImageDecodeError& e, int64_t epoch, int64_t step,
+                                 const std::string& saved, bool skipping) {
+  const std::string kept =
+      saved.empty() ? std::string("nothing was saved (no --checkpoint-dir, or not rank 0)")
+                    : fmt::format(
+                          "the {} batches of this epoch before it are saved in {}; fix or "
+                          "remove the file and continue with --resume last",
+                          step, saved);
+  throw Error(fmt::format(
+      "{}; the run stopped at epoch {}, batch {}: {}{}", e.what(), epoch + 1, step + 1, kept,
+      skipping ? std::string() : " (or add --skip-bad-files to train on without such files)"));
 }
 
 // --momentum where nothing would read it: the one-cycle schedule sets SGD's momentum at every step,
@@ -522,43 +539,49 @@ int run_training(const apps::Recipe& r) {
       // whose loss overflowed is a skipped step, left out of the epoch's mean).
       int64_t correct = 0, seen = 0, loss_seen = 0, step = 0;
       const int64_t skip = state.position.batch_in_epoch;  // a resumed epoch skips what it had done
-      for (data::Batch& batch : loader) {
-        if (step >= steps_per_epoch) break;
-        if (step < skip) {
+      try {
+        for (data::Batch& batch : loader) {
+          if (step >= steps_per_epoch) break;
+          if (step < skip) {
+            ++step;
+            continue;
+          }
+          step_profile.before_step(trained_here);
+          Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
+          const auto [logits, loss] = run_step(x, y);
+          if (scheduler && per_batch_schedule &&
+              state.position.global_step + 1 < steps_per_epoch * r.epochs)
+            scheduler->step();
           ++step;
-          continue;
+          ++state.position.global_step;
+          state.position.batch_in_epoch = step;
+          const double batch_loss = loss.item<double>();
+          if (std::isfinite(batch_loss)) {
+            loss_sum += batch_loss * static_cast<double>(x.size(0));
+            loss_seen += x.size(0);
+          } else if (!scaler.is_enabled()) {
+            stop_diverged(batch_loss, epoch, step, *optimizer, last_path);
+          }
+          correct += sum(eq(argmax(logits.detach(), 1), y)).item<int64_t>();
+          seen += x.size(0);
+          bar.update(step, loss_seen ? loss_sum / static_cast<double>(loss_seen) : 0.0,
+                     static_cast<double>(correct) / static_cast<double>(seen), seen);
+          step_profile.after_step(trained_here);
+          ++trained_here;
+          if (interrupted_by != 0 || trained_here == r.interrupt_after) {
+            bar.finish();
+            save();
+            if (lead)  // the only process that writes the checkpoint
+              std::printf("interrupted at epoch %lld, batch %lld: checkpoint saved to %s\n",
+                          static_cast<long long>(epoch + 1), static_cast<long long>(step),
+                          last_path.empty() ? "(nowhere: no --checkpoint-dir)" : last_path.c_str());
+            return interrupted_by != 0 ? 128 + interrupted_by : apps::kExitInterrupted;
+          }
         }
-        step_profile.before_step(trained_here);
-        Tensor x = batch[0].to(device, true), y = batch[1].to(device, true);
-        const auto [logits, loss] = run_step(x, y);
-        if (scheduler && per_batch_schedule &&
-            state.position.global_step + 1 < steps_per_epoch * r.epochs)
-          scheduler->step();
-        ++step;
-        ++state.position.global_step;
-        state.position.batch_in_epoch = step;
-        const double batch_loss = loss.item<double>();
-        if (std::isfinite(batch_loss)) {
-          loss_sum += batch_loss * static_cast<double>(x.size(0));
-          loss_seen += x.size(0);
-        } else if (!scaler.is_enabled()) {
-          stop_diverged(batch_loss, epoch, step, *optimizer, last_path);
-        }
-        correct += sum(eq(argmax(logits.detach(), 1), y)).item<int64_t>();
-        seen += x.size(0);
-        bar.update(step, loss_seen ? loss_sum / static_cast<double>(loss_seen) : 0.0,
-                   static_cast<double>(correct) / static_cast<double>(seen), seen);
-        step_profile.after_step(trained_here);
-        ++trained_here;
-        if (interrupted_by != 0 || trained_here == r.interrupt_after) {
-          bar.finish();
-          save();
-          if (lead)  // the only process that writes the checkpoint
-            std::printf("interrupted at epoch %lld, batch %lld: checkpoint saved to %s\n",
-                        static_cast<long long>(epoch + 1), static_cast<long long>(step),
-                        last_path.empty() ? "(nowhere: no --checkpoint-dir)" : last_path.c_str());
-          return interrupted_by != 0 ? 128 + interrupted_by : apps::kExitInterrupted;
-        }
+      } catch (const data::ImageDecodeError& e) {
+        bar.finish();
+        save();
+        throw_bad_file(e, epoch, step, lead ? last_path : std::string(), r.skip_bad_files);
       }
       step_profile.end_of_epoch();
       if (r.distributed) {  // the epoch's figures over every rank's share
@@ -589,7 +612,8 @@ int run_training(const apps::Recipe& r) {
       // The row goes first: a run killed before the checkpoint below redoes this epoch, and
       // resuming drops the row (RunDir::drop_metrics_after); the other order lost it for good.
       run_dir.append_metrics({epoch + 1, train.loss, train.accuracy, test.loss, test.accuracy, lr,
-                              train.images_per_second, train.seconds});
+                              train.images_per_second, train.seconds,
+                              show_top5 ? test.top5 : -1.0});
       state.position.epoch = epoch + 1;
       state.position.batch_in_epoch = 0;
       save();

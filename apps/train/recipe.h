@@ -91,6 +91,7 @@ struct Recipe {
   uint64_t seed = 0;
   int threads = 0;  // 0: OpenMP's default (all cores)
   int workers = 2;
+  bool skip_bad_files = false;  // imagefolder: a file that does not decode is replaced, not fatal
   std::string device = "auto";
   std::string checkpoint_dir;
   std::string resume;       // a checkpoint path, or "last" for <checkpoint-dir>/last.safetensors
@@ -179,6 +180,9 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   app.add_option("--workers", r.workers, "DataLoader worker threads")
       ->capture_default_str()
       ->check(integer_in(0, 4096));
+  app.add_flag("--skip-bad-files", r.skip_bad_files,
+               "imagefolder: a file that does not open or decode is skipped with a warning naming "
+               "it (the next file takes its place), instead of stopping the run");
   app.add_option("--device", r.device, "auto|cpu|cuda|cuda:N")
       ->capture_default_str()
       ->check(CLI::Validator(

@@ -12,6 +12,8 @@ struct EpochMetrics {
   int64_t epoch = 0;  // 1-based, as printed
   double train_loss = 0, train_accuracy = 0, test_loss = 0, test_accuracy = 0;
   double lr = 0, images_per_second = 0, seconds = 0;
+  // Image folders of more than 5 classes; negative (an empty cell) where it would say nothing.
+  double test_top5_accuracy = -1;
 };
 
 class RunDir {
@@ -30,6 +32,7 @@ class RunDir {
   // the two leaves a row for an epoch the checkpoint does not have; resuming from that checkpoint
   // drops such rows (epochs after `completed_epochs`) before they are trained again.
   void drop_metrics_after(int64_t completed_epochs) const;
+  // Appends the row; a metrics.csv from before the top-5 column gets the column, empty in its rows.
   void append_metrics(const EpochMetrics& m) const;
   // Rows in metrics.csv, for the curves' x axis.
   int64_t metrics_rows() const;

@@ -135,6 +135,24 @@ class KilnTrainTest(unittest.TestCase):
         # images/s holds "9.9" too).
         self.assertNotIn("9.9", [rows[1][1], rows[1][3]])
 
+    def test_a_metrics_file_from_before_the_top5_column_gets_it(self):
+        directory = os.path.join(self.tmp, "run")
+        self.train_once(directory)
+        csv = os.path.join(directory, "metrics.csv")
+        with open(csv) as f:
+            header, row = f.read().splitlines()
+        self.assertTrue(header.endswith(",seconds,test_top5_accuracy"), header)
+        self.assertTrue(row.endswith(","), row)  # synthetic images: no top-5
+        with open(csv, "w") as f:  # as kiln-train wrote it until 2026-11-28
+            f.write(header.rsplit(",", 1)[0] + "\n" + row[:-1] + "\n")
+        rc, out, err = run(*QUICK, "--epochs", "2", "--checkpoint-dir", directory, "--resume",
+                           "last")
+        self.assertEqual(rc, 0, out + err)
+        with open(csv) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(lines[0], header)
+        self.assertEqual([len(line.split(",")) for line in lines], [9, 9, 9])
+
     def altered_checkpoint(self, alter):
         """A run stopped after its first batch (as by Ctrl-C), its checkpoint then altered."""
         directory = os.path.join(self.tmp, "run")
@@ -445,6 +463,35 @@ class KilnTrainTest(unittest.TestCase):
         rc, out, err = run(*folder)
         self.assertEqual(rc, 0, out + err)
         self.assertIn("holds one class folder (" + classes[0] + ")", err)
+
+    def test_a_bad_file_mid_epoch_keeps_the_epoch_and_can_be_skipped(self):
+        # Until 2026-11-28 such a file ended the run with the partial epoch lost and no way on.
+        data = self.image_folder()
+        label = sorted(os.listdir(os.path.join(data, "train")))[3]
+        bad = os.path.join(data, "train", label,
+                           sorted(os.listdir(os.path.join(data, "train", label)))[0])
+        with open(bad, "r+b") as f:
+            f.truncate(100)
+        folder = ["--dataset", "imagefolder", "--data-dir", data, "--image-size", "16",
+                  "--batch-size", "2", "--workers", "1", "--threads", "2", "--epochs", "1"]
+        run_dir = os.path.join(self.tmp, "run")
+        rc, out, err = run(*folder, "--checkpoint-dir", run_dir)
+        last = os.path.join(run_dir, "last.safetensors")
+        message = err.strip().splitlines()[-1]
+        self.assertEqual(rc, 1, out + err)
+        for needle in [bad, "truncated or corrupt PNG", "--resume last", "--skip-bad-files",
+                       "batches of this epoch before it are saved in " + last]:
+            self.assertIn(needle, message)
+        done = int(message.split("the run stopped at epoch 1, batch ")[1].split(":")[0]) - 1
+        self.assertGreater(done, 0)  # seed 0 puts the file past the first batch
+        rc, out, err = run(*folder, "--checkpoint-dir", run_dir, "--resume", "last",
+                           "--skip-bad-files")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn(f"resumed from {last} at epoch 1, batch {done}", out)
+        self.assertIn("ImageFolder: skipping " + bad, err)
+        with open(os.path.join(run_dir, "metrics.csv")) as f:
+            top5 = f.read().splitlines()[1].split(",")[8]
+        self.assertGreater(float(top5), 0.0)  # ten classes: the top-5 column is filled
 
     def test_bad_choices_are_usage_errors(self):
         for flag, value in [("--model", "resnet21"), ("--dataset", "imagenet"),
