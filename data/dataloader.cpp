@@ -12,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -265,6 +266,29 @@ DataLoader::Iterator DataLoader::begin() {
   return Iterator(this);
 }
 
+namespace {
+
+// Images of several sizes cannot be stacked into one batch: the usual cause of collate's
+// ShapeError, said here with the examples' names (their files, for an ImageFolder) and the cure.
+void check_stackable(const Dataset& dataset, const std::vector<Example>& examples,
+                     const std::vector<int64_t>& indices, bool transformed) {
+  const Tensor first = examples[0].empty() ? Tensor() : examples[0][0];
+  if (!first.defined()) return;
+  for (size_t i = 1; i < examples.size(); ++i) {
+    if (examples[i].empty() || !examples[i][0].defined() || examples[i][0].shape() == first.shape())
+      continue;
+    throw ShapeError(fmt::format(
+        "DataLoader: cannot stack {} ({}) with {} ({}) into one batch: the examples of a batch "
+        "need one shape{}. Give the DataLoader a transform that makes every image one size, such "
+        "as compose({{resize(S), center_crop(S)}}) or random_resized_crop(S)",
+        dataset.describe(indices[i]), shape_str(examples[i][0].shape()),
+        dataset.describe(indices[0]), shape_str(first.shape()),
+        transformed ? " (these are after the transform)" : ""));
+  }
+}
+
+}  // namespace
+
 Batch DataLoader::load_batch(const Epoch& epoch, int64_t batch) const {
   const int64_t begin = batch * options_.batch_size;
   const int64_t end =
@@ -280,6 +304,10 @@ Batch DataLoader::load_batch(const Epoch& epoch, int64_t batch) const {
     }
     examples.push_back(std::move(example));
   }
+  if (!examples.empty())
+    check_stackable(*dataset_, examples,
+                    std::vector<int64_t>(epoch.order.begin() + begin, epoch.order.begin() + end),
+                    static_cast<bool>(transform_));
   return collate(examples, options_.pin_memory && cuda::is_available());
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kiln/core/tensor.h"
@@ -19,6 +20,9 @@ class Dataset {
   // Called from several DataLoader workers at once: implementations keep no mutable state, and
   // return tensors that own their data (a caller may modify them in place).
   virtual Example get(int64_t index) const = 0;
+  // What example `index` is, for error messages: "example 17" here; a data set of files names
+  // the file (ImageFolder: its path).
+  virtual std::string describe(int64_t index) const;
 };
 
 // Throws IndexError naming `dataset` unless 0 <= index < size.

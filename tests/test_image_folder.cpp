@@ -166,6 +166,20 @@ TEST_CASE("a corrupt file fails naming it, or is skipped with a warning when ask
   CHECK(lenient.get(2)[0].to(DType::f32).mean().item() == Approx(23).margin(1.0));
 }
 
+TEST_CASE("images of two sizes in a batch are named, with the transform that cures it") {
+  Folder folder;
+  const fs::path wide = folder.dir.path / "ant" / "11.PNG";
+  data::write_image(wide.string(), full({3, 8, 12}, 11.0).to(DType::u8));
+  data::DataLoader loader(std::make_shared<ImageFolder>(folder.root()), data::Transform(),
+                          {.batch_size = 2});
+  CHECK_THROWS_WITH(loader.next(), Contains(wide.string() + " (example 1) ([3, 8, 12])") &&
+                                       Contains((folder.dir.path / "ant" / "10.png").string()) &&
+                                       Contains("random_resized_crop"));
+  data::DataLoader cured(std::make_shared<ImageFolder>(folder.root()),
+                         data::compose({data::resize(8), data::center_crop(8)}), {.batch_size = 2});
+  CHECK(cured.next()->at(0).shape() == Shape{2, 3, 8, 8});
+}
+
 TEST_CASE("write_image_folder writes a data set that ImageFolder reads back") {
   TempDir dir("kiln_imagefolder_write");
   const data::SyntheticDataset synthetic(25, Shape{3, 6, 5}, 4, 7);

@@ -106,6 +106,11 @@ int64_t ImageFolder::size() const {
   return static_cast<int64_t>(samples_.size());
 }
 
+std::string ImageFolder::describe(int64_t index) const {
+  if (index < 0 || index >= size()) return Dataset::describe(index);
+  return fmt::format("{} (example {})", samples_[static_cast<size_t>(index)].first, index);
+}
+
 Example ImageFolder::get(int64_t index) const {
   check_index("ImageFolder", index, size());
   const int64_t count = size();

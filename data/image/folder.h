@@ -45,6 +45,8 @@ class ImageFolder : public Dataset {
 
   int64_t size() const override;
   Example get(int64_t index) const override;
+  // The file's path (and its index), for error messages.
+  std::string describe(int64_t index) const override;
 
   const std::string& root() const { return root_; }
   const std::vector<std::string>& classes() const { return classes_; }
