@@ -12,6 +12,7 @@
 
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/nn/init.h"
+#include "kiln/ops/autograd/checkpoint.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"
@@ -135,7 +136,7 @@ Tensor BatchNorm::run_synced(const Tensor& input, const Epilogue& epilogue) {
   if (weight.defined()) out = add(mul(out, weight.view(per_channel)), bias.view(per_channel));
   if (epilogue.residual.defined()) out = add(out, epilogue.residual);
   if (epilogue.relu) out = kiln::relu(out);
-  if (is_training() && running_mean.defined()) {
+  if (is_training() && running_mean.defined() && !is_recomputing_checkpoint()) {
     NoGradGuard no_grad;
     // var * n / (n - 1), on the device: reading n on the host would stall a GPU every step. With
     // n = 1 the variance is 0 and stays 0.
@@ -170,16 +171,19 @@ Tensor BatchNorm::run(const Tensor& x, const Epilogue& epilogue) {
   // Without running statistics there is nothing else to normalise with, even in eval mode.
   bool use_batch_stats = is_training() || !running_mean.defined();
   if (use_batch_stats && sum_over_ranks_) return run_synced(x, epilogue);
+  // A checkpoint's recomputation normalises with the batch's statistics again but leaves the
+  // running ones as the forward updated them (ops/autograd/checkpoint.h).
+  const bool recomputing = is_training() && is_recomputing_checkpoint();
+  const Tensor mean = recomputing ? Tensor() : running_mean;
+  const Tensor var = recomputing ? Tensor() : running_var;
   // Counted by the op, after its checks, so a batch that batch_norm rejects is not counted.
-  const Tensor count = is_training() ? num_batches_tracked : Tensor();
+  const Tensor count = is_training() && !recomputing ? num_batches_tracked : Tensor();
   if (epilogue.residual.defined())
-    return batch_norm_add_relu(x, epilogue.residual, running_mean, running_var, weight, bias,
-                               use_batch_stats, momentum_, eps_, count);
+    return batch_norm_add_relu(x, epilogue.residual, mean, var, weight, bias, use_batch_stats,
+                               momentum_, eps_, count);
   if (epilogue.relu)
-    return batch_norm_relu(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_,
-                           eps_, count);
-  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_,
-                    count);
+    return batch_norm_relu(x, mean, var, weight, bias, use_batch_stats, momentum_, eps_, count);
+  return batch_norm(x, mean, var, weight, bias, use_batch_stats, momentum_, eps_, count);
 }
 
 std::string BatchNorm::extra_repr() const {

@@ -664,6 +664,27 @@ TEST_CASE(
   CHECK(calls == 2);  // backward ran fn again
 }
 
+TEST_CASE("checkpoint: batch norm's running statistics move once a batch, as without it") {
+  // Until 2026-11-28 (and in PyTorch) the recomputation updated them a second time.
+  Generator gen(6);
+  const Tensor data = randn({3, 2, 6, 6}, DType::f32, Device::cpu(), &gen);
+  auto plain = small_cnn(false), checkpointed = small_cnn(false);
+  for (int step = 0; step < 2; ++step) {
+    Tensor reference = plain->forward(data);
+    mul(reference, reference).sum().backward();
+    Tensor out = checkpoint([&](const Tensor& in) { return checkpointed->forward(in); }, data);
+    mul(out, out).sum().backward();
+  }
+  const auto want = plain->named_buffers(), got = checkpointed->named_buffers();
+  REQUIRE(got.size() == 3);
+  for (size_t k = 0; k < got.size(); ++k) {
+    INFO(got[k].first);
+    CHECK(equal(got[k].second, want[k].second));
+  }
+  CHECK(got[2].second.item<int64_t>() == 2);  // num_batches_tracked
+  CHECK_FALSE(is_recomputing_checkpoint());
+}
+
 TEST_CASE("checkpoint: dropout inside draws the forward's masks again when recomputed") {
   auto net = small_cnn(true);
   Generator gen(6);

@@ -14,6 +14,19 @@
 #include "kiln/core/error.h"
 #include "kiln/core/generator.h"
 
+namespace kiln {
+namespace {
+
+thread_local int recomputing_depth = 0;
+
+}  // namespace
+
+bool is_recomputing_checkpoint() {
+  return recomputing_depth > 0;
+}
+
+}  // namespace kiln
+
 namespace kiln::detail {
 
 // What one checkpoint keeps: its inputs, how to run it again and in which state, and one slot per
@@ -44,6 +57,14 @@ class CheckpointFrame {
 };
 
 namespace {
+
+// Marks this thread as recomputing a checkpoint's forward for the guard's lifetime.
+struct RecomputingGuard {
+  RecomputingGuard() { ++recomputing_depth; }
+  ~RecomputingGuard() { --recomputing_depth; }
+  RecomputingGuard(const RecomputingGuard&) = delete;
+  RecomputingGuard& operator=(const RecomputingGuard&) = delete;
+};
 
 // A slot of the frame: what a node of the checkpointed forward holds instead of a tensor.
 class CheckpointSlot : public PackedTensor {
@@ -162,6 +183,7 @@ void CheckpointFrame::recompute() {
     else
       plain.emplace();
     SavedTensorHooksGuard guard(hooks);
+    const RecomputingGuard recomputing;
     rerun(again);
   }
   KILN_CHECK(hooks.count() == slots.size(), AutogradError,

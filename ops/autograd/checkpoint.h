@@ -15,9 +15,11 @@
 // fn must do the same thing when run again: the same ops on the same shapes (an AutogradError
 // says when the recomputation saved other tensors). Its inputs must not be modified in place
 // between the forward and backward (an AutogradError says so). State other than the default
-// generator's is not restored, as in PyTorch: a BatchNorm in training mode updates its running
-// statistics in both runs, and a dropout given a Generator of its own draws another mask when
-// recomputed, which makes its gradient wrong without an error: leave dropout on the default one.
+// generator's is not restored, as in PyTorch: a dropout given a Generator of its own draws another
+// mask when recomputed, which makes its gradient wrong without an error: leave dropout on the
+// default one. A BatchNorm in training mode updates its running statistics in the forward only,
+// not again in the recomputation (PyTorch updates them in both, so a checkpointed block's running
+// statistics there move twice per batch and its num_batches_tracked counts 2 a batch).
 #pragma once
 
 #include <concepts>
@@ -33,6 +35,10 @@
 #include "kiln/core/tensor.h"
 
 namespace kiln {
+
+// True while this thread runs a checkpointed function again for backward: state the forward
+// already updated (BatchNorm's running statistics) is left alone.
+bool is_recomputing_checkpoint();
 
 namespace detail {
 
