@@ -39,6 +39,8 @@ struct ScheduleState {
     schedule.workers =
         static_cast<int>(environment_number("KILN_SIM_WORKERS", cores ? cores : 1, 1));
     schedule.fibers = environment_number("KILN_SIM_FIBERS", 0, 0) != 0;
+    schedule.sm_count = static_cast<int>(environment_number("KILN_SIM_SM_COUNT", 0, 0));
+    schedule.poison_allocations = environment_number("KILN_SIM_POISON", 1, 0) != 0;
   }
 };
 ScheduleState& schedule_state() {
@@ -151,10 +153,18 @@ Schedule schedule() {
   return state.schedule;
 }
 
+int reported_sm_count() {
+  const Schedule s = schedule();
+  return s.sm_count > 0 ? s.sm_count : s.workers;
+}
+
 void set_schedule(const Schedule& schedule) {
   if (schedule.workers < 1)
     throw std::invalid_argument("kiln::sim::set_schedule: workers " +
                                 std::to_string(schedule.workers) + ", expected at least 1");
+  if (schedule.sm_count < 0)
+    throw std::invalid_argument("kiln::sim::set_schedule: sm_count " +
+                                std::to_string(schedule.sm_count) + ", expected 0 or more");
   ScheduleState& state = schedule_state();
   std::lock_guard<std::mutex> lock(state.mutex);
   state.schedule = schedule;

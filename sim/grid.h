@@ -23,15 +23,25 @@ class KernelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// How blocks are scheduled. Read from the environment on first use (KILN_SIM_SEED,
-// KILN_SIM_WORKERS, KILN_SIM_FIBERS); set_schedule changes them for the whole process.
+// How blocks are scheduled, and what the simulated GPUs look like to a program. Read from the
+// environment on first use (KILN_SIM_SEED, KILN_SIM_WORKERS, KILN_SIM_FIBERS, KILN_SIM_SM_COUNT,
+// KILN_SIM_POISON); set_schedule changes them for the whole process.
 struct Schedule {
   // 0: threads resume in lane order; 1: reversed; any other: shuffled between barriers, from
   // this seed and the block's index.
   std::uint64_t seed = 0;
   int workers = 1;      // OS threads running blocks, the launching thread among them
   bool fibers = false;  // every thread a fiber from the start (no fiberless fast path)
+  // The multiprocessors each device reports (cudaDevAttrMultiProcessorCount), which kernels size
+  // their grids by; 0: as many as workers. An H200 has 132, an H100 SXM 132, CI's machine 2.
+  int sm_count = 0;
+  // Fresh device memory (cudaMalloc) filled with 0xFF bytes, as a GPU's holds whatever was there:
+  // read before written, it is NaN in a float and -1 in an integer, never the zeros a fresh page
+  // of the host gives.
+  bool poison_allocations = true;
 };
+// The multiprocessor count the devices report: sm_count, or workers when it is 0.
+int reported_sm_count();
 Schedule schedule();
 void set_schedule(const Schedule& schedule);
 

@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstring>
 #include <iterator>
 #include <mutex>
 #include <new>
+
+#include "kiln/sim/grid.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -33,6 +36,7 @@ DeviceMemory::~DeviceMemory() {
 }
 
 void* DeviceMemory::allocate(std::size_t bytes) {
+  const bool poison = schedule().poison_allocations;
   const std::size_t pages = (bytes + page_ - 1) / page_ * page_;
   const std::size_t span = pages + page_;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -48,6 +52,7 @@ void* DeviceMemory::allocate(std::size_t bytes) {
     }
     KILN_SIM_UNPOISON(p, bytes);
     KILN_SIM_POISON(p + bytes, pages - bytes);
+    if (poison) std::memset(p, 0xFF, bytes);
     live_[offset] = {bytes, span};
     used_ += bytes;
     return p;

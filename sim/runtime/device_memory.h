@@ -2,7 +2,8 @@
 // out in whole pages, 256-byte aligned as cudaMalloc's, with an inaccessible page after each
 // allocation and freed pages made inaccessible again, so a stray access faults. Under
 // AddressSanitizer the bytes between an allocation's end and its page's end are poisoned too, so
-// an access one element past the end is reported where it happens.
+// an access one element past the end is reported where it happens. A fresh allocation holds 0xFF
+// bytes (Schedule::poison_allocations, sim/grid.h), as a GPU's holds what was there before.
 #pragma once
 
 #include <cstddef>

@@ -97,7 +97,7 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribut
       *value = 65536;
       break;
     case cudaDevAttrMultiProcessorCount:
-      *value = kiln::sim::schedule().workers;
+      *value = kiln::sim::reported_sm_count();
       break;
     case cudaDevAttrMaxThreadsPerMultiProcessor:
       *value = 2048;
@@ -164,7 +164,7 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp* prop, int device) 
   prop->totalConstMem = 65536;
   prop->major = 9;
   prop->minor = 0;
-  prop->multiProcessorCount = kiln::sim::schedule().workers;
+  prop->multiProcessorCount = kiln::sim::reported_sm_count();
   prop->l2CacheSize = 50 * 1024 * 1024;
   prop->memoryBusWidth = 5120;
   prop->unifiedAddressing = 1;

@@ -1,7 +1,9 @@
 // The simulated cudart: devices, memory and its checks, copies, streams and events.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,12 +27,57 @@ TEST_CASE("two simulated devices by default, described as sm_90 with warp 32") {
   CHECK(prop.maxThreadsPerBlock == 1024);
   int value = 0;
   REQUIRE(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
-  CHECK(value == kiln::sim::schedule().workers);
+  CHECK(value == kiln::sim::reported_sm_count());
   CHECK(cudaSetDevice(count) == cudaErrorInvalidDevice);
   CHECK_THAT(cudaGetErrorString(cudaGetLastError()), Contains("KILN_SIM_DEVICES"));
   int device = -1;
   REQUIRE(cudaGetDevice(&device) == cudaSuccess);
   CHECK(device == 0);
+}
+
+namespace {
+
+// A planted bug: adds into `out` without zeroing it first, as if fresh device memory were zeros,
+// which a GPU does not promise (the host's fresh pages, under the simulator, are).
+__global__ void add_into_unzeroed(const float* in, float* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] += in[i];
+}
+
+}  // namespace
+
+TEST_CASE("fresh device memory holds 0xFF bytes, so a read before a write shows") {
+  const DeviceBuffer<float> in(std::vector<float>(5, 1.0f));
+  const DeviceBuffer<int32_t> fresh_ints(3);
+  CHECK(fresh_ints.read() == std::vector<int32_t>(3, -1));
+  {
+    const DeviceBuffer<float> out(5);
+    KILN_LAUNCH(1, 32, 0, nullptr, add_into_unzeroed)(in.get(), out.get(), 5);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    for (float v : out.read()) CHECK(std::isnan(v));  // the planted bug shows
+  }
+  kiln::sim::Schedule zeros = kiln::sim::schedule();
+  zeros.poison_allocations = false;  // the simulator before 2026-11-28 (KILN_SIM_POISON=0)
+  const ScheduleScope scope(zeros);
+  const DeviceBuffer<float> out(5);
+  KILN_LAUNCH(1, 32, 0, nullptr, add_into_unzeroed)(in.get(), out.get(), 5);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(out.read() == std::vector<float>(5, 1.0f));  // and passes unseen
+}
+
+TEST_CASE("the multiprocessor count the devices report is settable (an H200's 132)") {
+  kiln::sim::Schedule h200 = kiln::sim::schedule();
+  h200.sm_count = 132;
+  const ScheduleScope scope(h200);
+  int value = 0;
+  REQUIRE(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+  CHECK(value == 132);
+  cudaDeviceProp prop;
+  REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+  CHECK(prop.multiProcessorCount == 132);
+  kiln::sim::Schedule bad = h200;
+  bad.sm_count = -1;
+  CHECK_THROWS_AS(kiln::sim::set_schedule(bad), std::invalid_argument);
 }
 
 TEST_CASE("device memory: copies and sets inside one allocation, errors outside") {
