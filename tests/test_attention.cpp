@@ -1,0 +1,160 @@
+// Attention against PyTorch 1.13: nn::MultiheadAttention, TransformerEncoderLayer and
+// TransformerEncoder on the weights and inputs of tests/reference/attention.json
+// (make_attention.py), outputs, attention weights and gradients in f64; state dicts both ways;
+// scaled_dot_product_attention's masks against the plain formula.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "torch_reference.h"
+
+using namespace kiln;
+using Catch::Contains;
+using kiln::testing::check_against_torch;
+using kiln::testing::doubles;
+using kiln::testing::shape_of;
+using kiln::testing::torch_reference;
+using nlohmann::json;
+
+namespace {
+
+Tensor from_json(const json& j) {
+  const std::vector<double> v = doubles(j.at("values"));
+  Tensor t = tensor(v, shape_of(j.at("shape")));
+  return j.at("dtype") == "bool" ? ne(t, 0.0) : t;
+}
+
+Tensor mask_of(const json& c, const char* name) {
+  return c.at("masks").contains(name) ? from_json(c.at("masks").at(name)) : Tensor();
+}
+
+std::shared_ptr<nn::Module> module_for(const json& c) {
+  const json& o = c.at("options");
+  const std::string kind = c.at("kind");
+  const int64_t E = 8;
+  if (kind == "mha")
+    return std::make_shared<nn::MultiheadAttention>(
+        E, o.value("heads", 2),
+        nn::MultiheadAttentionOptions{.bias = o.at("bias"), .batch_first = o.at("batch_first")});
+  const nn::TransformerEncoderLayerOptions layer{.dim_feedforward = o.at("dim_feedforward"),
+                                                 .dropout = 0.0,
+                                                 .activation = o.at("activation"),
+                                                 .batch_first = o.at("batch_first"),
+                                                 .norm_first = o.at("norm_first")};
+  if (kind == "encoder_layer") return std::make_shared<nn::TransformerEncoderLayer>(E, 2, layer);
+  return std::make_shared<nn::TransformerEncoder>(E, 2, o.at("layers"), layer, o.at("final_norm"));
+}
+
+Tensor run(nn::Module& m, const json& c, std::map<std::string, Tensor>& inputs, Tensor& weights) {
+  const std::string kind = c.at("kind");
+  if (kind == "mha") {
+    auto& mha = dynamic_cast<nn::MultiheadAttention&>(m);
+    const Tensor q = inputs.count("x") ? inputs["x"] : inputs["query"];
+    const Tensor k = inputs.count("x") ? inputs["x"] : inputs["key"];
+    const Tensor v = inputs.count("x") ? inputs["x"] : inputs["value"];
+    nn::AttentionOutput out = mha.forward(q, k, v,
+                                          {.key_padding_mask = mask_of(c, "key_padding_mask"),
+                                           .attn_mask = mask_of(c, "attn_mask"),
+                                           .average_attn_weights = c.at("options").at("average")});
+    weights = out.weights;
+    return out.output;
+  }
+  const nn::EncoderMasks masks{.mask = mask_of(c, "mask"),
+                               .src_key_padding_mask = mask_of(c, "src_key_padding_mask")};
+  if (kind == "encoder_layer")
+    return dynamic_cast<nn::TransformerEncoderLayer&>(m).forward(inputs["src"], masks);
+  return dynamic_cast<nn::TransformerEncoder&>(m).forward(inputs["src"], masks);
+}
+
+}  // namespace
+
+TEST_CASE("attention modules equal PyTorch 1.13's: outputs, weights and gradients") {
+  const json reference = torch_reference("attention.json");
+  for (const json& c : reference.at("cases")) {
+    INFO(c.at("kind") << " " << c.at("options").dump());
+    auto module = module_for(c);
+    nn::StateDict state;
+    for (const auto& [name, t] : c.at("state_dict").items()) state[name] = from_json(t);
+    module->to(DType::f64);
+    REQUIRE(module->state_dict().size() == state.size());
+    module->load_state_dict(state);
+    std::map<std::string, Tensor> inputs;
+    for (const auto& [name, t] : c.at("inputs").items())
+      inputs[name] = from_json(t).requires_grad_(true);
+    Tensor weights;
+    const Tensor out = run(*module, c, inputs, weights);
+    REQUIRE(out.shape() == shape_of(c.at("output").at("shape")));
+    check_against_torch(out, doubles(c.at("output").at("values")), 1e-12);
+    if (c.contains("weights")) {
+      REQUIRE(weights.shape() == shape_of(c.at("weights").at("shape")));
+      check_against_torch(weights, doubles(c.at("weights").at("values")), 1e-12);
+    }
+    mul(out, from_json(c.at("grad_output"))).sum().backward();
+    for (const auto& [name, g] : c.at("input_grads").items()) {
+      INFO("input " << name);
+      check_against_torch(inputs[name].grad(), doubles(g.at("values")), 1e-11);
+    }
+    for (const auto& [name, p] : module->named_parameters()) {
+      INFO("parameter " << name);
+      check_against_torch(p.grad(), doubles(c.at("param_grads").at(name).at("values")), 1e-11);
+    }
+  }
+}
+
+TEST_CASE("MultiheadAttention has PyTorch's state dict names and refuses bad shapes") {
+  nn::MultiheadAttention mha(16, 4);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : mha.state_dict()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"in_proj_bias", "in_proj_weight", "out_proj.bias",
+                                          "out_proj.weight"});
+  CHECK(mha.in_proj_weight.shape() == Shape{48, 16});
+  CHECK_THROWS_WITH(nn::MultiheadAttention(10, 4), Contains("multiple of num_heads"));
+  const Tensor x = randn({5, 2, 16});
+  CHECK_THROWS_WITH(mha.forward(x, x, x, {.attn_mask = ones({4, 5}, DType::boolean)}),
+                    Contains("attn_mask must be [L, S] = [5, 5]"));
+  CHECK_THROWS_WITH(mha.forward(x, randn({5, 2, 8}), x), Contains("embed_dim 16"));
+  CHECK(mha.forward(x).shape() == Shape{5, 2, 16});
+
+  nn::TransformerEncoder encoder(16, 4, 3, {.dim_feedforward = 32}, true);
+  const auto state = encoder.state_dict();
+  CHECK(state.count("layers.2.self_attn.in_proj_weight") == 1);
+  CHECK(state.count("layers.0.linear1.weight") == 1);
+  CHECK(state.count("norm.weight") == 1);
+  CHECK_THROWS_WITH(nn::TransformerEncoderLayer(16, 4, {.activation = "tanh"}),
+                    Contains("\"relu\" or \"gelu\""));
+}
+
+TEST_CASE("scaled_dot_product_attention: masks, causal and scale as the plain formula") {
+  manual_seed(7);
+  const Tensor q = randn({2, 3, 4, 8}, DType::f64), k = randn({2, 3, 6, 8}, DType::f64);
+  const Tensor v = randn({2, 3, 6, 5}, DType::f64);
+  const Tensor scores = div(matmul(q, k.transpose(-2, -1)), std::sqrt(8.0));
+  CHECK(allclose(scaled_dot_product_attention(q, k, v), matmul(softmax(scores, -1), v)));
+  // Causal with L != S: query i sees keys 0..i (top-left aligned), as PyTorch 2.
+  const Tensor causal = scaled_dot_product_attention(q, k, v, {.is_causal = true});
+  const Tensor allowed = le(arange(6).unsqueeze(0), arange(4).unsqueeze(1));
+  const Tensor manual = matmul(
+      softmax(masked_fill(scores, logical_not(allowed), -std::numeric_limits<double>::infinity()),
+              -1),
+      v);
+  CHECK(allclose(causal, manual));
+  CHECK(allclose(scaled_dot_product_attention(q, k, v, {.attn_mask = allowed}), manual));
+  const Tensor bias = randn({4, 6}, DType::f64);
+  CHECK(allclose(scaled_dot_product_attention(q, k, v, {.attn_mask = bias, .scale = 0.5}),
+                 matmul(softmax(add(mul(matmul(q, k.transpose(-2, -1)), 0.5), bias), -1), v)));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, randn({2, 3, 6, 7}, DType::f64), v),
+                    Contains("scaled_dot_product_attention") && Contains("same embedding size"));
+  CHECK_THROWS_WITH(
+      scaled_dot_product_attention(q, k, v, {.attn_mask = allowed, .is_causal = true}),
+      Contains("not both"));
+  // Dropout: in eval pass 0; with p the weights' rows no longer sum to 1 but the mean holds.
+  const AttentionResult dropped =
+      scaled_dot_product_attention_with_weights(q, k, v, {.dropout_p = 0.5});
+  CHECK(eq(dropped.weights, 0.0).to(DType::f64).mean().item() > 0.2);
+}
