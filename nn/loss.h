@@ -59,4 +59,93 @@ class MSELoss : public Module {
   Reduction reduction_;
 };
 
+// The pointwise losses of ops/loss.h as modules, with PyTorch's names and defaults.
+class L1Loss : public Module {
+ public:
+  explicit L1Loss(Reduction reduction = Reduction::mean) : reduction_(reduction) {}
+  Tensor operator()(const Tensor& input, const Tensor& target) const {
+    return l1_loss(input, target, reduction_);
+  }
+  std::string name() const override { return "L1Loss"; }
+
+ private:
+  Reduction reduction_;
+};
+
+class SmoothL1Loss : public Module {
+ public:
+  explicit SmoothL1Loss(Reduction reduction = Reduction::mean, double beta = 1.0)
+      : reduction_(reduction), beta_(beta) {}
+  Tensor operator()(const Tensor& input, const Tensor& target) const {
+    return smooth_l1_loss(input, target, reduction_, beta_);
+  }
+  std::string name() const override { return "SmoothL1Loss"; }
+
+ private:
+  Reduction reduction_;
+  double beta_;
+};
+
+class HuberLoss : public Module {
+ public:
+  explicit HuberLoss(Reduction reduction = Reduction::mean, double delta = 1.0)
+      : reduction_(reduction), delta_(delta) {}
+  Tensor operator()(const Tensor& input, const Tensor& target) const {
+    return huber_loss(input, target, reduction_, delta_);
+  }
+  std::string name() const override { return "HuberLoss"; }
+
+ private:
+  Reduction reduction_;
+  double delta_;
+};
+
+class BCELoss : public Module {
+ public:
+  explicit BCELoss(Tensor weight = Tensor(), Reduction reduction = Reduction::mean)
+      : weight_(std::move(weight)), reduction_(reduction) {}
+  Tensor operator()(const Tensor& input, const Tensor& target) const {
+    return binary_cross_entropy(input, target, weight_, reduction_);
+  }
+  std::string name() const override { return "BCELoss"; }
+
+ private:
+  Tensor weight_;
+  Reduction reduction_;
+};
+
+struct BCEWithLogitsLossOptions {
+  Tensor weight{};  // per element, broadcast
+  Reduction reduction = Reduction::mean;
+  Tensor pos_weight{};  // per class [C], on the positive term
+};
+
+class BCEWithLogitsLoss : public Module {
+ public:
+  explicit BCEWithLogitsLoss(BCEWithLogitsLossOptions options = {})
+      : options_(std::move(options)) {}
+  Tensor operator()(const Tensor& logits, const Tensor& target) const {
+    return binary_cross_entropy_with_logits(logits, target, options_.weight, options_.reduction,
+                                            options_.pos_weight);
+  }
+  std::string name() const override { return "BCEWithLogitsLoss"; }
+
+ private:
+  BCEWithLogitsLossOptions options_;
+};
+
+class KLDivLoss : public Module {
+ public:
+  explicit KLDivLoss(Reduction reduction = Reduction::mean, bool log_target = false)
+      : reduction_(reduction), log_target_(log_target) {}
+  Tensor operator()(const Tensor& input, const Tensor& target) const {
+    return kl_div(input, target, reduction_, log_target_);
+  }
+  std::string name() const override { return "KLDivLoss"; }
+
+ private:
+  Reduction reduction_;
+  bool log_target_;
+};
+
 }  // namespace kiln::nn
