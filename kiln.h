@@ -62,6 +62,7 @@
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/softmax.h"
 #include "kiln/optim/adam.h"
+#include "kiln/optim/adaptive.h"
 #include "kiln/optim/grad_scaler.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"

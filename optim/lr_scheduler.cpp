@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/error.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduce.h"
 
@@ -154,6 +157,55 @@ void OneCycleLR::apply_extra(size_t g, int64_t step) {
       phase_value(step, options_.max_momentum, options_.base_momentum, options_.max_momentum);
   auto& opts = optimizer_.param_groups()[g].options;
   opts[opts.count("momentum") ? "momentum" : "beta1"] = m;
+}
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
+    : LRScheduler(optimizer), gamma_(gamma) {
+  KILN_CHECK(gamma > 0 && std::isfinite(gamma), ValueError,
+             "ExponentialLR: gamma must be finite and positive, got {}", gamma);
+  start();
+}
+double ExponentialLR::lr_at(size_t g, int64_t step) const {
+  return base_lrs_[g] * std::pow(gamma_, static_cast<double>(step));
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> factor)
+    : LRScheduler(optimizer), factor_(std::move(factor)) {
+  KILN_CHECK(static_cast<bool>(factor_), ValueError, "LambdaLR: the factor function is empty");
+  start();
+}
+double LambdaLR::lr_at(size_t g, int64_t step) const {
+  return base_lrs_[g] * factor_(step);
+}
+
+CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t t_0,
+                                                         int64_t t_mult, double eta_min)
+    : LRScheduler(optimizer), t_0_(t_0), t_mult_(t_mult), eta_min_(eta_min) {
+  KILN_CHECK(t_0 > 0 && t_mult >= 1, ValueError,
+             "CosineAnnealingWarmRestarts: t_0 must be positive and t_mult at least 1, got {} and "
+             "{}",
+             t_0, t_mult);
+  start();
+}
+double CosineAnnealingWarmRestarts::lr_at(size_t g, int64_t step) const {
+  // The period holding `step` and the place in it, as PyTorch's step() counts them.
+  int64_t t_i = t_0_, t_cur = t_mult_ == 1 ? step % t_0_ : step;
+  while (t_cur >= t_i) {
+    t_cur -= t_i;
+    t_i *= t_mult_;
+  }
+  return eta_min_ +
+         (base_lrs_[g] - eta_min_) * (1 + std::cos(M_PI * static_cast<double>(t_cur) / t_i)) / 2;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  KILN_CHECK(clip_value >= 0 && std::isfinite(clip_value), ValueError,
+             "clip_grad_value_: clip_value must be finite and non-negative, got {}", clip_value);
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) g.copy_(clamp(g, -clip_value, clip_value));
+  }
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kiln/optim/optimizer.h"
@@ -116,6 +117,48 @@ class OneCycleLR : public LRScheduler {
   int64_t total_steps_;
   OneCycleOptions options_;
 };
+
+// base * gamma^step
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& optimizer, double gamma);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+
+ private:
+  double gamma_;
+};
+
+// base * factor(step), as PyTorch's LambdaLR with one function for every group.
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> factor);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+
+ private:
+  std::function<double(int64_t)> factor_;
+};
+
+// SGDR: cosine annealing from base to eta_min over t_0 steps, restarting at base; each period
+// t_mult times the last.
+class CosineAnnealingWarmRestarts : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t t_0, int64_t t_mult = 1,
+                              double eta_min = 0.0);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+
+ private:
+  int64_t t_0_, t_mult_;
+  double eta_min_;
+};
+
+// Clamps every gradient element into [-clip_value, clip_value].
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 
 // Scales every gradient so that their joint p-norm is at most max_norm; returns the norm before.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);

@@ -1,0 +1,55 @@
+// The adaptive-rate optimizers RMSprop and Adagrad, with PyTorch 1.13's update rules (its
+// single-tensor code path), op by op on any device: no fused kernel, no capturable form.
+//
+// RMSprop:  g = grad + weight_decay * p
+//           v = alpha v + (1 - alpha) g^2
+//           centered: m = alpha m + (1 - alpha) g, d = sqrt(v - m^2) + eps; else d = sqrt(v) + eps
+//           momentum: b = momentum b + g / d, p -= lr b; else p -= lr g / d
+// Adagrad:  g = grad + weight_decay * p
+//           s += g^2, p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps)
+#pragma once
+
+#include <vector>
+
+#include "kiln/optim/optimizer.h"
+
+namespace kiln::optim {
+
+struct RMSpropOptions {  // PyTorch's defaults
+  double lr = 1e-2;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;
+  bool centered = false;
+};
+
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<Tensor> params, RMSpropOptions options = {});
+  RMSprop(std::vector<ParamGroup> groups, RMSpropOptions options = {});
+  void step() override;
+
+ protected:
+  void check_options(const Options& options) const override;
+};
+
+struct AdagradOptions {  // PyTorch's defaults
+  double lr = 1e-2;
+  double lr_decay = 0.0;
+  double weight_decay = 0.0;
+  double initial_accumulator_value = 0.0;
+  double eps = 1e-10;
+};
+
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(std::vector<Tensor> params, AdagradOptions options = {});
+  Adagrad(std::vector<ParamGroup> groups, AdagradOptions options = {});
+  void step() override;
+
+ protected:
+  void check_options(const Options& options) const override;
+};
+
+}  // namespace kiln::optim

@@ -1,0 +1,116 @@
+// RMSprop, Adagrad, ExponentialLR, LambdaLR, CosineAnnealingWarmRestarts and clip_grad_value_
+// against PyTorch 1.13 (tests/reference/optimizers.json, make_optimizers.py).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "torch_reference.h"
+
+using namespace kiln;
+using Catch::Contains;
+using kiln::testing::check_against_torch;
+using kiln::testing::doubles;
+using kiln::testing::torch_reference;
+using nlohmann::json;
+
+namespace {
+
+std::unique_ptr<optim::Optimizer> make(const json& c, const Tensor& p) {
+  const json& o = c.at("options");
+  if (c.at("optimizer") == "RMSprop")
+    return std::make_unique<optim::RMSprop>(
+        std::vector<Tensor>{p}, optim::RMSpropOptions{.lr = o.value("lr", 1e-2),
+                                                      .alpha = o.value("alpha", 0.99),
+                                                      .eps = o.value("eps", 1e-8),
+                                                      .weight_decay = o.value("weight_decay", 0.0),
+                                                      .momentum = o.value("momentum", 0.0),
+                                                      .centered = o.value("centered", false)});
+  return std::make_unique<optim::Adagrad>(
+      std::vector<Tensor>{p},
+      optim::AdagradOptions{.lr = o.value("lr", 1e-2),
+                            .lr_decay = o.value("lr_decay", 0.0),
+                            .weight_decay = o.value("weight_decay", 0.0),
+                            .initial_accumulator_value = o.value("initial_accumulator_value", 0.0),
+                            .eps = o.value("eps", 1e-10)});
+}
+
+// Rates of the schedule over PyTorch's number of steps, read before each step as PyTorch's were.
+std::vector<double> rates(
+    const std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer&)>& make_schedule,
+    size_t steps) {
+  Tensor p = zeros({1}).requires_grad_(true);
+  optim::SGD opt({p}, {.lr = 0.1});
+  auto schedule = make_schedule(opt);
+  std::vector<double> out;
+  for (size_t i = 0; i < steps; ++i) {
+    out.push_back(opt.param_groups()[0].options.at("lr"));
+    schedule->step();
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("RMSprop and Adagrad follow PyTorch 1.13's trajectories") {
+  const json reference = torch_reference("optimizers.json");
+  for (const json& c : reference.at("optimizers")) {
+    INFO(c.at("optimizer") << " " << c.at("options").dump());
+    Tensor p = tensor(doubles(reference.at("start"))).requires_grad_(true);
+    auto opt = make(c, p);
+    for (const json& want : c.at("steps")) {
+      opt->zero_grad();
+      add(mul(p, p).sum(), sin(mul(p, 3.0)).sum()).backward();
+      opt->step();
+      check_against_torch(p.detach(), doubles(want), 1e-13);
+    }
+  }
+  Tensor p = zeros({2}).requires_grad_(true);
+  CHECK_THROWS_WITH(optim::RMSprop({p}, {.alpha = -0.5}), Contains("RMSprop: alpha"));
+  CHECK_THROWS_WITH(optim::Adagrad({p}, {.lr = -1.0}), Contains("Adagrad: lr"));
+}
+
+TEST_CASE("ExponentialLR, LambdaLR and CosineAnnealingWarmRestarts give PyTorch's rates") {
+  const json s = torch_reference("optimizers.json").at("schedules");
+  const size_t n = s.at("ExponentialLR").size();
+  using Ptr = std::unique_ptr<optim::LRScheduler>;
+  check_against_torch(
+      tensor(rates(
+          [](optim::Optimizer& o) -> Ptr { return std::make_unique<optim::ExponentialLR>(o, 0.9); },
+          n)),
+      doubles(s.at("ExponentialLR")), 1e-14);
+  check_against_torch(tensor(rates(
+                          [](optim::Optimizer& o) -> Ptr {
+                            return std::make_unique<optim::LambdaLR>(o, [](int64_t e) {
+                              return 1.0 / std::sqrt(1.0 + static_cast<double>(e));
+                            });
+                          },
+                          n)),
+                      doubles(s.at("LambdaLR")), 1e-14);
+  check_against_torch(tensor(rates(
+                          [](optim::Optimizer& o) -> Ptr {
+                            return std::make_unique<optim::CosineAnnealingWarmRestarts>(o, 3, 2,
+                                                                                        0.01);
+                          },
+                          n)),
+                      doubles(s.at("CosineAnnealingWarmRestarts")), 1e-12);
+  check_against_torch(tensor(rates(
+                          [](optim::Optimizer& o) -> Ptr {
+                            return std::make_unique<optim::CosineAnnealingWarmRestarts>(o, 4);
+                          },
+                          n)),
+                      doubles(s.at("CosineAnnealingWarmRestarts_1")), 1e-12);
+}
+
+TEST_CASE("clip_grad_value_ clamps as PyTorch's") {
+  const json c = torch_reference("optimizers.json").at("clip_value");
+  Tensor p = zeros({5}, DType::f64).requires_grad_(true);
+  p.set_grad(tensor(doubles(c.at("grad"))));
+  optim::clip_grad_value_({p}, 0.4);
+  check_against_torch(p.grad(), doubles(c.at("clipped")), 0.0);
+  CHECK_THROWS_WITH(optim::clip_grad_value_({p}, -1.0), Contains("clip_value"));
+}
