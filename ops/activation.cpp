@@ -1,6 +1,7 @@
 #include "kiln/ops/activation.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 

@@ -1,5 +1,6 @@
 #include "kiln/ops/rearrange.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <utility>

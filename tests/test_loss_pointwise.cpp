@@ -3,6 +3,7 @@
 // and target in f64; the refusals; autocast's fp32 rule; the modules.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>

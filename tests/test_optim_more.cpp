@@ -2,7 +2,9 @@
 // against PyTorch 1.13 (tests/reference/optimizers.json, make_optimizers.py).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>

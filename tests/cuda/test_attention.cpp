@@ -2,9 +2,11 @@
 // nn::MultiheadAttention / TransformerEncoderLayer forward and backward, from the same weights.
 // The composition's ops each have their own GPU kernels; this checks that they compose.
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
@@ -28,8 +30,9 @@ TEST_CASE("attention: scaled_dot_product_attention on the GPU equals the CPU's, 
     const Tensor q = random_f64({2, 3, 7, 8}, 1), k = random_f64({2, 3, 9, 8}, 2);
     const Tensor v = random_f64({2, 3, 9, 5}, 3);
     auto run = [&](Device device) {
-      Tensor qd = q.to(device).requires_grad_(true), kd = k.to(device).requires_grad_(true),
-             vd = v.to(device).requires_grad_(true);
+      Tensor qd = q.to(device).detach().requires_grad_(true),
+             kd = k.to(device).detach().requires_grad_(true),
+             vd = v.to(device).detach().requires_grad_(true);
       const Tensor out = scaled_dot_product_attention(qd, kd, vd, {.is_causal = causal});
       mul(out, out).sum().backward();
       return std::vector<Tensor>{out, qd.grad(), kd.grad(), vd.grad()};
