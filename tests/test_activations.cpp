@@ -9,8 +9,6 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "kiln/nn/activations.h"
-#include "kiln/ops/activation.h"
 #include "torch_reference.h"
 
 using namespace kiln;

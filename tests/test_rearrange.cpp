@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "kiln/kiln.h"
-#include "kiln/ops/rearrange.h"
 #include "torch_reference.h"
 
 using namespace kiln;
