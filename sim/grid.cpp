@@ -41,6 +41,8 @@ struct ScheduleState {
     schedule.fibers = environment_number("KILN_SIM_FIBERS", 0, 0) != 0;
     schedule.sm_count = static_cast<int>(environment_number("KILN_SIM_SM_COUNT", 0, 0));
     schedule.poison_allocations = environment_number("KILN_SIM_POISON", 1, 0) != 0;
+    schedule.compute_capability =
+        static_cast<int>(environment_number("KILN_SIM_COMPUTE_CAPABILITY", 90, 10));
   }
 };
 ScheduleState& schedule_state() {
@@ -162,6 +164,10 @@ void set_schedule(const Schedule& schedule) {
   if (schedule.workers < 1)
     throw std::invalid_argument("kiln::sim::set_schedule: workers " +
                                 std::to_string(schedule.workers) + ", expected at least 1");
+  if (schedule.compute_capability < 10)
+    throw std::invalid_argument("kiln::sim::set_schedule: compute_capability " +
+                                std::to_string(schedule.compute_capability) +
+                                ", expected major * 10 + minor, such as 75 or 90");
   if (schedule.sm_count < 0)
     throw std::invalid_argument("kiln::sim::set_schedule: sm_count " +
                                 std::to_string(schedule.sm_count) + ", expected 0 or more");

@@ -25,7 +25,7 @@ class KernelError : public std::runtime_error {
 
 // How blocks are scheduled, and what the simulated GPUs look like to a program. Read from the
 // environment on first use (KILN_SIM_SEED, KILN_SIM_WORKERS, KILN_SIM_FIBERS, KILN_SIM_SM_COUNT,
-// KILN_SIM_POISON); set_schedule changes them for the whole process.
+// KILN_SIM_POISON, KILN_SIM_COMPUTE_CAPABILITY); set_schedule changes them for the whole process.
 struct Schedule {
   // 0: threads resume in lane order; 1: reversed; any other: shuffled between barriers, from
   // this seed and the block's index.
@@ -39,6 +39,10 @@ struct Schedule {
   // read before written, it is NaN in a float and -1 in an integer, never the zeros a fresh page
   // of the host gives.
   bool poison_allocations = true;
+  // The compute capability the devices report, as major * 10 + minor (KILN_SIM_COMPUTE_CAPABILITY,
+  // e.g. 75 for a Turing T4): what a program checks before using newer instructions. The
+  // simulator runs every instruction it emulates whatever this says.
+  int compute_capability = 90;
 };
 // The multiprocessor count the devices report: sm_count, or workers when it is 0.
 int reported_sm_count();

@@ -103,10 +103,10 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribut
       *value = 2048;
       break;
     case cudaDevAttrComputeCapabilityMajor:
-      *value = 9;
+      *value = kiln::sim::schedule().compute_capability / 10;
       break;
     case cudaDevAttrComputeCapabilityMinor:
-      *value = 0;
+      *value = kiln::sim::schedule().compute_capability % 10;
       break;
     case cudaDevAttrClockRate:
       *value = 1980000;  // kHz
@@ -162,8 +162,8 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp* prop, int device) 
   prop->maxGridSize[2] = 65535;
   prop->maxThreadsPerMultiProcessor = 2048;
   prop->totalConstMem = 65536;
-  prop->major = 9;
-  prop->minor = 0;
+  prop->major = kiln::sim::schedule().compute_capability / 10;
+  prop->minor = kiln::sim::schedule().compute_capability % 10;
   prop->multiProcessorCount = kiln::sim::reported_sm_count();
   prop->l2CacheSize = 50 * 1024 * 1024;
   prop->memoryBusWidth = 5120;

@@ -1,4 +1,5 @@
-// The PTX instructions of the tensor-core lab, one inline-asm wrapper each (sm_80 and later):
+// The PTX instructions of the tensor-core lab, one inline-asm wrapper each (sm_80 and later;
+// trapping stubs when compiled for an older GPU, where problem.h refuses to launch):
 //
 //   ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16   four 8 x 8 matrices of 16-bit elements
 //       from shared memory into the fragment layout mma wants; lane i gives the address of row
@@ -65,6 +66,37 @@ inline void cp_async_commit() {
 template <int kGroupsInFlight>
 void cp_async_wait() {
   sim::ptx::cp_async_wait(kGroupsInFlight);
+}
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+// Built for a GPU older than Ampere (sm_75 in a multi-architecture build): the instructions do
+// not exist there, and check_problem (problem.h) refuses to launch on such a GPU; these stubs
+// only let the file compile for it, and trap if reached.
+using SharedAddress = unsigned;
+
+__device__ __forceinline__ SharedAddress shared_address(const void*) {
+  __trap();
+  return 0;
+}
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&)[4], SharedAddress) {
+  __trap();
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&)[4], SharedAddress) {
+  __trap();
+}
+template <class T>
+__device__ __forceinline__ void mma_m16n8k16(float (&)[4], const unsigned (&)[4],
+                                             const unsigned (&)[2]) {
+  __trap();
+}
+__device__ __forceinline__ void cp_async_16(SharedAddress, const void*, bool) {
+  __trap();
+}
+__device__ __forceinline__ void cp_async_commit() {
+  __trap();
+}
+template <int kGroupsInFlight>
+__device__ __forceinline__ void cp_async_wait() {
+  __trap();
 }
 #else
 using SharedAddress = unsigned;  // a shared-memory address, as the instructions take it
