@@ -44,6 +44,7 @@
 #include "kiln/nn/resnet.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/state_dict.h"
+#include "kiln/nn/torch_file.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/checkpoint.h"
 #include "kiln/ops/autograd/record.h"
