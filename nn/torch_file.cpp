@@ -450,7 +450,7 @@ void save_torch_file(const std::string& path, const TensorMap& tensors) {
   const std::string data = pickle.finish();
 
   AtomicFile file(kSave, path);
-  ZipWriter zip(file);
+  ZipWriter zip([&](const void* bytes, size_t nbytes) { file.write(bytes, nbytes); });
   const std::string prefix = kArchive;
   zip.add(prefix + "/data.pkl", data.data(), data.size());
   zip.add(prefix + "/byteorder", "little", 6);

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "kiln/core/error.h"
-#include "kiln/nn/atomic_file.h"
 
 namespace kiln::nn {
 namespace {
@@ -351,10 +350,15 @@ bool starts_like_zip(const std::string& path) {
 
 // ---- writing ----
 
+void ZipWriter::write(const void* data, size_t nbytes) {
+  sink_(data, nbytes);
+  size_ += nbytes;
+}
+
 void ZipWriter::add(const std::string& name, const void* data, size_t nbytes) {
   KILN_CHECK(name.size() < kMax16, ValueError, "ZipWriter: entry name of {} bytes is too long",
              name.size());
-  const uint64_t header_offset = file_.size();
+  const uint64_t header_offset = size_;
   const bool zip64 = nbytes >= kMax32;
   std::string extra;
   if (zip64) {
@@ -384,13 +388,13 @@ void ZipWriter::add(const std::string& name, const void* data, size_t nbytes) {
   put(header, extra.size(), 2);
   header += name;
   header += extra;
-  file_.write(header.data(), header.size());
-  file_.write(data, nbytes);
+  write(header.data(), header.size());
+  write(data, nbytes);
   written_.push_back({name, header_offset, nbytes, crc});
 }
 
 void ZipWriter::finish() {
-  const uint64_t directory_offset = file_.size();
+  const uint64_t directory_offset = size_;
   bool zip64 = written_.size() >= kMax16;
   std::string directory;
   for (const Written& w : written_) {
@@ -453,7 +457,7 @@ void ZipWriter::finish() {
   put(directory, std::min<uint64_t>(directory_size, kMax32), 4);
   put(directory, std::min<uint64_t>(directory_offset, kMax32), 4);
   put(directory, 0, 2);
-  file_.write(directory.data(), directory.size());
+  write(directory.data(), directory.size());
 }
 
 }  // namespace kiln::nn

@@ -7,13 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <memory>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::nn {
-
-class AtomicFile;
 
 // The CRC-32 of zip (and gzip, PNG): polynomial 0xEDB88320, reflected. Chains: pass the previous
 // result as `crc` to continue over more bytes.
@@ -62,7 +61,9 @@ bool starts_like_zip(const std::string& path);
 
 class ZipWriter {
  public:
-  explicit ZipWriter(AtomicFile& file) : file_(file) {}
+  // Receives the archive's bytes in order (an AtomicFile's write, say).
+  using Sink = std::function<void(const void* data, size_t nbytes)>;
+  explicit ZipWriter(Sink sink) : sink_(std::move(sink)) {}
   // Stores `nbytes` at `data` as the next entry, its data starting at a multiple of 64 bytes.
   void add(const std::string& name, const void* data, size_t nbytes);
   // Writes the central directory (and the zip64 end records where needed). Call once, last.
@@ -74,7 +75,10 @@ class ZipWriter {
     uint64_t header_offset, size;
     uint32_t crc;
   };
-  AtomicFile& file_;
+  void write(const void* data, size_t nbytes);
+
+  Sink sink_;
+  uint64_t size_ = 0;
   std::vector<Written> written_;
 };
 
