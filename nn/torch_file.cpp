@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -327,7 +328,7 @@ class Loader {
 // pickles back to back, the first starting with PROTO; older still, a tar archive.
 void refuse_other_formats(const std::string& path) {
   FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) fail(path, "cannot open: {}", std::strerror(errno));
+  if (!file) fail(path, "cannot open: {}", std::generic_category().message(errno));
   unsigned char head[262] = {};
   const size_t got = std::fread(head, 1, sizeof head, file);
   std::fclose(file);

@@ -273,6 +273,22 @@ TEST_CASE("torch file: a state dict written by PyTorch 1.13 [reference]") {
   CHECK(raw(model.fc->weight) == raw(loaded.at("fc.weight")));
 }
 
+TEST_CASE("torch file: a state dict pickled with protocol 4 [reference]") {
+  const nlohmann::json expected = testing::torch_reference("torch_state_dict.json")["tensors"];
+  const TensorMap loaded = load_torch_file(testing::reference_dir() + "/torch_protocol4.pth");
+  REQUIRE(loaded.size() == 3);
+  for (const auto& [name, t] : loaded) {
+    INFO(name);
+    REQUIRE(expected.contains(name));
+    CHECK(t.shape() == expected[name]["shape"].get<Shape>());
+    const Tensor v = t.to(DType::f64);
+    REQUIRE(t.numel() == static_cast<int64_t>(expected[name]["values"].size()));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      CHECK(v.data<double>()[i] == expected[name]["values"][i].get<double>());
+  }
+  CHECK(loaded.at("extra.bf16").dtype() == DType::bf16);
+}
+
 TEST_CASE("torch file: a pickled whole model and the legacy format are refused [reference]") {
   check_load_error(testing::reference_dir() + "/torch_whole_model.pth",
                    {"__main__.Net", "model.state_dict()"});

@@ -7,6 +7,7 @@
                          share the Linear weight's storage (an offset and strides, a transpose)
   torch_state_dict.json  every tensor's dtype, shape and values (row-major, as numbers), to check
                          what kiln reads against
+  torch_protocol4.pth    three of the same tensors, pickled with protocol 4
   torch_whole_model.pth  torch.save(model) of the __main__.Net above: a pickle kiln must refuse
   torch_legacy.pth       the same state dict's first tensors in the legacy (non-zip) format
 
@@ -51,11 +52,16 @@ def main():
     state["extra.u8"] = torch.tensor([0, 200, 255], dtype=torch.uint8)
     state["extra.bool"] = torch.tensor([True, False, True])
     state["extra.empty"] = torch.zeros(0, 3)
+    # An nn.Parameter pickles through torch._utils._rebuild_parameter.
+    state["extra.parameter"] = nn.Parameter(torch.tensor([1.5, -2.0]))
     torch.save(state, HERE / "torch_state_dict.pth")
+    # Protocol 4's opcodes (FRAME, SHORT_BINUNICODE, STACK_GLOBAL, MEMOIZE) on some of the same.
+    torch.save({name: state[name] for name in ("fc.weight", "extra.view", "extra.bf16")},
+               HERE / "torch_protocol4.pth", pickle_protocol=4)
 
     expected = collections.OrderedDict()
     for name, t in state.items():
-        values = t.double() if t.is_floating_point() else t.long()
+        values = t.detach().double() if t.is_floating_point() else t.long()
         expected[name] = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
                           "values": values.flatten().tolist()}
     text = json.dumps({"torch_version": torch.__version__,
