@@ -139,6 +139,64 @@ std::string f32_bytes(int64_t n) {
   return out;
 }
 
+uint64_t le(const std::string& bytes, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= uint64_t{static_cast<unsigned char>(bytes[at + i])} << (8 * i);
+  return v;
+}
+
+void put_le(std::string& out, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+// The archive (as kiln writes it: no comment) with every size, offset and count moved into zip64
+// records, as a writer does past 4 GiB: the central directory's fields hold 0xFFFFFFFF and a zip64
+// extra field the values, and the end record defers to a zip64 end record.
+std::string as_zip64(const std::string& zip) {
+  const size_t end = zip.size() - 22;
+  const uint64_t count = le(zip, end + 10, 2), directory_offset = le(zip, end + 16, 4);
+  std::string out = zip.substr(0, directory_offset);
+  size_t at = directory_offset;
+  for (uint64_t i = 0; i < count; ++i) {
+    const size_t name = le(zip, at + 28, 2), extra = le(zip, at + 30, 2);
+    std::string header = zip.substr(at, 46);
+    std::string zip64;
+    put_le(zip64, 0x0001, 2);
+    put_le(zip64, 24, 2);
+    put_le(zip64, le(zip, at + 24, 4), 8);
+    put_le(zip64, le(zip, at + 20, 4), 8);
+    put_le(zip64, le(zip, at + 42, 4), 8);
+    header.replace(20, 8, std::string(8, '\xff'));
+    header.replace(42, 4, std::string(4, '\xff'));
+    header[6] = 45;
+    header.replace(30, 2, std::string{static_cast<char>(extra + zip64.size()), 0});
+    out += header + zip.substr(at + 46, name + extra) + zip64;
+    at += 46 + name + extra;
+  }
+  const uint64_t directory_size = out.size() - directory_offset, end64_at = out.size();
+  put_le(out, 0x06064b50, 4);
+  put_le(out, 44, 8);
+  put_le(out, 45, 2);
+  put_le(out, 45, 2);
+  put_le(out, 0, 8);
+  put_le(out, count, 8);
+  put_le(out, count, 8);
+  put_le(out, directory_size, 8);
+  put_le(out, directory_offset, 8);
+  put_le(out, 0x07064b50, 4);
+  put_le(out, 0, 4);
+  put_le(out, end64_at, 8);
+  put_le(out, 1, 4);
+  put_le(out, 0x06054b50, 4);
+  put_le(out, 0, 4);
+  put_le(out, 0xffff, 2);
+  put_le(out, 0xffff, 2);
+  put_le(out, 0xffffffff, 4);
+  put_le(out, 0xffffffff, 4);
+  put_le(out, 0, 2);
+  return out;
+}
+
 // A Conv2d + BatchNorm2d + Linear model under the names of make_torch_state_dict.py's Net.
 class Net : public Module {
  public:
@@ -211,6 +269,20 @@ TEST_CASE("torch file: the archive is laid out as torch.save lays it out") {
   CHECK(zip.read(*zip.find("archive/byteorder")) == "little");
   CHECK(read_bytes(path).substr(0, 4) == std::string("PK\x03\x04", 4));
   CHECK(crc32("123456789", 9) == 0xcbf43926u);  // the check value of CRC-32/ISO-HDLC
+}
+
+TEST_CASE("torch file: zip64 records are read") {
+  TempDir dir("kiln-torch-file");
+  const TensorMap tensors = {{"w", sample(DType::f32, {2, 3}, 7)},
+                             {"n", sample(DType::i64, {}, 8)}};
+  const std::string path = dir.file("small.pth"), zip64_path = dir.file("zip64.pth");
+  save_torch_file(path, tensors);
+  write_bytes(zip64_path, as_zip64(read_bytes(path)));
+  ZipReader zip("test", zip64_path);
+  CHECK(zip.entries().size() == 5);
+  const TensorMap loaded = load_torch_file(zip64_path);
+  REQUIRE(loaded.size() == tensors.size());
+  for (const auto& [name, t] : tensors) check_same(loaded.at(name), t);
 }
 
 TEST_CASE("torch file: save_state_dict writes .pth and load_state_dict reads it back") {
