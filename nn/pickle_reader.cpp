@@ -314,13 +314,10 @@ class Unpickler {
       case 'R':
         reduce();
         break;
-      case 'b': {  // BUILD: sets an object's attributes; only an OrderedDict's _metadata here
-        const size_t state = pop("BUILD");
-        const size_t target = top("BUILD");
-        expect(target, Kind::dict, "BUILD's object");
-        (void)state;
+      case 'b':  // BUILD: sets an object's attributes; only an OrderedDict's _metadata here
+        pop("BUILD");
+        expect(top("BUILD"), Kind::dict, "BUILD's object");
         break;
-      }
       case 's': {
         const size_t value = pop("SETITEM");
         const size_t key = pop("SETITEM");

@@ -23,6 +23,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/nn/atomic_file.h"
+#include "kiln/nn/printable.h"
 
 namespace kiln::nn {
 namespace {
@@ -112,33 +113,6 @@ std::string make_header(const std::string& path,
 }
 
 // ---- load ----
-
-// `text` with each byte that is not part of a UTF-8 sequence, and each control character, as
-// \xNN: a damaged file's bytes, quoted in an error (the JSON parser's "last read" among them),
-// must not reach a terminal raw.
-std::string printable(const std::string& text) {
-  std::string out;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char b = bytes[i];
-    size_t length = b < 0x80           ? 1
-                    : (b >> 5) == 0x6  ? 2
-                    : (b >> 4) == 0xe  ? 3
-                    : (b >> 3) == 0x1e ? 4
-                                       : 0;
-    bool ok = length > 0 && i + length <= n && !(b < 0x20 || b == 0x7f);
-    for (size_t k = 1; ok && k < length; ++k) ok = (bytes[i + k] & 0xc0) == 0x80;
-    if (ok) {
-      out.append(text, i, length);
-      i += length;
-    } else {
-      out += fmt::format("\\x{:02x}", b);
-      i += 1;
-    }
-  }
-  return out;
-}
 
 template <class... Args>
 [[noreturn]] void fail(const std::string& path, fmt::format_string<Args...> format,

@@ -19,6 +19,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/nn/atomic_file.h"
 #include "kiln/nn/pickle_reader.h"
+#include "kiln/nn/printable.h"
 #include "kiln/nn/zip_archive.h"
 
 namespace kiln::nn {
@@ -73,13 +74,14 @@ bool storage_dtype(const std::string& global, DType* dtype) {
 template <class... Args>
 [[noreturn]] void fail(const std::string& path, fmt::format_string<Args...> format,
                        Args&&... args) {
-  throw ValueError(
-      fmt::format("{}: {}: {}", kLoad, path, fmt::format(format, std::forward<Args>(args)...)));
+  throw ValueError(fmt::format("{}: {}: {}", kLoad, path,
+                               printable(fmt::format(format, std::forward<Args>(args)...))));
 }
 
 // Refuses every global but the few a state dict's pickle names.
 void check_global(const std::string& path, const std::string& module, const std::string& name) {
-  const std::string global = module + "." + name;
+  std::string global = module + "." + name;
+  if (global.size() > 200) global = global.substr(0, 200) + "...";
   DType dtype;
   if (global == "collections.OrderedDict" || global == kRebuildTensor ||
       global == kRebuildParameter || global == "torch.Size" || storage_dtype(global, &dtype))
@@ -101,7 +103,7 @@ void check_global(const std::string& path, const std::string& module, const std:
        global);
 }
 
-struct Storage {
+struct FileStorage {
   DType dtype;
   Tensor data;  // 1-d, on the CPU
 };
@@ -201,7 +203,7 @@ class Loader {
     if (args.size() != 6 && args.size() != 7)
       fail(path_, "tensor \"{}\": {} has {} arguments, expected 6 or 7", key, function,
            args.size());
-    const Storage& source = storage(key, tree_.at(args[0]));
+    const FileStorage& source = storage(key, tree_.at(args[0]));
     const int64_t offset = count(key, tree_.at(args[1]), "storage_offset");
     const Shape sizes = ints(key, tree_.at(args[2]), "size");
     const Shape strides = ints(key, tree_.at(args[3]), "stride");
@@ -220,8 +222,8 @@ class Loader {
   }
 
   // Checks that every element lies inside the storage, then copies them out in row-major order.
-  Tensor gather(const std::string& key, const Storage& source, int64_t offset, const Shape& sizes,
-                const Shape& strides) const {
+  Tensor gather(const std::string& key, const FileStorage& source, int64_t offset,
+                const Shape& sizes, const Shape& strides) const {
     const int64_t available = source.data.numel();
     int64_t numel = 1;
     for (int64_t s : sizes) {
@@ -266,7 +268,7 @@ class Loader {
 
   // ('storage', torch.<X>Storage, key, location, numel): a storage, read once however many
   // tensors share it.
-  const Storage& storage(const std::string& key, const PickleNode& node) {
+  const FileStorage& storage(const std::string& key, const PickleNode& node) {
     const PickleNode& id = tree_.at(expect(key, node, Kind::persistent, "its storage").items[0]);
     if (id.kind != Kind::tuple || id.items.size() != 5 ||
         tree_.at(id.items[0]).kind != Kind::string || tree_.at(id.items[0]).text != "storage")
@@ -314,14 +316,14 @@ class Loader {
         if (bytes[i] > 1)
           fail(path_, "entry {}: bool byte {} is {}, expected 0 or 1", entry_name, i, bytes[i]);
     }
-    return storages_.emplace(name, Storage{dtype, data}).first->second;
+    return storages_.emplace(name, FileStorage{dtype, data}).first->second;
   }
 
   const std::string& path_;
   const ZipReader& zip_;
   const PickleTree& tree_;
   const std::string& prefix_;
-  std::map<std::string, Storage> storages_;
+  std::map<std::string, FileStorage> storages_;
 };
 
 // torch.save before PyTorch 1.6 (and with _use_new_zipfile_serialization=False since) writes
