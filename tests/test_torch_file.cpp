@@ -482,6 +482,52 @@ TEST_CASE("torch file: offsets, strides and sizes are checked against the storag
   check_load_error(path, {"no entry archive/data/0"});
 }
 
+TEST_CASE("torch file: pickles that are not plain state dicts are refused") {
+  TempDir dir("kiln-torch-file");
+  const std::string path = dir.file("pickle.pth");
+  auto write = [&](const std::string& pickle) {
+    write_archive(path, {{"archive/data.pkl", pickle}, {"archive/data/0", f32_bytes(2)}});
+  };
+  // What a malicious file would call: refused as soon as it is named, never looked up.
+  PickleWriter call;
+  call.global("os", "system");
+  call.mark();
+  call.string("echo hi");
+  call.tuple();
+  call.reduce();
+  write(call.finish());
+  check_load_error(path, {"pickles os.system", "model.state_dict()"});
+
+  PickleWriter complex_storage;
+  complex_storage.global("torch", "ComplexFloatStorage");
+  write(complex_storage.finish());
+  check_load_error(path, {"torch.ComplexFloatStorage", "dtype kiln does not have"});
+
+  // A training checkpoint that nests the state dict: {"epoch": 3}.
+  PickleWriter nested;
+  nested.global("collections", "OrderedDict");
+  nested.empty_tuple();
+  nested.reduce();
+  nested.mark();
+  nested.string("epoch");
+  nested.integer(3);
+  nested.set_items();
+  write(nested.finish());
+  check_load_error(path, {"\"epoch\" is the int 3, not a tensor", "checkpoint[\"model\"]"});
+
+  // A key with a control character is quoted escaped.
+  PickleWriter escape;
+  escape.global("collections", "OrderedDict");
+  escape.empty_tuple();
+  escape.reduce();
+  escape.mark();
+  escape.string("bad\x1b[31mkey");
+  escape.boolean(true);
+  escape.set_items();
+  write(escape.finish());
+  check_load_error(path, {"\"bad\\x1b[31mkey\" is True"});
+}
+
 TEST_CASE("torch file: big-endian files, compressed entries and other zips are refused") {
   TempDir dir("kiln-torch-file");
   const std::string path = dir.file("other.pth");
