@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/nn/printable.h"
 
 namespace kiln::nn {
 namespace {
@@ -44,24 +45,6 @@ const char* kind_name(Kind kind) {
       return "a persistent id";
   }
   return "a value";
-}
-
-bool valid_utf8(std::string_view text) {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char b = bytes[i];
-    const size_t length = b < 0x80           ? 1
-                          : (b >> 5) == 0x6  ? 2
-                          : (b >> 4) == 0xe  ? 3
-                          : (b >> 3) == 0x1e ? 4
-                                             : 0;
-    if (length == 0 || length > n - i) return false;
-    for (size_t k = 1; k < length; ++k)
-      if ((bytes[i + k] & 0xc0) != 0x80) return false;
-    i += length;
-  }
-  return true;
 }
 
 class Unpickler {

@@ -189,14 +189,20 @@ class Loader {
            "the value of \"{}\" is {}, not a tensor: kiln reads state dicts, whose values are all "
            "tensors (for a checkpoint that nests one, save checkpoint[\"model\"] on its own)",
            key, describe(value));
-    const std::string& function = tree_.at(value.items[0]).text;
-    const std::vector<size_t>& args = tree_.at(value.items[1]).items;
-    if (function == kRebuildParameter) {
+    const PickleNode* call = &value;
+    if (tree_.at(call->items[0]).text == kRebuildParameter) {
       // (data, requires_grad, backward_hooks): an nn.Parameter around a tensor.
+      const std::vector<size_t>& args = tree_.at(call->items[1]).items;
       if (args.size() != 3)
-        fail(path_, "tensor \"{}\": {} has {} arguments, expected 3", key, function, args.size());
-      return tensor(key, tree_.at(args[0]));
+        fail(path_, "tensor \"{}\": {} has {} arguments, expected 3", key, kRebuildParameter,
+             args.size());
+      call = &tree_.at(args[0]);
+      if (call->kind != Kind::call)
+        fail(path_, "tensor \"{}\": the data of its {} is {}, not a tensor", key, kRebuildParameter,
+             describe(*call));
     }
+    const std::string& function = tree_.at(call->items[0]).text;
+    const std::vector<size_t>& args = tree_.at(call->items[1]).items;
     if (function != kRebuildTensor)
       fail(path_, "the value of \"{}\" is the result of {}, not a tensor", key, function);
     // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
@@ -225,11 +231,17 @@ class Loader {
   Tensor gather(const std::string& key, const FileStorage& source, int64_t offset,
                 const Shape& sizes, const Shape& strides) const {
     const int64_t available = source.data.numel();
-    int64_t numel = 1;
+    // kiln's contiguous strides are products of the sizes (a 0 counting as 1), so they must fit in
+    // int64 even when the tensor is empty.
+    int64_t numel = 1, extent = 1;
     for (int64_t s : sizes) {
-      if (s != 0 && numel > std::numeric_limits<int64_t>::max() / s)
-        fail(path_, "tensor \"{}\": size {} has more elements than fit in int64", key,
-             shape_str(sizes));
+      const int64_t factor = std::max<int64_t>(s, 1);
+      if (extent > std::numeric_limits<int64_t>::max() / factor)
+        fail(path_,
+             "tensor \"{}\": size {} is too large: the product of its sizes does not fit in "
+             "int64",
+             key, shape_str(sizes));
+      extent *= factor;
       numel *= s;
     }
     // Each element's own bytes (no expanded, stride-0 tensors) bound the allocation by the file.
@@ -415,6 +427,9 @@ void save_torch_file(const std::string& path, const TensorMap& tensors) {
   host.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
     KILN_CHECK(t.defined(), ValueError, "{}: {}: tensor \"{}\" is undefined", kSave, path, name);
+    // Python reads the names as UTF-8 strings.
+    KILN_CHECK(valid_utf8(name), ValueError, "{}: {}: tensor name \"{}\" is not valid UTF-8", kSave,
+               path, printable(name));
     host.emplace_back(name, t.detach().to(Device::cpu()).contiguous());
   }
   PickleWriter pickle;

@@ -224,6 +224,14 @@ DType torch_dtype(const std::string& name) {
 
 }  // namespace
 
+TEST_CASE("torch file: names must be UTF-8 for Python to read them") {
+  TempDir dir("kiln-torch-file");
+  const std::string path = dir.file("names.pth");
+  CHECK_THROWS_WITH(save_torch_file(path, {{"bad\xff", sample(DType::f32, {1}, 1)}}),
+                    Catch::Contains("not valid UTF-8") && Catch::Contains("bad\\xff"));
+  CHECK(dir.entries().empty());
+}
+
 TEST_CASE("torch file: every dtype, 0-d, empty and strided tensors round trip") {
   TempDir dir("kiln-torch-file");
   TensorMap tensors;
@@ -473,7 +481,10 @@ TEST_CASE("torch file: offsets, strides and sizes are checked against the storag
   write(3, 0, {int64_t{1} << 20, int64_t{1} << 20}, {1, 1});
   check_load_error(path, {"1099511627776 elements, more than its storage's 3"});
   write(4, 0, {int64_t{1} << 62, 2, 2}, {0, 0, 0});
-  check_load_error(path, {"more elements than fit in int64"});
+  check_load_error(path, {"does not fit in int64"});
+  // Empty, but kiln's strides for it would overflow.
+  write(4, 0, {0, int64_t{1} << 62, int64_t{1} << 62}, {1, 1, 1});
+  check_load_error(path, {"does not fit in int64"});
   // The storage's entry must hold numel elements exactly.
   write_archive(path, {{"archive/data.pkl", one_tensor_pickle(6, 0, {6}, {1})},
                        {"archive/data/0", f32_bytes(5)}});
@@ -514,6 +525,28 @@ TEST_CASE("torch file: pickles that are not plain state dicts are refused") {
   nested.set_items();
   write(nested.finish());
   check_load_error(path, {"\"epoch\" is the int 3, not a tensor", "checkpoint[\"model\"]"});
+
+  // Parameters of parameters, nested deeper than a stack: refused at the first level.
+  PickleWriter deep;
+  deep.global("collections", "OrderedDict");
+  deep.empty_tuple();
+  deep.reduce();
+  deep.mark();
+  deep.string("p");
+  for (int i = 0; i < 200000; ++i) {
+    deep.global("torch._utils", "_rebuild_parameter");
+    deep.mark();
+  }
+  deep.integer(0);
+  for (int i = 0; i < 200000; ++i) {
+    deep.boolean(false);
+    deep.empty_tuple();
+    deep.tuple();
+    deep.reduce();
+  }
+  deep.set_items();
+  write(deep.finish());
+  check_load_error(path, {"\"p\" is the result of torch._utils._rebuild_parameter, not a tensor"});
 
   // A key with a control character is quoted escaped.
   PickleWriter escape;
