@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <string>
 #include <string_view>
