@@ -46,6 +46,7 @@
 #include "kiln/nn/resnet.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/state_dict.h"
+#include "kiln/nn/torch_file.h"
 #include "kiln/ops/activation.h"
 #include "kiln/ops/attention.h"
 #include "kiln/ops/autocast.h"

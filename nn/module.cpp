@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -201,6 +202,12 @@ StateDict with_module_prefix_matched(const StateDict& state, const std::vector<s
   return state;
 }
 
+bool is_num_batches_tracked(const std::string& name, const Tensor& t) {
+  constexpr std::string_view kName = "num_batches_tracked";
+  return (name == kName || name.ends_with("." + std::string(kName))) && t.dtype() == DType::i64 &&
+         t.dim() == 0;
+}
+
 }  // namespace
 
 LoadResult Module::load_state_dict(const StateDict& given, bool strict) {
@@ -213,11 +220,17 @@ LoadResult Module::load_state_dict(const StateDict& given, bool strict) {
   const StateDict state = with_module_prefix_matched(given, my_keys);
   std::set<std::string> known;
   std::vector<std::string> mismatched;
+  std::vector<Tensor> batch_counters;
   for (auto& [n, t] : mine) {
     known.insert(n);
     auto it = state.find(n);
     if (it == state.end()) {
-      result.missing_keys.push_back(n);
+      // BatchNorm's step counter came in PyTorch 0.4.1; PyTorch's BatchNorm fills it in with 0
+      // when a state dict lacks it, so such files load strictly.
+      if (is_num_batches_tracked(n, t))
+        batch_counters.push_back(t);
+      else
+        result.missing_keys.push_back(n);
       continue;
     }
     if (it->second.shape() != t.shape()) {
@@ -244,6 +257,7 @@ LoadResult Module::load_state_dict(const StateDict& given, bool strict) {
     auto it = state.find(n);
     if (it != state.end()) t.copy_(it->second.to(t.device()));
   }
+  for (Tensor& t : batch_counters) t.zero_();
   return result;
 }
 

@@ -1,6 +1,5 @@
 #include "kiln/nn/safetensors.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -23,6 +22,8 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/nn/atomic_file.h"
+#include "kiln/nn/printable.h"
 
 namespace kiln::nn {
 namespace {
@@ -78,41 +79,6 @@ std::string errno_text(int err) {
 
 // ---- save ----
 
-[[noreturn]] void throw_save_errno(const std::string& path, const std::string& what, int err) {
-  throw Error(fmt::format("save_safetensors: {}: {}: {}", path, what, errno_text(err)));
-}
-
-// Owns the temporary file until it has been renamed into place; on any earlier exit it closes and
-// deletes it, so a failed save leaves the directory as it found it.
-struct TempFile {
-  std::string path;
-  FILE* file = nullptr;
-  bool renamed = false;
-
-  ~TempFile() {
-    if (file) std::fclose(file);
-    if (!renamed) ::unlink(path.c_str());
-  }
-};
-
-void write_bytes(const std::string& path, TempFile& temp, const void* data, size_t nbytes) {
-  if (nbytes == 0) return;
-  if (std::fwrite(data, 1, nbytes, temp.file) != nbytes)
-    throw_save_errno(path, fmt::format("writing {}", temp.path), errno);
-}
-
-// The rename is durable only once the directory entry itself reaches the disk.
-void sync_parent_directory(const std::string& path) {
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::string dir = parent.empty() ? std::string(".") : parent.string();
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw_save_errno(path, fmt::format("opening directory {} to sync it", dir), errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) throw_save_errno(path, fmt::format("syncing directory {}", dir), err);
-}
-
 // The JSON header, padded with spaces so the data that follows starts 8-byte aligned. Keys come in
 // the order the Python library writes them: __metadata__ first, then dtype, shape, data_offsets.
 std::string make_header(const std::string& path,
@@ -147,33 +113,6 @@ std::string make_header(const std::string& path,
 }
 
 // ---- load ----
-
-// `text` with each byte that is not part of a UTF-8 sequence, and each control character, as
-// \xNN: a damaged file's bytes, quoted in an error (the JSON parser's "last read" among them),
-// must not reach a terminal raw.
-std::string printable(const std::string& text) {
-  std::string out;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char b = bytes[i];
-    size_t length = b < 0x80           ? 1
-                    : (b >> 5) == 0x6  ? 2
-                    : (b >> 4) == 0xe  ? 3
-                    : (b >> 3) == 0x1e ? 4
-                                       : 0;
-    bool ok = length > 0 && i + length <= n && !(b < 0x20 || b == 0x7f);
-    for (size_t k = 1; ok && k < length; ++k) ok = (bytes[i + k] & 0xc0) == 0x80;
-    if (ok) {
-      out.append(text, i, length);
-      i += length;
-    } else {
-      out += fmt::format("\\x{:02x}", b);
-      i += 1;
-    }
-  }
-  return out;
-}
 
 template <class... Args>
 [[noreturn]] void fail(const std::string& path, fmt::format_string<Args...> format,
@@ -387,32 +326,15 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
     host.emplace_back(name, t.detach().to(Device::cpu()).contiguous());
   }
   std::string header = make_header(path, host, metadata);
-  remove_stale_temporaries(path);
-
-  TempFile temp;
-  temp.path = fmt::format("{}.tmp.{}", path, ::getpid());
-  temp.file = std::fopen(temp.path.c_str(), "wb");
-  if (!temp.file) throw_save_errno(path, fmt::format("creating {}", temp.path), errno);
-
+  AtomicFile file("save_safetensors", path);
   unsigned char length[kLengthBytes];
   for (uint64_t i = 0; i < kLengthBytes; ++i)
     length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
-  write_bytes(path, temp, length, kLengthBytes);
-  write_bytes(path, temp, header.data(), header.size());
+  file.write(length, kLengthBytes);
+  file.write(header.data(), header.size());
   for (const auto& [name, t] : host)
-    write_bytes(path, temp, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
-
-  if (std::fflush(temp.file) != 0)
-    throw_save_errno(path, fmt::format("flushing {}", temp.path), errno);
-  if (::fsync(::fileno(temp.file)) != 0)
-    throw_save_errno(path, fmt::format("syncing {}", temp.path), errno);
-  int rc = std::fclose(temp.file);
-  temp.file = nullptr;
-  if (rc != 0) throw_save_errno(path, fmt::format("closing {}", temp.path), errno);
-  if (std::rename(temp.path.c_str(), path.c_str()) != 0)
-    throw_save_errno(path, fmt::format("renaming {} over it", temp.path), errno);
-  temp.renamed = true;
-  sync_parent_directory(path);
+    file.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  file.commit();
 }
 
 int remove_stale_temporaries(const std::string& path) {

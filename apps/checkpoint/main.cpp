@@ -1,8 +1,10 @@
-// kiln-checkpoint: what a safetensors checkpoint holds, without Python. `show` prints the header's
+// kiln-checkpoint: what a checkpoint holds, without Python. `show` prints a safetensors header's
 // metadata (a training checkpoint's position, optimizer, scheduler step and random state) and
-// every tensor's name, dtype, shape and size; the data is read and checked as a loader would.
+// every tensor's name, dtype, shape and size; the data is read and checked as a loader would. A
+// PyTorch .pt/.pth state dict (a zip archive, recognised by its content) is shown the same way.
 //
 //   kiln-checkpoint show runs/default/last.safetensors
+//   kiln-checkpoint show resnet18.pth
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +17,7 @@
 
 #include "command_line.h"
 #include "kiln/nn/safetensors.h"
+#include "kiln/nn/torch_file.h"
 #include "main_guard.h"
 
 using namespace kiln;
@@ -22,7 +25,11 @@ using namespace kiln;
 namespace {
 
 int show(const std::string& path) {
-  const nn::SafetensorsFile file = nn::load_safetensors(path);
+  nn::SafetensorsFile file;
+  if (nn::is_torch_file(path))
+    file.tensors = nn::load_torch_file(path);
+  else
+    file = nn::load_safetensors(path);
   int64_t elements = 0, bytes = 0;
   size_t name_width = 4;
   for (const auto& [name, t] : file.tensors) {
@@ -53,12 +60,12 @@ int show(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln-checkpoint: inspect safetensors checkpoints"};
+  CLI::App app{"kiln-checkpoint: inspect safetensors checkpoints and PyTorch .pt/.pth files"};
   app.require_subcommand(1);
   std::string path;
   CLI::App* show_command =
       app.add_subcommand("show", "metadata and each tensor's name, dtype, shape and size");
-  show_command->add_option("file", path, "a .safetensors file")->required();
+  show_command->add_option("file", path, "a .safetensors, .pt or .pth file")->required();
   if (auto status = apps::parse_command_line(app, "kiln-checkpoint", argc, argv)) return *status;
   return apps::run_main("kiln-checkpoint", [&] { return show(path); });
 }
