@@ -15,16 +15,6 @@ namespace kiln::lab::gemm_tc {
 inline void check_problem(const char* version, const void* a, const void* b, const float* c,
                           DType dtype, int64_t m, int64_t n, int64_t k, const Grid& g) {
   const std::string where = std::string("lab gemm_tc ") + version + ": ";
-  // The hand-written versions use Ampere's instructions (mma.cuh), which a Turing GPU (sm_75: RTX
-  // 20, T4) does not have; its code for them is a trap, so refuse before launching.
-  const int device = cuda::current_device();
-  const cuda::DeviceProperties gpu = cuda::get_device_properties(device);
-  if (gpu.major < 8)
-    throw NotImplementedError(
-        where + "needs compute capability 8.0 or newer (ldmatrix, mma.sync.m16n8k16 in bf16 and " +
-        "f16, cp.async: Ampere's instructions); cuda:" + std::to_string(device) + " (" + gpu.name +
-        ") is " + std::to_string(gpu.major) + "." + std::to_string(gpu.minor) +
-        ". v0_cublaslt runs there");
   if (dtype != DType::bf16 && dtype != DType::f16)
     throw DTypeError(where + "the inputs must be bf16 or f16, got " + dtype_name(dtype));
   // A tile (tiling.h's kMaxTile) below 2^31 - 1: the kernels' int indices run up to a tile past
@@ -46,6 +36,20 @@ inline void check_problem(const char* version, const void* a, const void* b, con
   };
   if (!aligned(a, 16) || !aligned(b, 16) || !aligned(c, 8))
     throw ValueError(where + "A and B must start on 16 bytes and C on 8");
+}
+
+// The hand-written versions use Ampere's instructions (mma.cuh), which a Turing GPU (sm_75: RTX
+// 20, T4) does not have; its code for them is a trap, so they refuse before launching.
+inline void check_device(const char* version) {
+  const std::string where = std::string("lab gemm_tc ") + version + ": ";
+  const int device = cuda::current_device();
+  const cuda::DeviceProperties gpu = cuda::get_device_properties(device);
+  if (gpu.major < 8)
+    throw NotImplementedError(
+        where + "needs compute capability 8.0 or newer (ldmatrix, mma.sync.m16n8k16 in bf16 and " +
+        "f16, cp.async: Ampere's instructions); cuda:" + std::to_string(device) + " (" + gpu.name +
+        ") is " + std::to_string(gpu.major) + "." + std::to_string(gpu.minor) +
+        ". v0_cublaslt runs there");
 }
 
 }  // namespace kiln::lab::gemm_tc

@@ -94,6 +94,7 @@ void v1_mma_ldmatrix(const GemmTcArgs& args) {
   const Grid g = grid(kT, args.m, args.n);
   check_problem("v1_mma_ldmatrix", args.a, args.b, args.c, args.dtype, args.m, args.n, args.k, g);
   if (args.m == 0 || args.n == 0) return;
+  check_device("v1_mma_ldmatrix");
   if (args.dtype == DType::bf16)
     launch<__nv_bfloat16>(args, g);
   else

@@ -129,6 +129,7 @@ void v2_cp_async_pipeline(const GemmTcArgs& args) {
   check_problem("v2_cp_async_pipeline", args.a, args.b, args.c, args.dtype, args.m, args.n, args.k,
                 g);
   if (args.m == 0 || args.n == 0) return;
+  check_device("v2_cp_async_pipeline");
   if (args.dtype == DType::bf16)
     launch<__nv_bfloat16>(args, g);
   else
