@@ -1,19 +1,24 @@
 // The profiler on the CPU: a small model's op and backward-node counts against a hand count, the
 // nesting of events in time, memory against the allocator's statistics, user ranges, threads, the
-// key-averages table and the Chrome trace as JSON.
+// key-averages table and its footer, the Chrome trace as JSON and a DataLoader's worker threads.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "temp_dir.h"
 
 using namespace kiln;
 using profiler::EventKind;
@@ -293,4 +298,90 @@ TEST_CASE("profiler: a model without collectives or fused work has no data colum
   const profiler::KeyAverages averages = prof.key_averages();
   CHECK_FALSE(averages.has_bytes);
   CHECK_THAT(averages.table(), !Catch::Contains("data MB"));
+}
+
+namespace {
+
+// Each thread's time inside its top-level events, in nanoseconds (they do not overlap on one
+// thread).
+std::map<int, int64_t> busy_ns(const std::vector<profiler::Event>& events) {
+  std::map<int, int64_t> busy;
+  for (const profiler::Event& e : events)
+    if (e.depth == 0) busy[e.thread] += e.end_ns - e.start_ns;
+  return busy;
+}
+
+std::string last_line(const std::string& text) {
+  const size_t end = text.find_last_not_of('\n');
+  const size_t begin = text.rfind('\n', end);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end - begin);
+}
+
+}  // namespace
+
+TEST_CASE("profiler: the footer gives each thread's time in events, never their sum") {
+  profiler::Profile prof;
+  {
+    // The worker's range lies inside the main thread's: summed, they count that time twice.
+    profiler::RecordFunction outer("main thread");
+    std::thread worker([] {
+      profiler::RecordFunction inner("worker thread");
+      relu(randn({64}));
+    });
+    worker.join();
+  }
+  prof.stop();
+  const std::map<int, int64_t> busy = busy_ns(prof.events());
+  REQUIRE(busy.size() == 2);
+  const double wall_ms = prof.wall_ms();
+  const std::string footer = last_line(prof.key_averages().table());
+  INFO(footer);
+  CHECK_THAT(footer, Catch::Contains(fmt::format("{:.3f} ms profiled", wall_ms)));
+  for (const auto& [thread, ns] : busy) {
+    const double ms = static_cast<double>(ns) * 1e-6;
+    CHECK(ms <= wall_ms);
+    CHECK_THAT(footer, Catch::Contains(fmt::format("thread {} {:.3f} ms ({:.1f}%)", thread, ms,
+                                                   100.0 * ms / wall_ms)));
+  }
+  CHECK_THAT(footer, Catch::Contains("add up over threads"));
+}
+
+TEST_CASE("profiler: a DataLoader's workers record reading, transforms and collating") {
+  kiln::testing::TempDir dir("kiln_profiler_loader");
+  for (int i = 0; i < 8; ++i) {
+    const std::filesystem::path folder = dir.path / std::to_string(i % 2);
+    std::filesystem::create_directories(folder);
+    data::write_image((folder / (std::to_string(i) + ".png")).string(),
+                      full({3, 8, 8}, 10.0 * i).to(DType::u8));
+  }
+  data::DataLoader loader(std::make_shared<data::ImageFolder>(dir.path.string()),
+                          data::compose({data::resize(6), data::center_crop(4), data::to_float()}),
+                          {.batch_size = 2, .num_workers = 2});
+  profiler::Profile prof;
+  int batches = 0;
+  while (auto batch = loader.next()) ++batches;
+  prof.stop();
+  REQUIRE(batches == 4);
+  std::map<std::string, std::multiset<int>> threads;  // per name, the thread of each event
+  for (const profiler::Event& e : prof.events()) threads[e.name].insert(e.thread);
+  const std::multiset<int>& fetches = threads["DataLoader: fetch batch"];
+  REQUIRE(fetches.size() == 4);
+  const std::set<int> workers(fetches.begin(), fetches.end());
+  CHECK(workers.size() == 2);  // two worker threads, each a thread of its own in the profile
+  CHECK(workers.count(0) == 0);
+  for (const char* name : {"read_image", "decode_image", "resize", "center_crop", "to_float"}) {
+    INFO(name);
+    CHECK(threads[name].size() == 8);  // one per image
+    CHECK(std::set<int>(threads[name].begin(), threads[name].end()) == workers);
+  }
+  CHECK(threads["collate"].size() == 4);
+  CHECK(std::set<int>(threads["collate"].begin(), threads["collate"].end()) == workers);
+  // The training loop's side: next() on thread 0, once per batch and once for the end.
+  CHECK(threads["DataLoader::next"] == std::multiset<int>{0, 0, 0, 0, 0});
+  // Reading an image happens inside fetching its batch.
+  for (const profiler::Event& e : prof.events()) {
+    if (e.name != "read_image") continue;
+    REQUIRE(e.parent >= 0);
+    CHECK(prof.events()[static_cast<size_t>(e.parent)].name == "DataLoader: fetch batch");
+  }
 }

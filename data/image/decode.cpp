@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/core/profiler.h"
 #include "kiln/data/image/codecs.h"
 
 namespace kiln::data {
@@ -86,6 +87,7 @@ Tensor to_chw(const codecs::Pixels& pixels, int channels) {
 
 Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name,
                     const DecodeOptions& options) {
+  profiler::RecordFunction range("decode_image");
   KILN_CHECK(options.channels == 1 || options.channels == 3 || options.channels == 4, ValueError,
              "decode_image: channels must be 1, 3 or 4, got {}", options.channels);
   KILN_CHECK(options.min_short_side >= 0, ValueError,
@@ -103,6 +105,7 @@ Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name,
 }
 
 Tensor read_image(const std::string& path, const DecodeOptions& options) {
+  profiler::RecordFunction range("read_image");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw ImageDecodeError(fmt::format("read_image: cannot open {}", path));
   const std::streamoff size = in.tellg();
