@@ -104,9 +104,11 @@ KeyAverages Profile::key_averages(bool group_by_shape) const {
   for (size_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
     const std::string shapes = group_by_shape ? e.shapes : std::string();
-    auto key = std::make_tuple(e.name, shapes, static_cast<int>(e.kind));
+    // A Profiler's step ranges, one name per step, make one row (PyTorch's "ProfilerStep*").
+    const std::string name = e.name.starts_with("ProfilerStep#") ? "ProfilerStep*" : e.name;
+    auto key = std::make_tuple(name, shapes, static_cast<int>(e.kind));
     auto [it, inserted] = row_of.try_emplace(key, out.rows.size());
-    if (inserted) out.rows.push_back({e.name, shapes, e.kind});
+    if (inserted) out.rows.push_back({name, shapes, e.kind});
     OpStats& row = out.rows[it->second];
     ++row.calls;
     row.host_ms += e.host_ms();

@@ -63,7 +63,8 @@ Schedule schedule(int64_t wait, int64_t warmup, int64_t active, int64_t repeat,
 }
 
 TraceHandler chrome_trace_handler(std::string dir, std::string prefix) {
-  KILN_CHECK(!dir.empty(), ValueError, "profiler::chrome_trace_handler: expected a folder, got \"\"");
+  KILN_CHECK(!dir.empty(), ValueError,
+             "profiler::chrome_trace_handler: expected a folder, got \"\"");
   return [dir = std::move(dir), prefix = std::move(prefix)](const Profile& trace, int64_t cycle) {
     std::error_code error;
     std::filesystem::create_directories(dir, error);
@@ -75,7 +76,9 @@ TraceHandler chrome_trace_handler(std::string dir, std::string prefix) {
 }
 
 Profiler::Profiler(Schedule schedule, TraceHandler on_trace_ready, ProfileOptions options)
-    : schedule_(std::move(schedule)), on_trace_ready_(std::move(on_trace_ready)), options_(options) {
+    : schedule_(std::move(schedule)),
+      on_trace_ready_(std::move(on_trace_ready)),
+      options_(options) {
   KILN_CHECK(static_cast<bool>(schedule_), ValueError,
              "profiler::Profiler: expected a schedule (profiler::schedule(wait, warmup, active, "
              "...) or a function of the step), got an empty one; to record from start to stop, use "

@@ -15,11 +15,12 @@
 //
 // Step n is the time between the n-th call of step() and the next (step 0 begins at the
 // construction). While a profile records, each step is a range "ProfilerStep#n" on the thread that
-// calls step(), as in PyTorch. stop(), and the destructor, end a cycle cut short in its recorded
-// steps as PyTorch does: on_trace_ready gets what it recorded (a destructor swallows what the
-// handler throws; call stop() to see it). A warm-up cut short is thrown away. Recording is
-// profiler::Profile's, for every thread, one at a time: another Profile recording when a cycle
-// starts makes step() throw. A Profiler is driven from one thread.
+// calls step(), as in PyTorch (key_averages makes them one row, "ProfilerStep*"). stop(), and the
+// destructor, end a cycle cut short in its recorded steps as PyTorch does: on_trace_ready gets
+// what it recorded (a destructor swallows what the handler throws; call stop() to see it). A
+// warm-up cut short is thrown away. Recording is profiler::Profile's, for every thread, one at a
+// time: another Profile recording when a cycle starts makes step() throw. A Profiler is driven
+// from one thread.
 #pragma once
 
 #include <cstdint>

@@ -484,6 +484,14 @@ TEST_CASE("profiler: on_trace_ready gets each cycle's active steps, and only the
     if (e.parent >= 0) parent_of[e.name] = events[static_cast<size_t>(e.parent)].name;
   CHECK(parent_of["step 6"] == "ProfilerStep#6");
   CHECK(parent_of["step 7"] == "ProfilerStep#7");
+  // In the table, the steps' ranges are one row, as PyTorch's.
+  int64_t step_rows = 0, step_calls = 0;
+  for (const profiler::OpStats& row : prof.last_trace()->key_averages().rows) {
+    step_rows += row.name.starts_with("ProfilerStep");
+    if (row.name == "ProfilerStep*") step_calls = row.calls;
+  }
+  CHECK(step_rows == 1);
+  CHECK(step_calls == 2);
   CHECK_FALSE(profiler::is_recording());
 }
 
