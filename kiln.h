@@ -15,6 +15,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/generator.h"
 #include "kiln/core/profiler.h"
+#include "kiln/core/profiler_schedule.h"
 #include "kiln/core/tensor.h"
 #include "kiln/data/cifar.h"
 #include "kiln/data/dataloader.h"

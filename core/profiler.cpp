@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -158,6 +159,8 @@ void Scope::open(const char* name, EventKind kind, std::initializer_list<const T
   cuda::nvtx_range_push(name);
   open_ = true;
   session_ = s->generation;
+  thread_ = buffer->thread;
+  index_ = buffer->open.back();
 }
 
 void Scope::close() {
@@ -166,10 +169,14 @@ void Scope::close() {
   auto [buffer, s] = current();
   if (!buffer || s->generation != session_) return;
   const int64_t end = now_ns(*s);
+  // Closed on another thread than it opened on: its event ends at the stop.
+  if (buffer->thread != thread_) return;
   std::lock_guard<std::mutex> lock(buffer->mutex);
-  if (buffer->gathered || buffer->open.empty()) return;
-  const size_t i = buffer->open.back();
-  buffer->open.pop_back();
+  if (buffer->gathered) return;
+  const auto it = std::find(buffer->open.rbegin(), buffer->open.rend(), index_);
+  if (it == buffer->open.rend()) return;
+  const size_t i = index_;
+  buffer->open.erase(std::next(it).base());
   buffer->events[i].end_ns = end;
   if (buffer->gpu[i].start) buffer->gpu[i].end = gpu_mark(*s, buffer->events[i].device);
 }

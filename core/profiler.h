@@ -6,7 +6,9 @@
 // interval from two events on the current stream. Ops that ran inside a backward node carry the
 // node's name. Communication and fused work are events too, carrying the bytes they work on
 // (Event::bytes): each collective (dist::all_reduce, ...), each DDP bucket's all-reduce, the
-// GradScaler's unscale and the fused optimizer steps.
+// GradScaler's unscale and the fused optimizer steps. A DataLoader's worker threads record their
+// own events ("DataLoader: fetch batch", "read_image", "decode_image", each transform by name,
+// "collate"), and the loop's side of it is "DataLoader::next".
 //
 //   profiler::Profile prof;                   // records from here, on every thread
 //   {
@@ -18,6 +20,11 @@
 //   std::puts(prof.key_averages().table({.sort_by = "self_host_ms"}).c_str());
 //   prof.export_chrome_trace("trace.json");   // open in Perfetto or chrome://tracing
 //
+// The table's footer gives, per thread, the time inside its top-level events against the profiled
+// (wall) time; self times, and so the "self %" column, add up over threads. To profile some steps
+// of a training loop (skip, wait, warm up, record, repeat; a callback per recorded cycle), see
+// profiler::Profiler in core/profiler_schedule.h (torch.profiler's schedule and on_trace_ready).
+//
 // With no Profile recording, an OpScope costs one relaxed atomic load and a branch that is always
 // taken the same way, and the few thread-local stores that name the op (core/op_name.h). In a CUDA
 // build, ops and ranges are also NVTX ranges while recording, so
@@ -25,6 +32,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -113,10 +121,18 @@ struct TableOptions {
   int row_limit = 0;  // 0: every row
 };
 
+// One thread's time inside its top-level (depth 0) events: at most the profile's wall time.
+struct ThreadTime {
+  int thread = 0;  // Event::thread
+  double busy_ms = 0;
+  int64_t events = 0;  // its events, nested ones included
+};
+
 struct KeyAverages {
   std::vector<OpStats> rows;
-  double wall_ms = 0;    // the profile's host duration: the base of the "%" column
-  bool has_gpu = false;  // whether any event has a GPU interval
+  std::vector<ThreadTime> threads;  // the threads that recorded events, by number
+  double wall_ms = 0;               // the profile's host duration: the base of the "%" column
+  bool has_gpu = false;             // whether any event has a GPU interval
   bool by_shape = false;
   bool has_bytes = false;  // whether any event carries Event::bytes (the table's "data MB")
   // A fixed-width text table; throws ValueError for an unknown sort column.
@@ -194,6 +210,10 @@ class Scope {
   void close();
   bool open_ = false;
   uint64_t session_ = 0;  // the profile it opened in: a later one's events are not its to close
+  // Its event, so that it closes its own even when scopes end out of order (a range held across
+  // Profiler::step(), which ends the step's range while it is open).
+  int thread_ = -1;
+  size_t index_ = 0;
 };
 
 // An op entry point's event: its name and inputs, and for a collective the bytes it carries. It
@@ -212,6 +232,8 @@ class OpScope : public Scope {
 class RecordFunction : public Scope {
  public:
   explicit RecordFunction(const std::string& name) : Scope(name.c_str(), EventKind::user_range) {}
+  // A literal's name: no std::string is built, so the cost when not recording stays one load.
+  explicit RecordFunction(const char* name) : Scope(name, EventKind::user_range) {}
 };
 
 // Memory seen by the allocators (Allocator::record_allocate / record_free); cheap when not

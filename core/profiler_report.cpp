@@ -76,6 +76,21 @@ std::string json_escape(const std::string& text) {
   return out;
 }
 
+// Per thread, the time inside its top-level events, which never overlap (one opens at depth 0
+// only when none is open on its thread).
+std::vector<ThreadTime> thread_times(const std::vector<Event>& events) {
+  std::map<int, std::pair<int64_t, int64_t>> per_thread;  // busy ns, events
+  for (const Event& e : events) {
+    auto& [busy, count] = per_thread[e.thread];
+    ++count;
+    if (e.depth == 0) busy += e.end_ns - e.start_ns;
+  }
+  std::vector<ThreadTime> out;
+  for (const auto& [thread, figures] : per_thread)
+    out.push_back({thread, static_cast<double>(figures.first) * 1e-6, figures.second});
+  return out;
+}
+
 }  // namespace
 
 KeyAverages Profile::key_averages(bool group_by_shape) const {
@@ -84,13 +99,16 @@ KeyAverages Profile::key_averages(bool group_by_shape) const {
   KeyAverages out;
   out.wall_ms = wall_ms();
   out.by_shape = group_by_shape;
+  out.threads = thread_times(events_);
   std::map<std::tuple<std::string, std::string, int>, size_t> row_of;
   for (size_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
     const std::string shapes = group_by_shape ? e.shapes : std::string();
-    auto key = std::make_tuple(e.name, shapes, static_cast<int>(e.kind));
+    // A Profiler's step ranges, one name per step, make one row (PyTorch's "ProfilerStep*").
+    const std::string name = e.name.starts_with("ProfilerStep#") ? "ProfilerStep*" : e.name;
+    auto key = std::make_tuple(name, shapes, static_cast<int>(e.kind));
     auto [it, inserted] = row_of.try_emplace(key, out.rows.size());
-    if (inserted) out.rows.push_back({e.name, shapes, e.kind});
+    if (inserted) out.rows.push_back({name, shapes, e.kind});
     OpStats& row = out.rows[it->second];
     ++row.calls;
     row.host_ms += e.host_ms();
@@ -142,8 +160,6 @@ std::string KeyAverages::table(const TableOptions& options) const {
   if (has_bytes) out += fmt::format(" {:>10}", "data MB");
   if (by_shape) out += "  input shapes";
   out += "\n";
-  double self_total = 0;
-  for (const OpStats& r : rows) self_total += r.self_host_ms;
   for (const OpStats& r : sorted) {
     out += fmt::format("{:<36} {:>8} {:>7} {:>11.3f} {:>11.3f} {:>6.1f}%", fit(r.name, 36),
                        kind_name(r.kind), r.calls, r.host_ms, r.self_host_ms,
@@ -154,10 +170,18 @@ std::string KeyAverages::table(const TableOptions& options) const {
     if (by_shape) out += "  " + r.shapes;
     out += "\n";
   }
+  // Per thread, not summed: threads run at once (a DataLoader's workers, gloo's communication
+  // thread), so their events' times together may exceed the wall time.
+  std::string per_thread;
+  for (const ThreadTime& t : threads)
+    per_thread += fmt::format("{}thread {} {:.3f} ms ({:.1f}%)", per_thread.empty() ? "" : ", ",
+                              t.thread, t.busy_ms, wall_ms > 0 ? 100.0 * t.busy_ms / wall_ms : 0.0);
+  if (threads.empty()) per_thread = "none";
   out += fmt::format(
-      "{} rows; self host time in events {:.3f} ms of {:.3f} ms profiled (the rest ran outside any "
-      "recorded event)\n",
-      rows.size(), self_total, wall_ms);
+      "{} rows; {:.3f} ms profiled; time in top-level events per thread: {} (the rest "
+      "ran outside any recorded event{})\n",
+      rows.size(), wall_ms, per_thread,
+      threads.size() > 1 ? "; self times add up over threads, as does self %" : "");
   return out;
 }
 

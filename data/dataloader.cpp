@@ -20,6 +20,7 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/error.h"
 #include "kiln/core/philox.h"
+#include "kiln/core/profiler.h"
 
 namespace kiln::data {
 namespace {
@@ -49,6 +50,7 @@ std::vector<int64_t> epoch_order(int64_t size, bool shuffle, uint64_t seed, int6
 }
 
 Batch collate(const std::vector<Example>& examples, bool pinned) {
+  profiler::RecordFunction range("collate");
   KILN_CHECK(!examples.empty(), ValueError, "collate: expected at least one example, got none");
   const size_t fields = examples[0].size();
   const auto count = static_cast<int64_t>(examples.size());
@@ -225,6 +227,8 @@ const Batch& NextBatch::value() const {
 }
 
 NextBatch DataLoader::next() {
+  // The loop's side: how long it waits for (or, without workers, loads) each batch.
+  profiler::RecordFunction range("DataLoader::next");
   if (!epoch_) start_epoch();
   Epoch& e = *epoch_;
   if (e.finished || e.next_batch >= e.num_batches) {
@@ -290,6 +294,8 @@ void check_stackable(const Dataset& dataset, const std::vector<Example>& example
 }  // namespace
 
 Batch DataLoader::load_batch(const Epoch& epoch, int64_t batch) const {
+  // On the worker thread that loads it, with the dataset's reads and the transforms inside.
+  profiler::RecordFunction range("DataLoader: fetch batch");
   const int64_t begin = batch * options_.batch_size;
   const int64_t end =
       std::min(begin + options_.batch_size, static_cast<int64_t>(epoch.order.size()));

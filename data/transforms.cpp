@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/data/image/ops.h"
 
 namespace kiln::data {
@@ -61,6 +62,7 @@ Tensor fresh_copy(const Tensor& x) {
 
 Transform to_float() {
   return [](const Tensor& x, Rng&) {
+    profiler::RecordFunction range("to_float");
     check_image("to_float", x);
     KILN_CHECK(x.dtype() == DType::u8, DTypeError, "to_float: expected a u8 image, got {}",
                dtype_name(x.dtype()));
@@ -83,6 +85,7 @@ Transform normalize(std::vector<double> mean, std::vector<double> std) {
                "normalize: channel {} has mean {} and std {}; std must be finite and non-zero", c,
                mean[c], std[c]);
   return [mean = std::move(mean), std = std::move(std)](const Tensor& x, Rng&) {
+    profiler::RecordFunction range("normalize");
     check_image("normalize", x);
     const int64_t channels = x.size(0);
     KILN_CHECK(mean.size() == 1 || static_cast<int64_t>(mean.size()) == channels, ShapeError,
@@ -117,6 +120,7 @@ Transform random_crop(Shape size_hw, int64_t padding) {
              padding);
   const int64_t crop_h = size_hw[0], crop_w = size_hw[1];
   return [crop_h, crop_w, padding](const Tensor& x, Rng& rng) {
+    profiler::RecordFunction range("random_crop");
     check_image("random_crop", x);
     const int64_t channels = x.size(0), height = x.size(1), width = x.size(2);
     const int64_t padded_h = height + 2 * padding, padded_w = width + 2 * padding;
@@ -155,6 +159,7 @@ Transform random_crop(Shape size_hw, int64_t padding) {
 Transform random_horizontal_flip(double p) {
   check_probability("random_horizontal_flip", p);
   return [p](const Tensor& x, Rng& rng) {
+    profiler::RecordFunction range("random_horizontal_flip");
     check_image("random_horizontal_flip", x);
     if (!(rng.uniform() < p)) return x;
     return functional::hflip(x);
@@ -172,6 +177,7 @@ Transform random_erasing(double p, std::pair<double, double> scale, std::pair<do
              ratio.first, ratio.second);
   const double log_ratio_min = std::log(ratio.first), log_ratio_max = std::log(ratio.second);
   return [=](const Tensor& x, Rng& rng) {
+    profiler::RecordFunction range("random_erasing");
     check_image("random_erasing", x);
     if (!(rng.uniform() < p)) return x;
     const int64_t height = x.size(1), width = x.size(2);

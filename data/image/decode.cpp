@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/core/open_error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/data/image/codecs.h"
 
 namespace kiln::data {
@@ -102,6 +103,7 @@ Tensor to_chw(const codecs::Pixels& pixels, int channels) {
 
 Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name,
                     const DecodeOptions& options) {
+  profiler::RecordFunction range("decode_image");
   KILN_CHECK(options.channels == 1 || options.channels == 3 || options.channels == 4, ValueError,
              "decode_image: channels must be 1, 3 or 4, got {}", options.channels);
   KILN_CHECK(options.min_short_side >= 0, ValueError,
@@ -119,6 +121,7 @@ Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name,
 }
 
 Tensor read_image(const std::string& path, const DecodeOptions& options) {
+  profiler::RecordFunction range("read_image");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     throw ImageDecodeError(

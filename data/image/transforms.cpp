@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kiln/core/error.h"
+#include "kiln/core/profiler.h"
 #include "kiln/data/image/ops.h"
 
 namespace kiln::data {
@@ -53,6 +54,7 @@ std::pair<double, double> around_one(const char* name, double value) {
 Transform resize(int64_t size) {
   KILN_CHECK(size > 0, ValueError, "resize: expected a positive size, got {}", size);
   return [size](const Tensor& x, Rng&) {
+    profiler::RecordFunction range("resize");
     check_image("resize", x);
     return functional::resize(x, functional::resized_shape(x.size(1), x.size(2), size));
   };
@@ -60,7 +62,10 @@ Transform resize(int64_t size) {
 
 Transform resize(Shape size_hw) {
   check_size("resize", size_hw);
-  return [size_hw](const Tensor& x, Rng&) { return functional::resize(x, size_hw); };
+  return [size_hw](const Tensor& x, Rng&) {
+    profiler::RecordFunction range("resize");
+    return functional::resize(x, size_hw);
+  };
 }
 
 Transform center_crop(int64_t size) {
@@ -69,7 +74,10 @@ Transform center_crop(int64_t size) {
 
 Transform center_crop(Shape size_hw) {
   check_size("center_crop", size_hw);
-  return [size_hw](const Tensor& x, Rng&) { return functional::center_crop(x, size_hw); };
+  return [size_hw](const Tensor& x, Rng&) {
+    profiler::RecordFunction range("center_crop");
+    return functional::center_crop(x, size_hw);
+  };
 }
 
 Transform random_resized_crop(int64_t size, std::pair<double, double> scale,
@@ -89,6 +97,7 @@ Transform random_resized_crop(Shape size_hw, std::pair<double, double> scale,
              ValueError, "random_resized_crop: ratio must satisfy 0 < min <= max, got ({}, {})",
              ratio.first, ratio.second);
   return [=](const Tensor& x, Rng& rng) {
+    profiler::RecordFunction range("random_resized_crop");
     check_image("random_resized_crop", x);
     const functional::CropBox box =
         functional::random_resized_crop_box(x.size(1), x.size(2), scale, ratio, rng);
@@ -113,6 +122,7 @@ Transform color_jitter(std::pair<double, double> brightness, std::pair<double, d
       factor_range("saturation", saturation),
       hue.first == 0.0 && hue.second == 0.0 ? std::nullopt : FactorRange(hue)};
   return [ranges](const Tensor& x, Rng& rng) {
+    profiler::RecordFunction range("color_jitter");
     // As torchvision's get_params: a random order of the four adjustments, then a factor for each
     // one in use, in the order brightness, contrast, saturation, hue.
     functional::ColorJitterParams params;
