@@ -130,11 +130,12 @@ struct ThreadTime {
 
 struct KeyAverages {
   std::vector<OpStats> rows;
-  std::vector<ThreadTime> threads;  // the threads that recorded events, by number
-  double wall_ms = 0;               // the profile's host duration: the base of the "%" column
-  bool has_gpu = false;             // whether any event has a GPU interval
+  double wall_ms = 0;    // the profile's host duration: the base of the "%" column
+  bool has_gpu = false;  // whether any event has a GPU interval
   bool by_shape = false;
   bool has_bytes = false;  // whether any event carries Event::bytes (the table's "data MB")
+  // The threads that recorded events, by number: the footer's figures.
+  std::vector<ThreadTime> threads;
   // A fixed-width text table; throws ValueError for an unknown sort column.
   std::string table(const TableOptions& options = {}) const;
 };
