@@ -1,5 +1,5 @@
-// The adaptive-rate optimizers RMSprop and Adagrad, with PyTorch 1.13's update rules (its
-// single-tensor code path), op by op on any device: no fused kernel, no capturable form.
+// The adaptive-rate optimizers RMSprop, Adagrad, NAdam and RAdam, with PyTorch 1.13's update rules
+// (its single-tensor code path), op by op on any device: no fused kernel, no capturable form.
 //
 // RMSprop:  g = grad + weight_decay * p
 //           v = alpha v + (1 - alpha) g^2
@@ -46,6 +46,46 @@ class Adagrad : public Optimizer {
  public:
   Adagrad(std::vector<Tensor> params, AdagradOptions options = {});
   Adagrad(std::vector<ParamGroup> groups, AdagradOptions options = {});
+  void step() override;
+
+ protected:
+  void check_options(const Options& options) const override;
+};
+
+struct NAdamOptions {  // PyTorch's defaults
+  double lr = 2e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum_decay = 4e-3;
+};
+
+// Adam with Nesterov momentum (Dozat), as PyTorch's NAdam: the momentum schedule
+// mu_t = beta1 (1 - 0.96^(t momentum_decay) / 2) and its running product. The next step's product
+// is PyTorch 2.0's, product * mu_next (1.13 multiplied mu in twice, a bug 2.0 fixed).
+class NAdam : public Optimizer {
+ public:
+  NAdam(std::vector<Tensor> params, NAdamOptions options = {});
+  void step() override;
+
+ protected:
+  void check_options(const Options& options) const override;
+};
+
+struct RAdamOptions {  // PyTorch's defaults
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+// Rectified Adam, as PyTorch 1.13's RAdam: plain momentum SGD while the variance's length
+// rho_t is at most 5, the rectified adaptive step after.
+class RAdam : public Optimizer {
+ public:
+  RAdam(std::vector<Tensor> params, RAdamOptions options = {});
   void step() override;
 
  protected:

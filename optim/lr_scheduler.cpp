@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -196,6 +197,49 @@ double CosineAnnealingWarmRestarts::lr_at(size_t g, int64_t step) const {
   }
   return eta_min_ +
          (base_lrs_[g] - eta_min_) * (1 + std::cos(M_PI * static_cast<double>(t_cur) / t_i)) / 2;
+}
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options)
+    : optimizer_(optimizer),
+      options_(options),
+      best_(options.maximize ? -std::numeric_limits<double>::infinity()
+                             : std::numeric_limits<double>::infinity()) {
+  KILN_CHECK(options.factor >= 0 && options.factor < 1, ValueError,
+             "ReduceLROnPlateau: factor must be in [0, 1), got {}", options.factor);
+  KILN_CHECK(options.patience >= 0 && options.cooldown >= 0 && options.threshold >= 0, ValueError,
+             "ReduceLROnPlateau: patience, cooldown and threshold must be non-negative, got {}, "
+             "{} and {}",
+             options.patience, options.cooldown, options.threshold);
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  const double t = options_.threshold;
+  if (options_.maximize) return options_.relative_threshold ? a > best_ * (1 + t) : a > best_ + t;
+  return options_.relative_threshold ? a < best_ * (1 - t) : a < best_ - t;
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  KILN_CHECK(!std::isnan(metric), ValueError, "ReduceLROnPlateau::step: the metric is NaN");
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;
+  }
+  if (num_bad_epochs_ > options_.patience) {
+    for (auto& group : optimizer_.param_groups()) {
+      const double old_lr = group.options.at("lr");
+      const double new_lr = std::max(old_lr * options_.factor, options_.min_lr);
+      if (old_lr - new_lr > options_.eps) group.options["lr"] = new_lr;
+    }
+    if (optimizer_.capturable()) optimizer_.copy_options_to_device();
+    cooldown_counter_ = options_.cooldown;
+    num_bad_epochs_ = 0;
+  }
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

@@ -157,6 +157,35 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
   double eta_min_;
 };
 
+struct ReduceLROnPlateauOptions {  // PyTorch's defaults
+  bool maximize = false;           // mode "max": a larger metric is better
+  double factor = 0.1;
+  int64_t patience = 10;
+  double threshold = 1e-4;
+  bool relative_threshold = true;  // threshold_mode "rel" (else "abs")
+  int64_t cooldown = 0;
+  double min_lr = 0.0;
+  double eps = 1e-8;  // a reduction smaller than this is not made
+};
+
+// Lowers every group's rate by `factor` once the metric given to step() has not improved for
+// more than `patience` steps, as PyTorch's ReduceLROnPlateau (not closed-form: it follows the
+// metric, so it is no LRScheduler).
+class ReduceLROnPlateau {
+ public:
+  ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
+  void step(double metric);
+  double best() const { return best_; }
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
+
+ private:
+  bool is_better(double metric) const;
+  Optimizer& optimizer_;
+  ReduceLROnPlateauOptions options_;
+  double best_;
+  int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0;
+};
+
 // Clamps every gradient element into [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 

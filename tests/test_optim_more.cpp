@@ -24,6 +24,20 @@ namespace {
 
 std::unique_ptr<optim::Optimizer> make(const json& c, const Tensor& p) {
   const json& o = c.at("options");
+  if (c.at("optimizer") == "NAdam")
+    return std::make_unique<optim::NAdam>(
+        std::vector<Tensor>{p},
+        optim::NAdamOptions{.lr = o.value("lr", 2e-3),
+                            .weight_decay = o.value("weight_decay", 0.0),
+                            .momentum_decay = o.value("momentum_decay", 4e-3)});
+  if (c.at("optimizer") == "RAdam") {
+    const std::vector<double> betas = o.value("betas", std::vector<double>{0.9, 0.999});
+    return std::make_unique<optim::RAdam>(
+        std::vector<Tensor>{p}, optim::RAdamOptions{.lr = o.value("lr", 1e-3),
+                                                    .beta1 = betas[0],
+                                                    .beta2 = betas[1],
+                                                    .weight_decay = o.value("weight_decay", 0.0)});
+  }
   if (c.at("optimizer") == "RMSprop")
     return std::make_unique<optim::RMSprop>(
         std::vector<Tensor>{p}, optim::RMSpropOptions{.lr = o.value("lr", 1e-2),
@@ -58,7 +72,7 @@ std::vector<double> rates(
 
 }  // namespace
 
-TEST_CASE("RMSprop and Adagrad follow PyTorch 1.13's trajectories") {
+TEST_CASE("RMSprop, Adagrad, NAdam and RAdam follow PyTorch 1.13's trajectories") {
   const json reference = torch_reference("optimizers.json");
   for (const json& c : reference.at("optimizers")) {
     INFO(c.at("optimizer") << " " << c.at("options").dump());
@@ -106,6 +120,36 @@ TEST_CASE("ExponentialLR, LambdaLR and CosineAnnealingWarmRestarts give PyTorch'
                           },
                           n)),
                       doubles(s.at("CosineAnnealingWarmRestarts_1")), 1e-12);
+}
+
+TEST_CASE("ReduceLROnPlateau lowers the rate where PyTorch's does") {
+  const json plateau = torch_reference("optimizers.json").at("plateau");
+  const std::vector<double> metrics = doubles(plateau.at("metrics"));
+  for (const auto& [name, run] : plateau.at("runs").items()) {
+    INFO(name);
+    const json& o = run.at("options");
+    Tensor p = zeros({1}).requires_grad_(true);
+    optim::SGD opt({p}, {.lr = 0.1});
+    optim::ReduceLROnPlateau schedule(
+        opt, {.maximize = o.value("mode", std::string("min")) == "max",
+              .factor = o.value("factor", 0.1),
+              .patience = o.value("patience", 10),
+              .threshold = o.value("threshold", 1e-4),
+              .relative_threshold = o.value("threshold_mode", std::string("rel")) == "rel",
+              .cooldown = o.value("cooldown", 0),
+              .min_lr = o.value("min_lr", 0.0)});
+    std::vector<double> seen;
+    for (double m : metrics) {
+      schedule.step(m);
+      seen.push_back(opt.param_groups()[0].options.at("lr"));
+    }
+    check_against_torch(tensor(seen), doubles(run.at("lrs")), 1e-15);
+  }
+  Tensor p = zeros({1}).requires_grad_(true);
+  optim::SGD opt({p}, {.lr = 0.1});
+  CHECK_THROWS_WITH(optim::ReduceLROnPlateau(opt, {.factor = 1.5}), Contains("factor"));
+  optim::ReduceLROnPlateau schedule(opt);
+  CHECK_THROWS_WITH(schedule.step(std::nan("")), Contains("NaN"));
 }
 
 TEST_CASE("clip_grad_value_ clamps as PyTorch's") {
