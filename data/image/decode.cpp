@@ -134,19 +134,21 @@ Tensor read_image(const std::string& path, const DecodeOptions& options) {
   if (S_ISDIR(info.st_mode))
     throw ImageDecodeError(
         fmt::format("read_image: cannot open {}: {}", path, open_failure_reason(path, EISDIR)));
-  std::vector<uint8_t> bytes;
-  // The size fstat gives is a hint (a pipe has none, a file may grow): read until the end.
-  bytes.reserve(S_ISREG(info.st_mode) ? static_cast<size_t>(info.st_size) : 0);
-  uint8_t chunk[1 << 16];
+  // Read straight into the buffer. The size fstat gives is a hint (a pipe has none, a file may
+  // grow): one byte more lets the read that finds the end return 0 without growing it.
+  std::vector<uint8_t> bytes(S_ISREG(info.st_mode) ? static_cast<size_t>(info.st_size) + 1 : 1);
+  size_t used = 0;
   for (;;) {
-    const ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (used == bytes.size()) bytes.resize(std::max<size_t>(2 * bytes.size(), 1 << 16));
+    const ssize_t got = ::read(fd, bytes.data() + used, bytes.size() - used);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0)
       throw ImageDecodeError(
           fmt::format("read_image: cannot read {}: {}", path, std::strerror(errno)));
     if (got == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + got);
+    used += static_cast<size_t>(got);
   }
+  bytes.resize(used);
   return decode_image(bytes, path, options);
 }
 
