@@ -66,6 +66,7 @@
 #include "kiln/ops/rearrange.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/softmax.h"
+#include "kiln/ops/sort.h"
 #include "kiln/optim/adam.h"
 #include "kiln/optim/adaptive.h"
 #include "kiln/optim/grad_scaler.h"

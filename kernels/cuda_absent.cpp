@@ -18,6 +18,7 @@
 #include "kiln/kernels/reduce_minmax.h"
 #include "kiln/kernels/scan.h"
 #include "kiln/kernels/softmax.h"
+#include "kiln/kernels/sort.h"
 
 namespace kiln {
 
@@ -37,6 +38,7 @@ const RandomKernels* const RandomKernels::cuda = nullptr;
 const ReduceKernels* const ReduceKernels::cuda = nullptr;
 const MinMaxKernels* const MinMaxKernels::cuda = nullptr;
 const ScanKernels* const ScanKernels::cuda = nullptr;
+const SortKernels* const SortKernels::cuda = nullptr;
 const SoftmaxKernels* const SoftmaxKernels::cuda = nullptr;
 
 }  // namespace kiln

@@ -31,7 +31,11 @@ enum class UnaryOp {
   clamp,
   pow_scalar,
   logical_not,
-  isnan
+  isnan,
+  floor,
+  ceil,
+  round,  // half to even, as torch.round
+  trunc
 };
 
 // Extra arguments: leaky_relu's slope (a), clamp's bounds (a, b), pow_scalar's exponent (a).

@@ -37,6 +37,8 @@ constexpr PolicyRow kPolicy[] = {
     {"kl_div", CastPolicy::fp32},
     {"sum", CastPolicy::fp32},
     {"cumsum", CastPolicy::fp32},
+    {"cumprod", CastPolicy::fp32},
+    {"prod", CastPolicy::fp32},
     {"norm", CastPolicy::fp32},
     {"layer_norm", CastPolicy::fp32},
     {"exp", CastPolicy::fp32},

@@ -381,6 +381,34 @@ Tensor sign(const Tensor& x) {
                   [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
 }
 
+namespace {
+
+// floor, ceil, round and trunc: steps, so their gradient is zero wherever it exists, as torch's.
+Tensor rounding_op(const char* op, UnaryOp kind, const Tensor& x) {
+  KILN_CHECK(!x.defined() || x.dtype() != DType::boolean, DTypeError,
+             "{}: not defined for a bool tensor ({})", op, describe(x));
+  return unary_op(op, kind, x, false, Save::none,
+                  [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
+}
+
+}  // namespace
+
+Tensor floor(const Tensor& x) {
+  return rounding_op("floor", UnaryOp::floor, x);
+}
+
+Tensor ceil(const Tensor& x) {
+  return rounding_op("ceil", UnaryOp::ceil, x);
+}
+
+Tensor round(const Tensor& x) {
+  return rounding_op("round", UnaryOp::round, x);
+}
+
+Tensor trunc(const Tensor& x) {
+  return rounding_op("trunc", UnaryOp::trunc, x);
+}
+
 Tensor exp(const Tensor& x) {
   if (AutocastArgs cast{"exp", {&x}}) return exp(cast[0]);
   return unary_op("exp", UnaryOp::exp, x, true, Save::output,

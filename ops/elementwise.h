@@ -36,6 +36,12 @@ Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
+// Rounding to whole numbers (round: halves to even); integers come back unchanged, the gradient is
+// zero, as torch's.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);

@@ -37,6 +37,10 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x);  // index into the flattened tensor
 
 Tensor cumsum(const Tensor& x, int64_t dim);
+// The running product along dim, and the product over dims (every dim when empty); integers and
+// bool widen to i64, as in PyTorch. The gradients are exact where x holds zeros (no division).
+Tensor cumprod(const Tensor& x, int64_t dim);
+Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 
 // Sums `x` down to `shape` (which x's shape broadcasts from): the backward of broadcasting.
 Tensor sum_to(const Tensor& x, const Shape& shape);

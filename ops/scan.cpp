@@ -1,4 +1,5 @@
-// cumsum, and the reversed running sum that is its backward (and whose backward it is).
+// cumsum, and the reversed running sum that is its backward (and whose backward it is); cumprod,
+// and prod as the last of a running product over the reduced dims brought together.
 
 #include "kiln/kernels/scan.h"
 
@@ -12,7 +13,9 @@
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/factories.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/ops/reduce_dims.h"
 
 namespace kiln {
 
@@ -51,7 +54,59 @@ Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse) {
   return out;
 }
 
+// The gradient of a running product (kernels/scan.h says how, without dividing by x).
+struct CumprodBackward : Node {
+  int64_t dim = 0;
+  SavedTensor input;
+  std::string name() const override { return "CumprodBackward"; }
+  void release_saved() override { input.reset(); }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    const Tensor x = input.unpack(*this);
+    const Tensor xc = x.dim() == 0 ? x.reshape({1}) : x.contiguous();
+    const Tensor gc = g.to(x.dtype()).reshape(xc.shape()).contiguous();
+    Tensor out = empty(xc.shape(), x.dtype(), x.device());
+    kernels_for<ScanKernels>("cumprod", x.device()).cumprod_backward(xc, gc, dim, out);
+    return {out.reshape(x.shape())};
+  }
+};
+
 }  // namespace
+
+Tensor cumprod(const Tensor& x, int64_t dim) {
+  if (AutocastArgs cast{"cumprod", {&x}}) return cumprod(cast[0], dim);
+  profiler::OpScope profile("cumprod", {&x});
+  require_defined("cumprod", x);
+  dim = wrap_dim("cumprod", dim, x.dim());
+  DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  Tensor out = empty(x.shape(), out_dtype, x.device());
+  const Tensor in = x.dim() == 0 ? x.detach().reshape({1}) : x.detach();
+  const Tensor dst = x.dim() == 0 ? out.view({1}) : out;
+  kernels_for<ScanKernels>("cumprod", x.device()).cumprod(in, x.dim() == 0 ? 0 : dim, dst);
+  if (should_record({&x})) {
+    auto node = std::make_shared<CumprodBackward>();
+    node->dim = x.dim() == 0 ? 0 : dim;
+    node->input = SavedTensor(x);
+    record(out, node, {&x});
+  }
+  return out;
+}
+
+Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
+  if (AutocastArgs cast{"prod", {&x}}) return prod(cast[0], dims, keepdim);
+  require_defined("prod", x);
+  const ReducedShape r = reduced_shape("prod", x, dims, keepdim);
+  const DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;
+  if (r.count == 0) return ones(r.out_shape, out_dtype, x.device());
+  // The kept dims first, then the reduced ones, as rows of r.count elements.
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!r.reduced[d]) order.push_back(d);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (r.reduced[d]) order.push_back(d);
+  const Tensor rows =
+      x.dim() == 0 ? x.reshape({1, 1}) : x.permute(order).reshape({x.numel() / r.count, r.count});
+  return cumprod(rows, 1).select(1, r.count - 1).reshape(r.out_shape);
+}
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
   if (AutocastArgs cast{"cumsum", {&x}}) return cumsum(cast[0], dim);

@@ -149,6 +149,21 @@ void unary_typed(UnaryOp op, const Tensor& x, const Tensor& out, UnaryParams p) 
         return unary_loop<T, bool>(x, out, [](A v) { return std::isnan(v); });
       else
         return unary_loop<T, bool>(x, out, [](A) { return false; });
+    // Integers are already whole: the rounding ops copy them, as torch's.
+    case UnaryOp::floor:
+      if constexpr (floating) return unary_loop<T, T>(x, out, [](A v) { return std::floor(v); });
+      return unary_loop<T, T>(x, out, [](A v) { return v; });
+    case UnaryOp::ceil:
+      if constexpr (floating) return unary_loop<T, T>(x, out, [](A v) { return std::ceil(v); });
+      return unary_loop<T, T>(x, out, [](A v) { return v; });
+    case UnaryOp::round:
+      // nearbyint rounds halves to even in the default rounding mode, as torch.round.
+      if constexpr (floating)
+        return unary_loop<T, T>(x, out, [](A v) { return std::nearbyint(v); });
+      return unary_loop<T, T>(x, out, [](A v) { return v; });
+    case UnaryOp::trunc:
+      if constexpr (floating) return unary_loop<T, T>(x, out, [](A v) { return std::trunc(v); });
+      return unary_loop<T, T>(x, out, [](A v) { return v; });
     default:
       break;
   }

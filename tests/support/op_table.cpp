@@ -138,6 +138,12 @@ std::vector<OpEntry> unary_entries() {
       unary("neg", [](const Tensor& x) { return neg(x); }),
       unary("abs", [](const Tensor& x) { return abs(x); }),
       unary("sign", [](const Tensor& x) { return sign(x); }),
+      // Steps: their zero gradient is checked in tests/test_sort.cpp, not by finite differences
+      // that would straddle a step.
+      not_differentiable(unary("floor", [](const Tensor& x) { return floor(x); })),
+      not_differentiable(unary("ceil", [](const Tensor& x) { return ceil(x); })),
+      not_differentiable(unary("round", [](const Tensor& x) { return round(mul(x, 4.0)); })),
+      not_differentiable(unary("trunc", [](const Tensor& x) { return trunc(x); })),
       unary(
           "exp", [](const Tensor& x) { return exp(x); }, -3.0, 3.0),
       unary(
@@ -288,6 +294,14 @@ std::vector<OpEntry> reduction_entries() {
       reduction("norm p inf dim 2", [](const Tensor& x) { return norm(x, kInf, {2}); }),
       reduction("cumsum dim 1", [](const Tensor& x) { return cumsum(x, 1); }),
       reduction("cumsum dim 0", [](const Tensor& x) { return cumsum(x, 0); }),
+      reduction("cumprod dim 2", [](const Tensor& x) { return cumprod(x, 2); }),
+      reduction("cumprod of a transposed input",
+                [](const Tensor& x) { return cumprod(x.transpose(0, 1), 0); }),
+      reduction("prod dim 1", [](const Tensor& x) { return prod(x, {1}); }),
+      reduction("prod dims 0 2 keepdim",
+                [](const Tensor& x) {
+                  return prod(x, {0, 2}, true);
+                }),
       reduction("sum_to [4, 1]",
                 [](const Tensor& x) {
                   return sum_to(x, {4, 1});
@@ -323,6 +337,41 @@ std::vector<OpEntry> reduction_entries() {
       not_differentiable(
           reduction("argmin dim 0 keepdim", [](const Tensor& x) { return argmin(x, 0, true); })),
       not_differentiable(reduction("argmax", [](const Tensor& x) { return argmax(x); })),
+      // Sorting tied values: the sort is stable, so every device orders the ties alike.
+      {"sort dim 1", OpFamily::reduction,
+       [](uint64_t seed) {
+         return Inputs{integer_valued({3, 4, 5}, seed, 0, 5)};
+       },
+       [](const Args& in) {
+         ValuesIndices r = sort(in[0], 1);
+         return Outputs{r.values, r.indices};
+       }},
+      {"sort descending dim -1", OpFamily::reduction,
+       [](uint64_t seed) {
+         return Inputs{integer_valued({3, 4, 5}, seed, 0, 5)};
+       },
+       [](const Args& in) {
+         ValuesIndices r = sort(in[0], -1, true);
+         return Outputs{r.values, r.indices};
+       }},
+      {"topk 2 dim 0 smallest", OpFamily::reduction,
+       [](uint64_t seed) {
+         return Inputs{integer_valued({3, 4, 5}, seed, 0, 5)};
+       },
+       [](const Args& in) {
+         ValuesIndices r = topk(in[0], 2, 0, false);
+         return Outputs{r.values, r.indices};
+       }},
+      {"topk 3 of a transposed input", OpFamily::reduction,
+       [](uint64_t seed) {
+         return Inputs{uniform({3, 4, 5}, seed)};
+       },
+       [](const Args& in) {
+         ValuesIndices r = topk(in[0].transpose(0, 2), 3, 1);
+         return Outputs{r.values, r.indices};
+       }},
+      not_differentiable(tied_reduction("argsort dim 2 descending",
+                                        [](const Tensor& x) { return argsort(x, 2, true); })),
   };
 }
 

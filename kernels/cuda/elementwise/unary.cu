@@ -18,7 +18,8 @@ using AllUnaryOps =
            UnaryOp::rsqrt, UnaryOp::square, UnaryOp::reciprocal, UnaryOp::erf, UnaryOp::sin,
            UnaryOp::cos, UnaryOp::relu, UnaryOp::leaky_relu, UnaryOp::sigmoid, UnaryOp::tanh,
            UnaryOp::gelu, UnaryOp::gelu_tanh, UnaryOp::silu, UnaryOp::clamp, UnaryOp::pow_scalar,
-           UnaryOp::logical_not, UnaryOp::isnan>;
+           UnaryOp::logical_not, UnaryOp::isnan, UnaryOp::floor, UnaryOp::ceil, UnaryOp::round,
+           UnaryOp::trunc>;
 
 // The ops the CPU kernel also accepts for integer and bool dtypes; the rest need a floating A.
 template <UnaryOp kOp, class A>
@@ -33,6 +34,10 @@ constexpr bool unary_defined() {
     case UnaryOp::pow_scalar:
     case UnaryOp::logical_not:
     case UnaryOp::isnan:
+    case UnaryOp::floor:
+    case UnaryOp::ceil:
+    case UnaryOp::round:
+    case UnaryOp::trunc:
       return true;
     default:
       return std::is_floating_point_v<A>;
@@ -86,6 +91,19 @@ struct UnaryMath {
         return static_cast<bool>(isnan(v));
       else
         return false;
+    } else if constexpr (kOp == UnaryOp::floor || kOp == UnaryOp::ceil || kOp == UnaryOp::round ||
+                         kOp == UnaryOp::trunc) {
+      // Integers are already whole: the rounding ops copy them, as torch's.
+      if constexpr (!std::is_floating_point_v<A>)
+        return v;
+      else if constexpr (kOp == UnaryOp::floor)
+        return floor(v);
+      else if constexpr (kOp == UnaryOp::ceil)
+        return ceil(v);
+      else if constexpr (kOp == UnaryOp::round)
+        return rint(v);  // halves to even, as the CPU's nearbyint and torch.round
+      else
+        return trunc(v);
     } else if constexpr (kOp == UnaryOp::pow_scalar) {
       if constexpr (std::is_floating_point_v<A>) {
         return pow(v, p0);
