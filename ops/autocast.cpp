@@ -41,6 +41,7 @@ constexpr PolicyRow kPolicy[] = {
     {"prod", CastPolicy::fp32},
     {"norm", CastPolicy::fp32},
     {"layer_norm", CastPolicy::fp32},
+    {"group_norm", CastPolicy::fp32},
     {"exp", CastPolicy::fp32},
     {"log", CastPolicy::fp32},
     {"pow", CastPolicy::fp32},

@@ -1,5 +1,8 @@
-// Batch norm (with batch_norm_relu, the pair after most convolutions of a ResNet) and layer norm.
+// Batch norm (with batch_norm_relu, the pair after most convolutions of a ResNet), layer norm, and
+// group and instance norm (ops/group_norm.cpp).
 #pragma once
+
+#include <cstdint>
 
 #include "kiln/core/tensor.h"
 
@@ -32,5 +35,15 @@ Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor
 // undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// x [N, C, ...] normalised over each group of C / num_groups channels and all positions, then
+// times weight [C] plus bias [C] (either undefined: none), as torch.nn.functional.group_norm.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// x [N, C, ...] normalised per sample and channel, as torch.nn.functional.instance_norm: with
+// use_input_stats, the input's statistics, and the running ones (when defined) move towards their
+// mean over the batch by momentum; without, the running statistics.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                     double momentum = 0.1, double eps = 1e-5);
 
 }  // namespace kiln

@@ -764,6 +764,23 @@ std::vector<OpEntry> normalization_entries() {
        [](const Args& in) {
          return Outputs{layer_norm(in[0], {3, 4})};
        }},
+      {"group_norm 2 groups, affine", OpFamily::normalization,
+       [](uint64_t seed) {
+         return Inputs{uniform({3, 4, 3, 5}, seed), uniform({4}, seed + 1, 0.5, 1.5),
+                       uniform({4}, seed + 2)};
+       },
+       [](const Args& in) { return Outputs{group_norm(in[0], 2, in[1], in[2])}; }},
+      // Running statistics are updated in place: compared after the step, as batch_norm's.
+      {"instance_norm with running statistics", OpFamily::normalization,
+       [](uint64_t seed) {
+         return Inputs{uniform({3, 4, 3, 5}, seed), fixed(uniform({4}, seed + 1)),
+                       fixed(uniform({4}, seed + 2, 0.5, 1.5)), uniform({4}, seed + 3, 0.5, 1.5),
+                       uniform({4}, seed + 4)};
+       },
+       [](const Args& in) {
+         Tensor y = instance_norm(in[0], in[1], in[2], in[3], in[4], true, 0.2, 1e-5);
+         return Outputs{y, in[1], in[2]};
+       }},
   };
 }
 
