@@ -58,9 +58,8 @@ InstanceNorm::InstanceNorm(int64_t num_features, int expected_dims, InstanceNorm
 }
 
 Tensor InstanceNorm::forward(const Tensor& x) {
-  KILN_CHECK(x.dim() == expected_dims_, ShapeError, "{}: expected a {} input, got shape {}",
-             name(), expected_dims_ == 4 ? "4-D [N, C, H, W]" : "3-D [N, C, L]",
-             shape_str(x.shape()));
+  KILN_CHECK(x.dim() == expected_dims_, ShapeError, "{}: expected a {} input, got shape {}", name(),
+             expected_dims_ == 4 ? "4-D [N, C, H, W]" : "3-D [N, C, L]", shape_str(x.shape()));
   KILN_CHECK(x.size(1) == num_features_, ShapeError,
              "{}: expected {} channels in dim 1, got shape {}", name(), num_features_,
              shape_str(x.shape()));

@@ -13,8 +13,8 @@
 #include "kiln/ops/checks.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/normalization.h"
-#include "kiln/ops/reduce.h"
 #include "kiln/ops/rearrange.h"
+#include "kiln/ops/reduce.h"
 
 namespace kiln {
 

@@ -63,8 +63,7 @@ TEST_CASE("sort places NaN above every number, keeps -0.0 and 0.0 in order, sort
   }
   const Tensor integers = tensor(std::vector<int64_t>{4, -1, 4, 0, 7, -1}, {6});
   CHECK(as_ints(argsort(integers)) == ints(s.at("argsort_int")));
-  CHECK(equal(sort(integers).values,
-              tensor(std::vector<int64_t>{-1, -1, 0, 4, 4, 7}, {6})));
+  CHECK(equal(sort(integers).values, tensor(std::vector<int64_t>{-1, -1, 0, 4, 4, 7}, {6})));
   const Tensor flags = ne(tensor(std::vector<int64_t>{1, 0, 1, 0}, {4}), 0.0);
   CHECK(as_ints(argsort(flags, 0, true)) == std::vector<int64_t>{0, 2, 1, 3});
 }
@@ -100,8 +99,8 @@ TEST_CASE("floor, ceil, round (halves to even) and trunc equal PyTorch's; gradie
     for (const char* op : {"floor", "ceil", "round", "trunc"}) {
       INFO(op);
       const std::string name = op;
-      const Tensor y = name == "floor"  ? floor(x)
-                       : name == "ceil" ? ceil(x)
+      const Tensor y = name == "floor"   ? floor(x)
+                       : name == "ceil"  ? ceil(x)
                        : name == "round" ? round(x)
                                          : trunc(x);
       const std::vector<double> expected = doubles(r.at(op));

@@ -3,6 +3,7 @@
 // poles and kinks: logs and roots of [0.1, 3], divisors in [0.5, 2], exponents of [-3, 3].
 #include "op_table.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -785,7 +786,27 @@ std::vector<OpEntry> normalization_entries() {
 }
 
 std::vector<OpEntry> indexing_entries() {
+  const auto image = [](uint64_t seed) { return Inputs{uniform({2, 3, 5, 4}, seed)}; };
   return {
+      // pad and interpolate gather with index_select: they sit with the index ops.
+      {"pad reflect and constant", OpFamily::indexing, image,
+       [](const Args& in) {
+         return Outputs{
+             pad(pad(in[0], {2, 1, 0, 3}, PadMode::reflect), {1, -1}, PadMode::constant, 0.5)};
+       }},
+      {"pad replicate", OpFamily::indexing, image,
+       [](const Args& in) {
+         return Outputs{pad(in[0], {1, 2, 3, 0}, PadMode::replicate)};
+       }},
+      {"interpolate bilinear", OpFamily::indexing, image,
+       [](const Args& in) {
+         return Outputs{interpolate(
+             in[0], {.size = std::array<int64_t, 2>{7, 3}, .mode = InterpolateMode::bilinear})};
+       }},
+      {"interpolate nearest, channels-last", OpFamily::indexing, image,
+       [](const Args& in) {
+         return Outputs{interpolate(nhwc(in[0]), {.scale_factor = std::array<double, 2>{1.5, 2}})};
+       }},
       {"index_select dim 1", OpFamily::indexing,
        [](uint64_t seed) {
          return Inputs{uniform({4, 6, 3}, seed), indices({8}, 6, seed + 1)};
