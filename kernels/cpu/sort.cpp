@@ -40,11 +40,13 @@ void sort_rows(const Tensor& x, bool descending, const Tensor& indices) {
         std::iota(order, order + n, int64_t{0});
         auto value = [&](int64_t i) { return convert<A>(row[i]); };
         if (descending) {
-          std::stable_sort(order, order + n,
-                           [&](int64_t a, int64_t b) { return ascending_less(value(b), value(a)); });
+          std::stable_sort(order, order + n, [&](int64_t a, int64_t b) {
+            return ascending_less(value(b), value(a));
+          });
         } else {
-          std::stable_sort(order, order + n,
-                           [&](int64_t a, int64_t b) { return ascending_less(value(a), value(b)); });
+          std::stable_sort(order, order + n, [&](int64_t a, int64_t b) {
+            return ascending_less(value(a), value(b));
+          });
         }
       }
     });
