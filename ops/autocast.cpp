@@ -25,6 +25,7 @@ constexpr PolicyRow kPolicy[] = {
     {"bmm", CastPolicy::lower_precision},
     {"linear", CastPolicy::lower_precision},
     {"conv2d", CastPolicy::lower_precision},
+    {"conv_transpose2d", CastPolicy::lower_precision},
     {"softmax", CastPolicy::fp32},
     {"log_softmax", CastPolicy::fp32},
     {"cross_entropy", CastPolicy::fp32},

@@ -51,8 +51,9 @@ Axis nearest_axis(int64_t in, int64_t out, std::optional<double> factor) {
 template <class A>
 Axis bilinear_axis(int64_t in, int64_t out, std::optional<double> factor, bool align_corners) {
   Axis a;
-  const A scale = align_corners ? (out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0))
-                                : scale_of<A>(in, out, factor);
+  const A scale = align_corners
+                      ? (out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0))
+                      : scale_of<A>(in, out, factor);
   for (int64_t o = 0; o < out; ++o) {
     if (out == in) {
       a.first.push_back(o);
@@ -132,18 +133,16 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
                in, 2 + k);
   }
   // The 16-bit floats blend in f32, as PyTorch's kernels compute in their opmath type.
-  const DType compute = dtype_size(x.dtype()) == 2 ? DType::f32
-                                                                              : x.dtype();
+  const DType compute = dtype_size(x.dtype()) == 2 ? DType::f32 : x.dtype();
   Tensor y = x.to(compute);
   for (int k = 1; k >= 0; --k) {  // W, then H: PyTorch's order of the blends
     const int64_t in = x.size(2 + k);
     const bool f64 = compute == DType::f64;
-    const Axis a =
-        options.mode == InterpolateMode::nearest
-            ? (f64 ? nearest_axis<double>(in, out[k], factor[k])
-                   : nearest_axis<float>(in, out[k], factor[k]))
-            : (f64 ? bilinear_axis<double>(in, out[k], factor[k], options.align_corners)
-                   : bilinear_axis<float>(in, out[k], factor[k], options.align_corners));
+    const Axis a = options.mode == InterpolateMode::nearest
+                       ? (f64 ? nearest_axis<double>(in, out[k], factor[k])
+                              : nearest_axis<float>(in, out[k], factor[k]))
+                       : (f64 ? bilinear_axis<double>(in, out[k], factor[k], options.align_corners)
+                              : bilinear_axis<float>(in, out[k], factor[k], options.align_corners));
     y = resize_axis(y, 2 + k, a, options.mode);
   }
   return y.to(x.dtype());

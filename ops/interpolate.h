@@ -16,7 +16,7 @@ namespace kiln {
 enum class InterpolateMode { nearest, bilinear };
 
 struct InterpolateOptions {
-  std::optional<std::array<int64_t, 2>> size{};        // the output's (H, W); or
+  std::optional<std::array<int64_t, 2>> size{};         // the output's (H, W); or
   std::optional<std::array<double, 2>> scale_factor{};  // the output is floor(in * factor)
   InterpolateMode mode = InterpolateMode::nearest;
   bool align_corners = false;  // bilinear only, as PyTorch

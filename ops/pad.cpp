@@ -62,8 +62,9 @@ int64_t source_index(PadMode mode, int64_t j, int64_t n) {
 PadMode pad_mode(const std::string& name) {
   for (PadMode m : {PadMode::constant, PadMode::reflect, PadMode::replicate, PadMode::circular})
     if (name == mode_name(m)) return m;
-  throw ValueError("pad: expected mode \"constant\", \"reflect\", \"replicate\" or \"circular\", got \"" +
-                   name + "\"");
+  throw ValueError(
+      "pad: expected mode \"constant\", \"reflect\", \"replicate\" or \"circular\", got \"" + name +
+      "\"");
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value) {

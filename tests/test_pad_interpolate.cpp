@@ -1,7 +1,7 @@
 // pad and interpolate (and their modules) against PyTorch 1.13 (tests/reference/
 // pad_interpolate.json, make_pad_interpolate.py): outputs and gradients; the refusals.
-#include <catch2/catch.hpp>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,7 +25,8 @@ namespace {
 Tensor run_op(const json& c, const Tensor& x) {
   const json& a = c.at("args");
   if (c.at("op") == "pad") return pad(x, ints(a.at("pads")), pad_mode(a.at("mode")), a.at("value"));
-  InterpolateOptions options{.mode = interpolate_mode(a.at("mode")), .align_corners = a.at("align")};
+  InterpolateOptions options{.mode = interpolate_mode(a.at("mode")),
+                             .align_corners = a.at("align")};
   if (!a.at("size").is_null()) {
     const std::vector<int64_t> size = ints(a.at("size"));
     options.size = std::array<int64_t, 2>{size[0], size[1]};
@@ -55,7 +56,8 @@ TEST_CASE("pad and interpolate equal PyTorch 1.13's: outputs and gradients") {
 TEST_CASE("padding and upsampling modules; bad arguments are refused") {
   const Tensor x = randn({2, 3, 4, 5});
   CHECK(nn::ZeroPad2d(1).forward(x).shape() == Shape{2, 3, 6, 7});
-  CHECK(equal(nn::ReflectionPad2d({1, 0, 2, 0}).forward(x), pad(x, {1, 0, 2, 0}, PadMode::reflect)));
+  CHECK(
+      equal(nn::ReflectionPad2d({1, 0, 2, 0}).forward(x), pad(x, {1, 0, 2, 0}, PadMode::reflect)));
   CHECK(nn::ConstantPad2d(2, 3.0).forward(x).max().item<double>() >= 3.0);
   CHECK(nn::ReplicationPad2d(1).str().rfind("ReplicationPad2d((1, 1, 1, 1))", 0) == 0);
   nn::Upsample up({.scale_factor = std::array<double, 2>{2, 2}, .mode = InterpolateMode::bilinear});

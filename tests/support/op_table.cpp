@@ -555,6 +555,21 @@ std::vector<OpEntry> convolution_entries() {
                                                         strided.groups)};
                 }}),
            cudnn_f16),
+      with({"conv_transpose2d stride 2 output_padding 1 groups 2 with bias", OpFamily::convolution,
+            [](uint64_t seed) {
+              return Inputs{uniform({2, 4, 4, 5}, seed), uniform({4, 3, 3, 3}, seed + 1),
+                            uniform({6}, seed + 2)};
+            },
+            [](const Args& in) {
+              return Outputs{conv_transpose2d(in[0], in[1], in[2], 2, 1, 1, 2)};
+            }},
+           cudnn_f16),
+      with({"conv1d padding 2 dilation 2", OpFamily::convolution,
+            [](uint64_t seed) {
+              return Inputs{uniform({2, 3, 9}, seed), uniform({4, 3, 3}, seed + 1)};
+            },
+            [](const Args& in) { return Outputs{conv1d(in[0], in[1], Tensor(), 1, 2, 2)}; }},
+           cudnn_f16),
   };
 }
 
