@@ -26,8 +26,7 @@ void init_conv(Tensor& weight, Tensor& bias) {
 }
 
 void check_channels(const char* layer, int64_t in, int64_t out, int64_t groups) {
-  KILN_CHECK(in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0,
-             ValueError,
+  KILN_CHECK(in > 0 && out > 0 && groups > 0 && in % groups == 0 && out % groups == 0, ValueError,
              "{}: in_channels {} and out_channels {} must be positive and divisible by groups {}",
              layer, in, out, groups);
 }
@@ -47,8 +46,8 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
   check_channels("Conv1d", in_channels, out_channels, options.groups);
   KILN_CHECK(kernel_size > 0, ValueError, "Conv1d: kernel_size must be positive, got {}",
              kernel_size);
-  weight =
-      register_parameter("weight", empty({out_channels, in_channels / options.groups, kernel_size}));
+  weight = register_parameter("weight",
+                              empty({out_channels, in_channels / options.groups, kernel_size}));
   if (options.bias) bias = register_parameter("bias", empty({out_channels}));
   init_conv(weight, bias);
 }

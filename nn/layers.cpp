@@ -261,6 +261,10 @@ std::string AdaptiveAvgPool2d::extra_repr() const {
   return fmt::format("output_size={}", pair_str(output_size_));
 }
 
+std::string AdaptiveMaxPool2d::extra_repr() const {
+  return fmt::format("output_size={}", pair_str(output_size_));
+}
+
 Tensor ReLU::forward(const Tensor& x) {
   return relu(x);
 }

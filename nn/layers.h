@@ -139,9 +139,18 @@ class Dropout : public Module {
   Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training()); }
   std::string name() const override { return "Dropout"; }
   std::string extra_repr() const override;
+  double p() const { return p_; }
 
  private:
   double p_;
+};
+
+// Zeroes whole channels of [N, C, H, W] with probability p (ops/dropout.h's dropout2d).
+class Dropout2d : public Dropout {
+ public:
+  explicit Dropout2d(double p = 0.5) : Dropout(p) {}
+  Tensor forward(const Tensor& x) override { return dropout2d(x, p(), is_training()); }
+  std::string name() const override { return "Dropout2d"; }
 };
 
 // stride 0 means the kernel size, as PyTorch's default stride=None.
@@ -197,6 +206,17 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(Pair output_size) : output_size_(output_size) {}
   Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size_); }
   std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override;
+
+ private:
+  Pair output_size_;
+};
+
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(Pair output_size) : output_size_(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_max_pool2d(x, output_size_); }
+  std::string name() const override { return "AdaptiveMaxPool2d"; }
   std::string extra_repr() const override;
 
  private:

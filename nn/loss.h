@@ -148,4 +148,18 @@ class KLDivLoss : public Module {
   bool log_target_;
 };
 
+class CosineEmbeddingLoss : public Module {
+ public:
+  explicit CosineEmbeddingLoss(double margin = 0.0, Reduction reduction = Reduction::mean)
+      : margin_(margin), reduction_(reduction) {}
+  Tensor operator()(const Tensor& input1, const Tensor& input2, const Tensor& target) const {
+    return cosine_embedding_loss(input1, input2, target, margin_, reduction_);
+  }
+  std::string name() const override { return "CosineEmbeddingLoss"; }
+
+ private:
+  double margin_;
+  Reduction reduction_;
+};
+
 }  // namespace kiln::nn

@@ -36,6 +36,7 @@ constexpr PolicyRow kPolicy[] = {
     {"huber_loss", CastPolicy::fp32},
     {"binary_cross_entropy_with_logits", CastPolicy::fp32},
     {"kl_div", CastPolicy::fp32},
+    {"cosine_embedding_loss", CastPolicy::fp32},
     {"sum", CastPolicy::fp32},
     {"cumsum", CastPolicy::fp32},
     {"cumprod", CastPolicy::fp32},

@@ -96,8 +96,8 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
   KILN_CHECK(x.defined() && weight.defined() && x.dim() == 3 && weight.dim() == 3, ShapeError,
              "conv1d: expected input [N, C, L] and weight [O, C/groups, k], got {} and {}",
              describe(x), describe(weight));
-  return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding},
-                {1, dilation}, groups)
+  return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation},
+                groups)
       .squeeze(2);
 }
 

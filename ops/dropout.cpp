@@ -71,4 +71,13 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   return out;
 }
 
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator* generator) {
+  KILN_CHECK(x.defined() && x.dim() == 4, ShapeError,
+             "dropout2d: expected an input [N, C, H, W], got {}", describe(x));
+  if (!training) return x;
+  const Tensor keep =
+      dropout(ones({x.size(0), x.size(1), 1, 1}, x.dtype(), x.device()), p, true, generator);
+  return mul(x, keep);
+}
+
 }  // namespace kiln

@@ -1,7 +1,7 @@
 // The losses: nll_loss, cross_entropy (with class weights, ignore_index and label smoothing, as
 // torch.nn.functional's), mse_loss, and the pointwise ones of ops/loss_pointwise.cpp: l1_loss,
-// smooth_l1_loss, huber_loss, binary_cross_entropy(_with_logits) and kl_div, each PyTorch 1.13's
-// formula composed of elementwise ops (their gradients are the composition's).
+// smooth_l1_loss, huber_loss, binary_cross_entropy(_with_logits), kl_div and cosine_embedding_loss,
+// each PyTorch 1.13's formula composed of elementwise ops (their gradients are the composition's).
 #pragma once
 
 #include <cstdint>
@@ -46,5 +46,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // element).
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
               bool log_target = false);
+// For rows of input1 and input2 ([N, D], or [D] for one pair) and target [N] of 1 or -1:
+// 1 - cos for target 1, max(0, cos - margin) for -1, as torch.nn.functional.cosine_embedding_loss
+// (cos with 1e-12 added to each squared norm).
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                             double margin = 0.0, Reduction reduction = Reduction::mean);
 
 }  // namespace kiln

@@ -148,4 +148,31 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
   return reduce("kl_div", loss, reduction);
 }
 
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                             double margin, Reduction reduction) {
+  const char* op = "cosine_embedding_loss";
+  if (AutocastArgs cast{op, {&input1, &input2}})
+    return cosine_embedding_loss(cast[0], cast[1], target, margin, reduction);
+  profiler::OpScope profile(op, {&input1, &input2, &target});
+  check_pair(op, input1, input2);
+  require_defined(op, target, "target");
+  KILN_CHECK(input1.dim() == 1 || input1.dim() == 2, ShapeError,
+             "{}: expected inputs [N, D] or [D], got {}", op, describe(input1));
+  const int64_t rows = input1.dim() == 2 ? input1.size(0) : 1;
+  KILN_CHECK(target.numel() == rows && target.dim() == input1.dim() - 1, ShapeError,
+             "{}: expected a target of shape [{}] (one 1 or -1 per row), got {}", op, rows,
+             describe(target));
+  const int64_t d = input1.dim() - 1;
+  const double eps = 1e-12;  // PyTorch's EPSILON in aten/native/Loss.cpp
+  const Tensor dot = sum(mul(input1, input2), {d});
+  const Tensor norms =
+      sqrt(mul(add(sum(square(input1), {d}), eps), add(sum(square(input2), {d}), eps)));
+  const Tensor cos = div(dot, norms);
+  const Tensor zero = zeros_like(cos);
+  const Tensor t = target.to(cos.dtype());
+  const Tensor loss = add(where(eq(t, 1.0), rsub(1.0, cos), zero),
+                          where(eq(t, -1.0), clamp(sub(cos, margin), 0.0, std::nullopt), zero));
+  return reduce(op, loss, reduction);
+}
+
 }  // namespace kiln

@@ -1,5 +1,5 @@
-// 2-D pooling: max, average and adaptive average, max pooling with its argmax indices, and the
-// backward ops the pooling nodes call (not differentiable themselves).
+// 2-D pooling: max, average and adaptive average and max, max pooling with its argmax indices, and
+// the backward ops the pooling nodes call (not differentiable themselves).
 #pragma once
 
 #include "kiln/core/tensor.h"
@@ -13,6 +13,10 @@ Tensor max_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair 
 Tensor avg_pool2d(const Tensor& x, Pair kernel_size, Pair stride = {0, 0}, Pair padding = {0, 0},
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+// The maximum over each adaptive window (rows floor(i * H / oh) to ceil((i + 1) * H / oh), and so
+// for columns), as torch.nn.functional.adaptive_max_pool2d; the gradient goes to the first maximum
+// of each window. max_pool2d where the windows tile the input, else a max per window.
+Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size);
 
 struct MaxPool2dResult {
   Tensor values;

@@ -53,8 +53,7 @@ TEST_CASE("conv_transpose2d and conv1d equal PyTorch 1.13's: outputs and gradien
 
 TEST_CASE("ConvTranspose2d and Conv1d modules: shapes, names, layouts, autocast, refusals") {
   manual_seed(0);
-  nn::ConvTranspose2d up(4, 6, 3,
-                         {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
+  nn::ConvTranspose2d up(4, 6, 3, {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2});
   CHECK(up.weight.shape() == Shape{4, 3, 3, 3});
   CHECK_THAT(up.str(), Catch::StartsWith("ConvTranspose2d(4, 6, kernel_size=(3, 3), stride=(2, 2), "
                                          "padding=(1, 1), output_padding=(1, 1), groups=2)"));

@@ -198,6 +198,14 @@ std::vector<OpEntry> unary_entries() {
               Generator gen(77);
               return dropout(x, 0.3, true, &gen);
             }),
+      {"dropout2d p 0.4", OpFamily::unary,
+       [](uint64_t seed) {
+         return Inputs{uniform({4, 5, 2, 3}, seed)};
+       },
+       [](const Args& in) {
+         Generator gen(78);
+         return Outputs{dropout2d(in[0], 0.4, true, &gen)};
+       }},
   };
 }
 
@@ -614,6 +622,10 @@ std::vector<OpEntry> pooling_entries() {
       pool("adaptive_avg_pool2d 1x1",
            [](const Tensor& x) {
              return adaptive_avg_pool2d(x, {1, 1});
+           }),
+      pool("adaptive_max_pool2d 4x3 (overlapping windows)",
+           [](const Tensor& x) {
+             return adaptive_max_pool2d(x, {4, 3});
            }),
       pool("max_pool2d channels-last 3x3 stride 2 padding 1",
            [](const Tensor& x) {
