@@ -47,6 +47,7 @@
 #include "kiln/nn/module.h"
 #include "kiln/nn/pad_upsample.h"
 #include "kiln/nn/pipeline.h"
+#include "kiln/nn/recurrent.h"
 #include "kiln/nn/resnet.h"
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/state_dict.h"
