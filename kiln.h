@@ -59,6 +59,7 @@
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/conv.h"
 #include "kiln/ops/dropout.h"
+#include "kiln/ops/einsum.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"

@@ -481,6 +481,16 @@ OpEntry product(std::string name, BinaryFn f, Shape a, Shape b) {
 
 std::vector<OpEntry> linalg_entries() {
   return {
+      product("einsum attention scores",
+              [](const Tensor& q, const Tensor& k) {
+                return einsum("bhqd,bhkd->bhqk", {q, k});
+              },
+              {2, 2, 3, 4}, {2, 2, 5, 4}),
+      product("einsum ellipsis with broadcasting",
+              [](const Tensor& a, const Tensor& b) {
+                return einsum("...ij,...jk", {a, b});
+              },
+              {2, 3, 4, 5}, {3, 5, 2}),
       product("mm", [](const Tensor& a, const Tensor& b) { return mm(a, b); }, {5, 7}, {7, 3}),
       product("mm of transposed operands",
               [](const Tensor& a, const Tensor& b) { return mm(a.t(), b.t()); }, {7, 5}, {3, 7}),
