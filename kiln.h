@@ -66,6 +66,7 @@
 #include "kiln/ops/interpolate.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/loss.h"
+#include "kiln/ops/nonzero.h"
 #include "kiln/ops/normalization.h"
 #include "kiln/ops/pad.h"
 #include "kiln/ops/pair.h"

@@ -825,6 +825,19 @@ std::vector<OpEntry> normalization_entries() {
 std::vector<OpEntry> indexing_entries() {
   const auto image = [](uint64_t seed) { return Inputs{uniform({2, 3, 5, 4}, seed)}; };
   return {
+      {"masked_select with a broadcast mask", OpFamily::indexing,
+       [](uint64_t seed) {
+         return Inputs{uniform({4, 6}, seed), mask({6}, seed + 1)};
+       },
+       [](const Args& in) { return Outputs{masked_select(in[0], in[1])}; }},
+      not_differentiable({"nonzero and unique", OpFamily::indexing,
+                          [](uint64_t seed) {
+                            return Inputs{integer_valued({4, 5}, seed, -2, 3)};
+                          },
+                          [](const Args& in) {
+                            const UniqueResult u = unique(in[0]);
+                            return Outputs{nonzero(in[0]), u.values, u.inverse, u.counts};
+                          }}),
       // pad and interpolate gather with index_select: they sit with the index ops.
       {"pad reflect and constant", OpFamily::indexing, image,
        [](const Args& in) {
