@@ -577,7 +577,7 @@ TEST_CASE("safetensors: metadata that is not a map of strings") {
 TEST_CASE("safetensors: bytes of a damaged header are quoted escaped") {
   TempDir dir("kiln_test_safetensors");
   const std::string path = dir.file("damaged.safetensors");
-  for (const std::string header :
+  for (const std::string& header :
        {std::string("{\"w\xff\xfe\": 1}"),
         std::string("{\"w\\u001b[31m\": {\"dtype\": \"X\", \"shape\": [1], \"data_offsets\": "
                     "[0, 4]}}")}) {
