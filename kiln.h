@@ -39,6 +39,7 @@
 #include "kiln/nn/attention.h"
 #include "kiln/nn/checkpoint.h"
 #include "kiln/nn/container.h"
+#include "kiln/nn/data_parallel.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/loss.h"

@@ -97,15 +97,15 @@ struct DataParallelReplicas {
                    "nn::DataParallel: the forward of replica {} ({}) changed parameter '{}' in "
                    "place; a replica's forward may change BatchNorm's running statistics only",
                    r, devices[r].str(), param_names[k]);
-      for (size_t k = 0; k < buffers[r].size(); ++k)
-        KILN_CHECK(batch_norm_buffer[k] || after[r][params[r].size() + k] ==
-                                               before[r][params[r].size() + k],
-                   ValueError,
+      for (size_t k = 0; k < buffers[r].size(); ++k) {
+        const size_t at = params[r].size() + k;
+        KILN_CHECK(batch_norm_buffer[k] || after[r][at] == before[r][at], ValueError,
                    "nn::DataParallel: the forward of replica {} ({}) changed buffer '{}', which is "
                    "not a BatchNorm's running statistic; the other replicas' changes would be "
                    "lost (only replica 0's buffers are the module's), so DataParallel refuses "
                    "it: keep such state out of forward, or train with DistributedDataParallel",
                    r, devices[r].str(), buffer_names[k]);
+      }
     }
   }
 

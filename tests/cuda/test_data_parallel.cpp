@@ -195,8 +195,8 @@ TEST_CASE("data parallel: BatchNorm's running statistics come from the first sha
   bn->to(Device::cuda(0));
   nn::DataParallel dp(bn, make, {.device_ids = ids});
   Generator gen(5);
-  const Tensor x = randn({2 * static_cast<int64_t>(ids.size()), 3}, DType::f32, Device::cpu(),
-                         &gen);
+  const Tensor x =
+      randn({2 * static_cast<int64_t>(ids.size()), 3}, DType::f32, Device::cpu(), &gen);
   dp.forward(x);
   auto alone = make();
   alone->forward(x.narrow(0, 0, 2));
