@@ -33,6 +33,7 @@
 #include "kiln/dist/env.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/ring.h"
+#include "kiln/dist/spawn.h"
 #include "kiln/dist/store.h"
 #include "kiln/dist/sync_batch_norm.h"
 #include "kiln/nn/activations.h"
