@@ -36,6 +36,7 @@
 #include "kiln/dist/spawn.h"
 #include "kiln/dist/store.h"
 #include "kiln/dist/sync_batch_norm.h"
+#include "kiln/dist/tensor_parallel.h"
 #include "kiln/nn/activations.h"
 #include "kiln/nn/attention.h"
 #include "kiln/nn/checkpoint.h"
