@@ -1,9 +1,12 @@
 #include "kiln/nn/data_parallel.h"
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -65,9 +68,9 @@ struct DataParallelReplicas {
 
   void check_on_first_device(const char* kind, const std::string& name, const Tensor& t) const {
     KILN_CHECK(t.device() == devices[0], DeviceError,
-               "nn::DataParallel: {} '{}' of the module is on {}; the module must stay on {} "
-               "(device_ids[0]), where replica 0 runs",
-               kind, name, t.device().str(), devices[0].str());
+               "nn::DataParallel: {} '{}' of the module is on {}; the module must be on {} "
+               "(device_ids[0]), where replica 0 runs: module->to(Device::cuda({})) first",
+               kind, name, t.device().str(), devices[0].str(), devices[0].index);
   }
 
   // dst (a replica's) takes src's dtype and layout, so that every replica runs the kernels the
@@ -129,6 +132,66 @@ struct DataParallelReplicas {
       }
     }
   }
+};
+
+// One thread per replica but the first, for the DataParallel's life: what a thread caches (its
+// cuBLAS and cuDNN handles, cuDNN's graph-API plans, kernels/cuda/handles.h) stays warm from one
+// step to the next, where threads made by each forward would start cold every step.
+class DataParallelThreads {
+ public:
+  explicit DataParallelThreads(size_t workers) {
+    for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this, i] { loop(i + 1); });
+  }
+  ~DataParallelThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  DataParallelThreads(const DataParallelThreads&) = delete;
+  DataParallelThreads& operator=(const DataParallelThreads&) = delete;
+
+  // task(r) for every replica r at once: r > 0 on thread r, 0 on the caller's. Returns when all
+  // have; task must not throw (it keeps its errors for the caller).
+  void run(const std::function<void(size_t)>& task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = &task;
+      pending_ = threads_.size();
+      ++generation_;
+    }
+    start_.notify_all();
+    task(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    task_ = nullptr;
+  }
+
+ private:
+  void loop(size_t replica) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      const std::function<void(size_t)>* task = task_;
+      lock.unlock();
+      (*task)(replica);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  const std::function<void(size_t)>* task_ = nullptr;
+  uint64_t generation_ = 0;
+  size_t pending_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
 };
 
 namespace {
@@ -248,6 +311,7 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, const ModuleFactory& 
                describe_module_tensors(got_params) + describe_module_tensors(got_buffers));
     replicas.add(replica);
   }
+  threads_ = std::make_unique<DataParallelThreads>(device_ids_.size() - 1);
 }
 
 DataParallel::~DataParallel() = default;
@@ -298,10 +362,10 @@ Tensor DataParallel::forward(const Tensor& x) {
   const std::vector<std::vector<uint64_t>> before = replicas.versions();
   std::vector<Tensor> outputs(n);
   std::vector<std::exception_ptr> errors(n);
-  auto run = [&](size_t r) {
+  const std::function<void(size_t)> run = [&](size_t r) noexcept {
     try {
       cuda::StreamGuard stream(streams[r]);
-      // A new thread starts with grad mode on and no autocast: it takes the caller's.
+      // A worker thread has its own grad mode and autocast state: it takes the caller's.
       GradMode::set_enabled(grad_enabled);
       std::optional<autocast> scope;
       if (amp && r != 0) scope.emplace(amp_dtype);
@@ -310,17 +374,7 @@ Tensor DataParallel::forward(const Tensor& x) {
       errors[r] = std::current_exception();
     }
   };
-  {
-    std::vector<std::thread> threads;
-    try {
-      for (size_t r = 1; r < n; ++r) threads.emplace_back(run, r);
-    } catch (...) {
-      for (std::thread& t : threads) t.join();
-      throw;
-    }
-    run(0);
-    for (std::thread& t : threads) t.join();
-  }
+  threads_->run(run);
   for (size_t r = 0; r < n; ++r)
     if (errors[r])
       rethrow_from_replica(errors[r], "nn::DataParallel: replica " + std::to_string(r) + " on " +

@@ -24,11 +24,12 @@
 // The batch is split as evenly as it goes: with B samples over n GPUs the first B mod n get
 // floor(B/n) + 1 (PyTorch's chunk() would give 10 over 4 as 3, 3, 3, 1; here 3, 3, 2, 2). Each
 // replica runs on its own thread, on the caller's current stream of its GPU (as PyTorch's
-// parallel_apply), with the caller's grad mode and autocast. The outputs are joined along dim 0
-// on output_device (scalars are stacked into a vector of n). When backward reaches that join, it
-// queues a callback that, once every node has run, adds each replica's gradients into the
-// module's .grad (replica 0's are already there), in device order, and drops the replicas' own.
-// Gradient hooks on the module's parameters see replica 0's part only.
+// parallel_apply), with the caller's grad mode and autocast; the threads live as long as the
+// DataParallel, so their per-thread caches (cuBLAS and cuDNN handles and plans) stay warm. The
+// outputs are joined along dim 0 on output_device (scalars are stacked into a vector of n). When
+// backward reaches that join, it queues a callback that, once every node has run, adds each
+// replica's gradients into the module's .grad (replica 0's are already there), in device order, and
+// drops the replicas' own. Gradient hooks on the module's parameters see replica 0's part only.
 //
 // Errors (each naming DataParallel): a batch smaller than the number of GPUs; a module not
 // wholly on cuda:device_ids[0]; a factory whose module differs (names, shapes, dtypes); a
@@ -62,6 +63,7 @@ struct DataParallelOptions {
 using ModuleFactory = std::function<std::shared_ptr<Module>()>;
 
 struct DataParallelReplicas;
+class DataParallelThreads;
 
 class DataParallel : public Module {
  public:
@@ -85,6 +87,7 @@ class DataParallel : public Module {
   Device output_device_;
   // Shared with the gradient callbacks, which hold it weakly.
   std::shared_ptr<DataParallelReplicas> replicas_;
+  std::unique_ptr<DataParallelThreads> threads_;  // replica r > 0 runs on thread r
 };
 
 }  // namespace kiln::nn

@@ -176,6 +176,14 @@ TEST_CASE("data parallel: a small model on uneven shares matches the whole batch
   Tensor out = dp.forward(x);
   CHECK_FALSE(out.requires_grad());
   CHECK(allclose(out, model->forward(x.to(first)).cpu(), 1e-6, 1e-6));
+  {
+    // The replicas' threads run under the caller's autocast: every share's logits in bf16.
+    autocast bf16(DType::bf16);
+    Tensor mixed = dp.forward(x);
+    CHECK(mixed.dtype() == DType::bf16);
+    const Tensor want = model->forward(x.to(first)).cpu();
+    CHECK(allclose(mixed.to(DType::f32), want.to(DType::f32), 2e-2, 2e-2));
+  }
 
   // The state dict has DDP's "module." prefix and loads into a bare module.
   const nn::StateDict state = dp.state_dict();
