@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   }
 
   bool sync = true;
+  CommHook hook;
+  bool has_run = false;  // a backward pass has reduced buckets
 
   // Called by each forward: a backward that threw half-way left its pass unfinished, and the next
   // one starts afresh.
@@ -83,6 +86,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     Tensor buffer = {};
     size_t ready = 0;
     std::shared_ptr<Work> work = nullptr;
+    std::shared_ptr<BucketFuture> future = nullptr;  // a communication hook's
   };
 
   // A parameter's gradient is final for this backward pass.
@@ -105,9 +109,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
   void start_pass() {
     in_pass_ = true;
+    has_run = true;
     next_launch_ = 0;
     seen_.assign(params_.size(), false);
-    for (Bucket& b : buckets_) b.ready = 0, b.work.reset();
+    for (Bucket& b : buckets_) b.ready = 0, b.work.reset(), b.future.reset();
     std::weak_ptr<Reducer> self = weak_from_this();
     queue_backward_callback([self] {
       if (auto reducer = self.lock()) reducer->finish_pass();
@@ -123,6 +128,18 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       profiler::OpScope event("ddp::bucket_all_reduce", {&b.buffer}, b.bytes);
       if (options_.use_kiln_ring) {
         ring_all_reduce(*group_, b.buffer, ReduceOp::average);
+      } else if (hook) {
+        const size_t index = next_launch_ - 1;
+        GradBucket bucket{.index = index,
+                          .is_last = next_launch_ == buckets_.size(),
+                          .buffer = b.buffer,
+                          .parameter_names = {}};
+        for (size_t s : b.slots) bucket.parameter_names.push_back(params_[slots_[s].param].first);
+        b.future = hook(*group_, bucket);
+        KILN_CHECK(b.future != nullptr, ValueError,
+                   "DistributedDataParallel (rank {}): the communication hook returned no future "
+                   "for bucket {}",
+                   group_->rank(), index);
       } else {
         b.work = group_->all_reduce_async(b.buffer, ReduceOp::average);
       }
@@ -139,8 +156,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     }
     if (!unused.empty()) {
       // Waiting on the started buckets first keeps the group's order intact for the error path.
-      for (Bucket& b : buckets_)
-        if (b.work) b.work->wait();
+      for (size_t i = 0; i < buckets_.size(); ++i) wait_for(i);
       KILN_CHECK(options_.find_unused_parameters, DistError,
                  "DistributedDataParallel (rank {}): these parameters got no gradient in this "
                  "backward pass: {}. Their buckets would wait forever on the other ranks; make "
@@ -156,8 +172,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       }
       launch_ready_buckets();
     }
-    for (Bucket& b : buckets_) {
-      if (b.work) b.work->wait();
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      wait_for(i);
+      Bucket& b = buckets_[i];
       for (size_t s : b.slots) {
         Tensor& p = params_[slots_[s].param].second;
         const Tensor average = b.buffer.narrow(0, slots_[s].offset, p.numel()).view(p.shape());
@@ -170,6 +187,20 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
           p.set_grad(average.clone());
       }
     }
+  }
+
+  // Bucket i's reduction is in its buffer once this returns.
+  void wait_for(size_t i) {
+    Bucket& b = buckets_[i];
+    if (b.work) b.work->wait();
+    if (!b.future) return;
+    const Tensor reduced = b.future->wait();
+    b.future.reset();
+    KILN_CHECK(reduced.defined() && reduced.shape() == b.buffer.shape(), ShapeError,
+               "DistributedDataParallel (rank {}): the communication hook's result for bucket {} "
+               "is {}; expected the bucket's shape, {}",
+               group_->rank(), i, describe(reduced), describe(b.buffer));
+    if (!reduced.is_same(b.buffer)) b.buffer.copy_(reduced);
   }
 
   std::vector<std::pair<std::string, Tensor>> params_;
@@ -216,6 +247,71 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   }
   reducer_->prepare_for_backward();
   return module_->forward(x);
+}
+
+void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  KILN_CHECK(hook != nullptr, ValueError,
+             "DistributedDataParallel::register_comm_hook: expected a hook, got none");
+  KILN_CHECK(!reducer_->hook, ValueError,
+             "DistributedDataParallel::register_comm_hook: a hook is registered already; "
+             "register one hook, once");
+  KILN_CHECK(!reducer_->has_run, ValueError,
+             "DistributedDataParallel::register_comm_hook: register the hook before the first "
+             "backward, so that every bucket of every pass is reduced the same way on every rank");
+  KILN_CHECK(!options_.use_kiln_ring, ValueError,
+             "DistributedDataParallel::register_comm_hook: DDPOptions::use_kiln_ring reduces the "
+             "buckets with kiln's ring; a hook replaces that reduction, so use one or the other");
+  reducer_->hook = std::move(hook);
+}
+
+namespace {
+
+class WorkFuture : public BucketFuture {
+ public:
+  WorkFuture(std::shared_ptr<Work> work, std::function<Tensor()> then)
+      : work_(std::move(work)), then_(std::move(then)) {}
+  Tensor wait() override {
+    if (work_) work_->wait();
+    return then_();
+  }
+
+ private:
+  std::shared_ptr<Work> work_;
+  std::function<Tensor()> then_;
+};
+
+// PyTorch's fp16_compress_hook and bf16_compress_hook, for `dtype`.
+CommHook compress_hook(DType dtype) {
+  return [dtype](ProcessGroup& group, GradBucket& bucket) {
+    Tensor compressed = bucket.buffer.to(dtype);
+    compressed.div_(static_cast<double>(group.size()));
+    return future_after(group.all_reduce_async(compressed, ReduceOp::sum),
+                        [compressed] { return compressed; });
+  };
+}
+
+}  // namespace
+
+std::shared_ptr<BucketFuture> future_after(std::shared_ptr<Work> work,
+                                           std::function<Tensor()> then) {
+  KILN_CHECK(then != nullptr, ValueError, "future_after: expected a function, got none");
+  return std::make_shared<WorkFuture>(std::move(work), std::move(then));
+}
+
+CommHook allreduce_hook() {
+  return [](ProcessGroup& group, GradBucket& bucket) {
+    const Tensor buffer = bucket.buffer;
+    return future_after(group.all_reduce_async(buffer, ReduceOp::average),
+                        [buffer] { return buffer; });
+  };
+}
+
+CommHook fp16_compress_hook() {
+  return compress_hook(DType::f16);
+}
+
+CommHook bf16_compress_hook() {
+  return compress_hook(DType::bf16);
 }
 
 std::vector<std::vector<std::string>> DistributedDataParallel::bucket_names() const {

@@ -25,7 +25,9 @@
 // find_unused_parameters is set, in which case it counts as a zero gradient.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +37,44 @@
 #include "kiln/nn/module.h"
 
 namespace kiln::dist {
+
+// ---- communication hooks, as PyTorch's DistributedDataParallel.register_comm_hook ----
+
+// A bucket of gradients, as DDP hands it to a communication hook once backward has filled it.
+struct GradBucket {
+  size_t index = 0;      // buckets are numbered in the order they are reduced (bucket_names())
+  bool is_last = false;  // the pass's last bucket
+  Tensor buffer{};       // this rank's gradients of the bucket, flat, in the parameters' dtype
+  std::vector<std::string> parameter_names = {};  // in the buffer's order
+};
+
+// The reduced bucket to come: what a hook returns (PyTorch's Future[Tensor]).
+class BucketFuture {
+ public:
+  virtual ~BucketFuture() = default;
+  // Blocks until the result is ready (on a GPU: until the current stream is ordered after it)
+  // and returns it: a tensor of the bucket buffer's shape, of any floating dtype, which DDP
+  // copies into the bucket and from there into each parameter's .grad.
+  virtual Tensor wait() = 0;
+};
+
+// The future of `then()` run once `work` is done: a hook's collective and what follows it
+// (PyTorch's fut.then(decompress)).
+std::shared_ptr<BucketFuture> future_after(std::shared_ptr<Work> work,
+                                           std::function<Tensor()> then);
+
+// Starts the reduction of `bucket` over `group` and returns its future. It runs on the thread
+// that finished the bucket, during backward (grad mode off), for every bucket in the same order
+// on every rank; the buffer is DDP's, so a hook may reduce it in place.
+using CommHook = std::function<std::shared_ptr<BucketFuture>(ProcessGroup&, GradBucket&)>;
+
+// PyTorch's default hooks. allreduce_hook: the average over the ranks, what DDP does without a
+// hook. fp16_compress_hook and bf16_compress_hook: the buffer cast to the 16-bit type and divided
+// by the world size (before the sum, so that a sum cannot overflow where the average would not),
+// summed over the ranks in that type, and cast back into the buffer; no error feedback.
+CommHook allreduce_hook();
+CommHook fp16_compress_hook();
+CommHook bf16_compress_hook();
 
 struct DDPOptions {
   double bucket_cap_mb = 25.0;
@@ -76,6 +116,10 @@ class DistributedDataParallel : public nn::Module {
     bool previous_;
   };
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  // Reduces every bucket with `hook` from now on, instead of DDP's all-reduce average. Once per
+  // DistributedDataParallel, before its first backward, and not with use_kiln_ring.
+  void register_comm_hook(CommHook hook);
 
   // The buckets as lists of parameter names, in the order they are reduced (for tests and logs).
   std::vector<std::vector<std::string>> bucket_names() const;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define KILN_SIM_ASAN 1
 #endif
@@ -34,6 +35,11 @@ FiberStack::FiberStack(unsigned index) : offset_(index % 16 * 256) {
 }
 
 FiberStack::~FiberStack() {
+#if defined(KILN_SIM_ASAN)
+  // The frames of fibers that never returned leave their redzones poisoned; the next mapping at
+  // this address (another thread's fiber stack) would inherit them.
+  __asan_unpoison_memory_region(bottom_, size_);
+#endif
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   munmap(mapping_, kStackBytes + page);
 }

@@ -13,10 +13,8 @@
 // exits with the first failure's status (128 + the signal for a signal), naming the rank. A process
 // that stops on an interrupt (status 130) has not failed: the others get --grace-seconds to stop by
 // themselves (rank 0 saving its checkpoint) before SIGKILL, and kiln-run exits with 130.
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +31,7 @@
 
 #include "command_line.h"
 #include "kiln/core/error.h"
+#include "kiln/dist/spawn.h"
 #include "main_guard.h"
 
 extern char** environ;
@@ -43,22 +42,6 @@ volatile sig_atomic_t g_forward_signal = 0;
 
 void on_signal(int sig) {
   g_forward_signal = sig;
-}
-
-// A TCP port that was free a moment ago: the kernel's pick for port 0.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  KILN_CHECK(fd >= 0, kiln::Error, "cannot open a socket to find a free port: {}",
-             std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  KILN_CHECK(ok, kiln::Error, "cannot find a free port: {}", std::strerror(errno));
-  return ntohs(addr.sin_port);
 }
 
 // This process's environment with the job's variables set (replacing any inherited ones).
@@ -158,7 +141,7 @@ int run(int argc, char** argv) {
              "a job of {} machines needs --master-addr: rank 0's host as the other machines reach "
              "it, not {}",
              nnodes, master_addr);
-  if (master_port == 0) master_port = free_port();
+  if (master_port == 0) master_port = kiln::dist::free_port();
 
   struct sigaction action {};
   action.sa_handler = on_signal;

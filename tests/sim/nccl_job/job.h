@@ -34,6 +34,7 @@ void collectives();
 void ring();
 void ddp(const std::string& scratch);
 void no_sync();
+void comm_hooks();
 void sync_batch_norm();
 void grad_scaler();
 void die_or_hang(bool die);

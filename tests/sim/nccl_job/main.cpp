@@ -5,6 +5,7 @@
 //   ring           kiln's ring over NCCL point-to-point against the all-reduce
 //   ddp            DDP over nccl against one simulated GPU and against gloo on the CPU
 //   no_sync        gradient accumulation under DDP
+//   comm_hooks     DDP's fp16 and bf16 compression hooks
 //   sync_bn        SyncBatchNorm on CUDA tensors against BatchNorm over the global batch
 //   grad_scaler    the GradScaler under DDP, with an overflow on one rank
 //   die, hang      rank 1 is killed, or stops calling collectives (timeout 3 s)
@@ -54,6 +55,8 @@ int run(int argc, char** argv) {
     nccl_job::ddp(scratch);
   else if (scenario == "no_sync")
     nccl_job::no_sync();
+  else if (scenario == "comm_hooks")
+    nccl_job::comm_hooks();
   else if (scenario == "sync_bn")
     nccl_job::sync_batch_norm();
   else if (scenario == "grad_scaler")
@@ -62,8 +65,8 @@ int run(int argc, char** argv) {
     nccl_job::die_or_hang(scenario == "die");
   else
     throw ValueError("unknown scenario '" + scenario +
-                     "': expected collectives, ring, ddp, no_sync, sync_bn, grad_scaler, die or "
-                     "hang");
+                     "': expected collectives, ring, ddp, no_sync, comm_hooks, sync_bn, "
+                     "grad_scaler, die or hang");
   // The nccl group's watchdog polls every 100 ms: two polls over the last operations' events
   // before checking which devices this process touched.
   std::this_thread::sleep_for(std::chrono::milliseconds(250));

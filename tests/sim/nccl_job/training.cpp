@@ -177,6 +177,41 @@ void no_sync() {
                  "no_sync then a synced backward: gradient " + std::to_string(k));
 }
 
+// PyTorch's fp16 and bf16 compression hooks over nccl, with buckets of 200 bytes: each rank's
+// gradient rounded to 16 bits and divided by the world size there, summed over the ranks in 16
+// bits (one rounding of a sum of two), widened back into the f32 gradient: bit for bit.
+void comm_hooks() {
+  const int n = dist::get_world_size();
+  const backends::Tf32Scope f32(false);
+  const Batch b = shard(global_batch(0), gpu());
+  // This rank's own gradient, from the weights DDP starts from (make_net seeds alike); with
+  // batch norm not synced, DDP's forward normalises the same shard the same way.
+  auto local = make_net(gpu());
+  cross_entropy(local->forward(b.x), b.y).backward();
+  const std::vector<Tensor> local_params = local->parameters();
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    auto ddp = std::make_shared<DistributedDataParallel>(make_net(gpu()), nullptr,
+                                                         DDPOptions{.bucket_cap_mb = 200e-6});
+    ddp->register_comm_hook(dtype == DType::f16 ? dist::fp16_compress_hook()
+                                                : dist::bf16_compress_hook());
+    cross_entropy(ddp->forward(b.x), b.y).backward();
+    const std::vector<Tensor> got = ddp->parameters();
+    for (size_t k = 0; k < got.size(); ++k) {
+      const Tensor mine = local_params[k].grad().contiguous();
+      std::vector<Tensor> all;
+      for (int q = 0; q < n; ++q) all.push_back(zeros_like(mine));
+      dist::all_gather(all, mine);
+      Tensor want = zeros_like(mine);
+      for (const Tensor& g : all)
+        want = add(want, div(g.to(dtype), static_cast<double>(n)).to(DType::f32));
+      // The NCCL model adds two 16-bit values in f32 and rounds once, as this does.
+      expect(got[k].grad().dtype() == DType::f32, "the compressed gradient comes back in f32");
+      expect_equal(got[k].grad(), want.to(dtype).to(DType::f32),
+                   std::string(dtype_name(dtype)) + " compression: gradient " + std::to_string(k));
+    }
+  }
+}
+
 void sync_batch_norm() {
   const int n = dist::get_world_size(), r = dist::get_rank();
   const int64_t batch = 6, per = batch / n;
