@@ -31,7 +31,8 @@ endif()
 set(options -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
             -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
 if(SANITIZE)
-  list(APPEND options "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+  set(flags "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all")
+  list(APPEND options "-DCMAKE_CXX_FLAGS=${flags}"
                       -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
 endif()
 if(CUDA_COMPILER)
