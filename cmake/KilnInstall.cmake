@@ -3,7 +3,18 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kiln EXPORT kilnTargets
+# With the CUDA simulator (KILN_CUDA=SIM) kiln links the simulated cudart (kiln_cudasim) and the
+# NCCL model (kiln_ncclsim), so they install and export with it, with the simulator's kernel-side
+# headers and kiln_cuda_sim_sources() (cmake/KilnCudaSim.cmake): a user's own .cu file then
+# compiles and runs on the simulator as kiln's do (docs/simulator.md, "Your own program").
+set(kiln_installed_libraries kiln)
+if(KILN_CUDA_SIM)
+  list(APPEND kiln_installed_libraries kiln_cudasim)
+  if(TARGET kiln_ncclsim)
+    list(APPEND kiln_installed_libraries kiln_ncclsim)
+  endif()
+endif()
+install(TARGETS ${kiln_installed_libraries} EXPORT kilnTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
@@ -13,6 +24,13 @@ install(DIRECTORY core kernels ops nn optim data train dist
   PATTERN "cuda_runtime" EXCLUDE)  # the runtime's internal header needs CUDA's; not kiln's API
 # kernels/cuda/launch.h's launch macro (nvcc's half, and the simulator's behind its #if).
 install(FILES sim/kernel_macros.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/sim)
+if(KILN_CUDA_SIM)
+  # What sim/cuda_sim.h, force-included into a .cu file, includes; not the scheduler's internals.
+  install(FILES sim/atomics.h sim/cuda_sim.h sim/device_api.h sim/device_math.h sim/grid.h
+                sim/launch.h sim/ptx.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/sim)
+  install(FILES cmake/KilnCudaSim.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
+endif()
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 
 configure_package_config_file(cmake/kilnConfig.cmake.in

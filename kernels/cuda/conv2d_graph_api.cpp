@@ -4,12 +4,21 @@
 //   2. a convolution descriptor: compute type, paddings, strides, dilations
 //   3. the operation (forward, backward data or backward filter) that ties them together
 //   4. an operation graph that holds that one operation
-//   5. engine heuristics (mode A, as PyTorch asks) on the graph: engine configurations, best first
+//   5. engine heuristics on the graph: mode A's engine configurations, best first (as PyTorch
+//      asks), then fallback mode's, which cover problems mode A ranks no engine for that builds
+//      (a C = 3 NHWC stem in f16, small groups, f64; as cudnn-frontend's build({A, FALLBACK}))
 //   6. an execution plan from the first configuration the switches allow that cuDNN finalizes
 //   7. on every call: a variant pack (the data pointers by tensor id, and the workspace), executed
 // Steps 1-6 run once per problem; the plan is cached. Under backends::cudnn_benchmark(), step 6
 // times every allowed configuration that finalizes and keeps the fastest, as PyTorch's benchmark
-// mode does with the heuristics' list.
+// mode does with the heuristics' list (a configuration both modes list is timed twice).
+//
+// The GPU: from cuDNN 9.8 a device-properties descriptor (the device id) given to the heuristics,
+// in place of the handle on the graph and on the plan (CUDNN_ATTR_OPERATIONGRAPH_HANDLE and
+// CUDNN_ATTR_EXECUTION_PLAN_HANDLE, deprecated in cuDNN 9's headers); a plan built from an engine
+// configuration needs neither, as cudnn-frontend builds them since its 1.13. The handle is given
+// to cudnnBackendExecute alone. Compiled against an older cuDNN, the handle attributes as before.
+// Written from the headers and cudnn-frontend; not run on a GPU yet (docs/results.md).
 //
 // Every cuDNN status error in steps 1-7 becomes "run the legacy path for this problem"
 // (run_conv2d_graph_api answers false): a mistake here that cuDNN reports costs the graph API's
@@ -22,6 +31,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -189,13 +199,31 @@ Descriptor make_operation(Pass pass, DType dtype, const Descriptor& x, const Des
   return d;
 }
 
-// The heuristics' engine configurations for the graph, best first.
-std::vector<Descriptor> ranked_configs(const Descriptor& graph) {
+#if CUDNN_VERSION >= 90800
+// The GPU the heuristics rank engines for (step 5), in place of the graph's handle.
+Descriptor make_device_properties(int device) {
+  Descriptor d(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
+  const int32_t id = device;
+  d.set(CUDNN_ATTR_DEVICEPROP_DEVICE_ID, CUDNN_TYPE_INT32, 1, &id);
+  d.finalize("device properties descriptor");
+  return d;
+}
+#endif
+
+// One heuristics mode's engine configurations for the graph, best first. `device_properties` is
+// null when compiled against a cuDNN before 9.8, whose graph carries the handle instead.
+std::vector<Descriptor> ranked_configs(const Descriptor& graph, const Descriptor* device_properties,
+                                       cudnnBackendHeurMode_t mode, const char* mode_name) {
   Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
   heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  heuristics.finalize("engine heuristics, mode A");
+#if CUDNN_VERSION >= 90800
+  if (device_properties != nullptr)
+    heuristics.set(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, *device_properties);
+#else
+  static_cast<void>(device_properties);
+#endif
+  heuristics.finalize(fmt::format("engine heuristics, {}", mode_name).c_str());
   // Asking for zero results answers how many there are; the array must then hold that many
   // descriptors, created by the caller, for cuDNN to fill.
   int64_t count = 0;
@@ -214,6 +242,27 @@ std::vector<Descriptor> ranked_configs(const Descriptor& graph) {
                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
         "reading the heuristics results");
   configs.erase(configs.begin() + std::min(got, count), configs.end());
+  return configs;
+}
+
+// Mode A's configurations, then fallback mode's. A mode whose heuristics cuDNN refuses adds none;
+// both refused is the error of each.
+std::vector<Descriptor> candidate_configs(const Descriptor& graph,
+                                          const Descriptor* device_properties) {
+  std::vector<Descriptor> configs;
+  std::string refused;
+  const std::pair<cudnnBackendHeurMode_t, const char*> modes[] = {
+      {CUDNN_HEUR_MODE_A, "mode A"}, {CUDNN_HEUR_MODE_FALLBACK, "fallback mode"}};
+  for (const auto& [mode, name] : modes) {
+    try {
+      std::vector<Descriptor> ranked = ranked_configs(graph, device_properties, mode, name);
+      std::move(ranked.begin(), ranked.end(), std::back_inserter(configs));
+    } catch (const GraphStatusError& e) {
+      refused += refused.empty() ? e.what() : std::string("; ") + e.what();
+    }
+  }
+  if (configs.empty() && !refused.empty())
+    throw GraphStatusError(refused, CUDNN_STATUS_NOT_SUPPORTED);
   return configs;
 }
 
@@ -242,10 +291,16 @@ conv2d_graph::EngineNotes notes_of(const Descriptor& config) {
 }
 
 // The plan of one configuration, or nothing when cuDNN does not finalize it: that engine cannot
-// run this problem on this GPU, and the next configuration is tried.
+// run this problem on this GPU, and the next configuration is tried. From cuDNN 9.8 the
+// configuration names the GPU (through the heuristics' device properties) and the plan takes no
+// handle.
 std::optional<Descriptor> make_plan(const Descriptor& config, cudnnHandle_t handle) {
   Descriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+#if CUDNN_VERSION < 90800
   plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+#else
+  static_cast<void>(handle);
+#endif
   plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
   if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
   return plan;
@@ -342,11 +397,17 @@ std::shared_ptr<const Plan> build_plan(const GraphConvCall& call, cudnnHandle_t 
   owned.push_back(make_operation(call.pass, call.dtype, owned[0], owned[1], owned[2], owned[3]));
   Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, owned[4]);
+#if CUDNN_VERSION >= 90800
+  owned.push_back(make_device_properties(call.device));
+  const Descriptor* device_properties = &owned.back();
+#else
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  const Descriptor* device_properties = nullptr;
+#endif
   graph.finalize("operation graph");
+  std::vector<Descriptor> configs = candidate_configs(graph, device_properties);
+  // Last: a push may move the Descriptor device_properties points to (not its cuDNN descriptor).
   owned.push_back(std::move(graph));
-
-  std::vector<Descriptor> configs = ranked_configs(owned.back());
   const bool allow_tf32 = backends::cudnn_allow_tf32();
   const bool deterministic = backends::cudnn_deterministic();
   const bool benchmark = backends::cudnn_benchmark();
@@ -378,8 +439,8 @@ std::shared_ptr<const Plan> build_plan(const GraphConvCall& call, cudnnHandle_t 
   }
   if (result->plan == nullptr)
     throw GraphStatusError(fmt::format("building a plan from the heuristics' {} engine "
-                                       "configurations ({} allowed by the TF32/deterministic "
-                                       "switches{})",
+                                       "configurations of modes A and fallback ({} allowed by "
+                                       "the TF32/deterministic switches{})",
                                        configs.size(), allowed, benchmark ? ", timed" : ""),
                            CUDNN_STATUS_NOT_SUPPORTED);
   return result;

@@ -158,12 +158,14 @@ __global__ void avg_pool2d_kernel(const T* __restrict__ x, T* __restrict__ out, 
 }
 
 // One thread per input element gathers the shares of the windows that cover it, in the order
-// the CPU scatters them (output rows, then columns), so the sums round the same way.
+// the CPU scatters them (output rows, then columns), so the sums round the same way. Launched with
+// kThreads a block: at 66 registers a thread (f64, sm_90) a block of 1024 would not launch
+// (scripts/check-kernel-resources.py reads the bound).
 template <class T>
-__global__ void avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
-                                           T* __restrict__ grad_input, int64_t total,
-                                           Pool2dGeometry g, bool count_include_pad, Dense4 gol,
-                                           Dense4 gil) {
+__global__ void __launch_bounds__(kThreads)
+    avg_pool2d_backward_kernel(const T* __restrict__ grad_output, T* __restrict__ grad_input,
+                               int64_t total, Pool2dGeometry g, bool count_include_pad, Dense4 gol,
+                               Dense4 gil) {
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const Coord in = gil.at(i);
     const int64_t iw = in.w, ih = in.h;
@@ -205,11 +207,13 @@ __global__ void adaptive_avg_pool2d_kernel(const T* __restrict__ x, T* __restric
 }
 
 // Cell o covers [floor(o * in / out), ceil((o + 1) * in / out)), so the cells covering input i
-// lie in [floor(i * out / in), ceil((i + 1) * out / in)); each is tested exactly.
+// lie in [floor(i * out / in), ceil((i + 1) * out / in)); each is tested exactly. kThreads a block,
+// as avg_pool2d_backward_kernel (84 and 87 registers on sm_90).
 template <class T>
-__global__ void adaptive_avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
-                                                    T* __restrict__ grad_input, int64_t total,
-                                                    Dense4 gol, Dense4 gil) {
+__global__ void __launch_bounds__(kThreads)
+    adaptive_avg_pool2d_backward_kernel(const T* __restrict__ grad_output,
+                                        T* __restrict__ grad_input, int64_t total, Dense4 gol,
+                                        Dense4 gil) {
   const int64_t in_h = gil.h, in_w = gil.w, out_h = gol.h, out_w = gol.w;
   for (int64_t i = global_thread_index(); i < total; i += grid_stride()) {
     const Coord in = gil.at(i);

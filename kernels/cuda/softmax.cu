@@ -62,10 +62,11 @@ __global__ void softmax_rows_kernel(const D* x, D* out, int64_t rows, int64_t si
 }
 
 // inner > 1: one thread per (outer, inner) column, walking the dim with stride inner; neighbouring
-// threads read neighbouring columns, so each step is coalesced.
+// threads read neighbouring columns, so each step is coalesced. kThreads a block: in f64 it takes
+// 72 registers a thread on sm_90, too many for a block of 1024.
 template <class D, class Acc, bool Log>
-__global__ void softmax_columns_kernel(const D* x, D* out, int64_t columns, int64_t size,
-                                       int64_t inner) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_columns_kernel(const D* x, D* out, int64_t columns, int64_t size, int64_t inner) {
   for (int64_t c = global_thread_index(); c < columns; c += grid_stride()) {
     const int64_t r = c / inner, i = c - r * inner;
     const D* in = x + r * size * inner + i;

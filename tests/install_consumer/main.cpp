@@ -2,12 +2,18 @@
 // then trains a step the way the guide's sections 9 and 10 do: a model wrapped in
 // DistributedDataParallel (a group of one over Gloo, as without a launcher), an all-reduce, and
 // f16 autocast with a GradScaler, and a PNG written and read back. The last three need every
-// library a static kiln links (Gloo, libpng, TurboJPEG among them) to come with kiln::kiln.
+// library a static kiln links (Gloo, libpng, TurboJPEG among them) to come with kiln::kiln. Where
+// kiln has a CUDA backend, a kernel of its own (block_sum.cu) runs on every GPU kiln sees: on two
+// simulated ones when kiln was built for the CUDA simulator (run.cmake sets KILN_SIM_DEVICES).
 #include <kiln/kiln.h>
 
 #include <cstdio>
 #include <memory>
 #include <vector>
+
+#if CONSUMER_OWN_KERNEL
+#include "block_sum.h"
+#endif
 
 using namespace kiln;
 
@@ -63,8 +69,39 @@ bool image_round_trip() {
   return ok;
 }
 
+// The sum of 0, 1, ..., 999 (exact in f32 in any order) by block_sum_kernel, on kiln's tensors and
+// kiln's current stream of each GPU, against kiln's own sum.
+bool own_kernel_on_each_gpu() {
+#if CONSUMER_OWN_KERNEL
+  if (!cuda::is_available()) {
+    std::printf("consumer: no GPU visible; its own kernel compiled, not run\n");
+    return true;
+  }
+  bool ok = true;
+  for (int device = 0; device < cuda::device_count(); ++device) {
+    const cuda::DeviceGuard guard(device);
+    const Tensor x = arange(0, 1000, 1, DType::f32, Device::cuda(device));
+    Tensor total = zeros({1}, DType::f32, Device::cuda(device));
+    block_sum(x.data<float>(), x.numel(), total.data<float>(), cuda::current_stream_handle());
+    const double got = total.item(), kilns = x.sum().item();
+    const bool right = got == 499500.0 && kilns == 499500.0;
+    std::printf("consumer: own kernel on cuda:%d of %d (%s): sum %.1f, kiln's %.1f, ok: %s\n",
+                device, cuda::device_count(), cuda::device_name(device).c_str(), got, kilns,
+                right ? "yes" : "no");
+    ok = ok && right;
+  }
+  return ok;
+#else
+  std::printf("consumer: kiln was built without CUDA; no kernel of its own\n");
+  return true;
+#endif
+}
+
 }  // namespace
 
 int main() {
-  return gradient_is_two_x() && data_parallel_step_with_scaler() && image_round_trip() ? 0 : 1;
+  return gradient_is_two_x() && data_parallel_step_with_scaler() && image_round_trip() &&
+                 own_kernel_on_each_gpu()
+             ? 0
+             : 1;
 }
