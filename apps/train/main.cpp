@@ -35,11 +35,11 @@
 #include "kiln/kiln.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/resnet.h"
-#include "kiln/optim/adam.h"
 #include "kiln/optim/lr_scheduler.h"
-#include "kiln/optim/sgd.h"
+#include "kiln/optim/optimizer.h"
 #include "kiln/train/checkpoint.h"
 #include "main_guard.h"
+#include "optimizer.h"
 #include "plot.h"
 #include "progress.h"
 #include "recipe.h"
@@ -270,7 +270,7 @@ apps::Recipe recipe_with_stem(apps::Recipe r, const std::string& stem) {
       std::isnan(loss) ? "NaN"
       : loss > 0       ? "+inf"
                        : "-inf",
-      epoch + 1, step, optimizer.param_groups().front().options.at("lr"), kept));
+      epoch + 1, step, optimizer.lr(0), kept));
 }
 
 // A file of the image folder that did not open or decode, mid-epoch: the batches before it are
@@ -356,23 +356,12 @@ int run_training(const apps::Recipe& r) {
 
     const int64_t side = split.photos ? r.image_size : split.train->get(0)[0].size(-1);
     const std::string stem = pick_stem(r.stem, side);
-    auto model = nn::make_resnet(r.model, {split.classes, split.channels, stem == "small", false});
+    auto model = nn::make_resnet(r.model, {.num_classes = split.classes,
+                                           .in_channels = split.channels,
+                                           .small_input = stem == "small"});
     model->to(device);
-    std::vector<Tensor> params = model->parameters();
     // A graph holds only capturable optimizers and loss scaling: their decisions stay on the GPU.
-    std::unique_ptr<optim::Optimizer> optimizer;
-    if (r.optimizer == "sgd")
-      optimizer = std::make_unique<optim::SGD>(
-          params,
-          optim::SGDOptions{r.lr, r.momentum, 0.0, r.weight_decay, r.nesterov, true, r.cuda_graph});
-    else if (r.optimizer == "adam")
-      optimizer = std::make_unique<optim::Adam>(
-          params,
-          optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false, true, r.cuda_graph});
-    else
-      optimizer = std::make_unique<optim::AdamW>(
-          params,
-          optim::AdamWOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false, true, r.cuda_graph});
+    std::unique_ptr<optim::Optimizer> optimizer = apps::make_optimizer(r, model->parameters());
 
     const int64_t steps_per_epoch =
         r.max_batches > 0 ? std::min(r.max_batches, loader.num_batches()) : loader.num_batches();
@@ -600,7 +589,7 @@ int run_training(const apps::Recipe& r) {
       train.images_per_second = static_cast<double>(seen) / train.seconds;
       if (scheduler && !per_batch_schedule) scheduler->step();
       test = evaluate(*model, *split.test, eval_transform, device, r);
-      double lr = optimizer->param_groups().front().options.at("lr");
+      const double lr = optimizer->lr(0);
       const std::string top5 =
           show_top5 ? fmt::format(" top-5 {:.2f}%", 100 * test.top5) : std::string();
       if (lead)
