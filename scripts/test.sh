@@ -68,7 +68,7 @@ fi
 
 # OpenMP threads that wait sleep instead of spinning: ctest -j runs two test processes on the two
 # cores, and a spinning thread of one takes the core the other needs (the sanitizer tests: 317 s
-# against 350 s wall, 539 against 585 s of user time; docs/results.md, "The test job").
+# against 350 s wall, 539 against 585 s of user time; docs/results-history.md, "The test job").
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 stage "formatting; clang + libc++ build"
