@@ -386,13 +386,12 @@ int run_training(const apps::Recipe& r) {
     // f16's range needs the loss scaled (PyTorch's dynamic scaling); bf16 has f32's range.
     optim::GradScaler scaler({.enabled = r.amp == "fp16", .capturable = r.cuda_graph});
     train::TrainingState state{
-        model.get(),
-        optimizer.get(),
-        scheduler.get(),
-        &default_generator(),
-        {},
-        scaler.is_enabled() ? &scaler : nullptr,
-        apps::recipe_metadata(recipe_with_stem(r, stem), world, split.class_names)};
+        .model = model.get(),
+        .optimizer = optimizer.get(),
+        .scheduler = scheduler.get(),
+        .generator = &default_generator(),
+        .scaler = scaler.is_enabled() ? &scaler : nullptr,
+        .recipe = apps::recipe_metadata(recipe_with_stem(r, stem), world, split.class_names)};
     const apps::RunDir run_dir(lead ? r.checkpoint_dir : "");
     const std::string last_path =
         r.checkpoint_dir.empty() ? "" : apps::RunDir::path_in(r.checkpoint_dir, "last.safetensors");
@@ -404,7 +403,10 @@ int run_training(const apps::Recipe& r) {
       // The saved place against this run's length before anything is loaded: fewer --epochs
       // than the checkpoint has done is refused here, naming them.
       const train::TrainingCheckpointPlace place = train::training_checkpoint_place(path);
-      apps::RunLength run{r.epochs, steps_per_epoch, scheduler != nullptr, per_batch_schedule};
+      const apps::RunLength run{.epochs = r.epochs,
+                                .steps_per_epoch = steps_per_epoch,
+                                .scheduled = scheduler != nullptr,
+                                .per_batch_schedule = per_batch_schedule};
       apps::check_resume_position(path, place.position,
                                   scheduler ? place.scheduler_step : std::nullopt, run);
       const train::TrainingPosition p = train::load_training_checkpoint(path, state);
@@ -452,9 +454,7 @@ int run_training(const apps::Recipe& r) {
       std::printf("%lld parameters, the %s stem\n",
                   static_cast<long long>(model->parameter_count()),
                   stem == "small" ? "small (3x3/1)" : "ImageNet (7x7/2 and max-pool)");
-    nn::CrossEntropyLossOptions loss_options;
-    loss_options.label_smoothing = r.label_smoothing;
-    nn::CrossEntropyLoss criterion(loss_options);
+    nn::CrossEntropyLoss criterion({.label_smoothing = r.label_smoothing});
 
     apps::StepProfile step_profile(r.profile_warmup, r.profile_steps, r.checkpoint_dir, lead);
     // One training step: the logits and the loss of a batch, after backward and the update.
@@ -600,9 +600,15 @@ int run_training(const apps::Recipe& r) {
             100 * test.accuracy, top5.c_str(), train.images_per_second, train.seconds);
       // The row goes first: a run killed before the checkpoint below redoes this epoch, and
       // resuming drops the row (RunDir::drop_metrics_after); the other order lost it for good.
-      run_dir.append_metrics({epoch + 1, train.loss, train.accuracy, test.loss, test.accuracy, lr,
-                              train.images_per_second, train.seconds,
-                              show_top5 ? test.top5 : -1.0});
+      run_dir.append_metrics({.epoch = epoch + 1,
+                              .train_loss = train.loss,
+                              .train_accuracy = train.accuracy,
+                              .test_loss = test.loss,
+                              .test_accuracy = test.accuracy,
+                              .lr = lr,
+                              .images_per_second = train.images_per_second,
+                              .seconds = train.seconds,
+                              .test_top5_accuracy = show_top5 ? test.top5 : -1.0});
       state.position.epoch = epoch + 1;
       state.position.batch_in_epoch = 0;
       save();
