@@ -105,12 +105,17 @@ int main(int argc, char** argv) {
     backends::set_cudnn_benchmark(benchmark);
 
     manual_seed(0);
-    auto model = nn::make_resnet(model_name, {classes, channels, !imagenet, false});
+    auto model = nn::make_resnet(
+        model_name, {.num_classes = classes, .in_channels = channels, .small_input = !imagenet});
     model->to(device);
     const MemoryFormat format =
         channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
     model->to(format);
-    optim::SGD sgd(model->parameters(), {0.1, 0.9, 0.0, 5e-4, true, true, cuda_graph});
+    optim::SGD sgd(model->parameters(), {.lr = 0.1,
+                                         .momentum = 0.9,
+                                         .weight_decay = 5e-4,
+                                         .nesterov = true,
+                                         .capturable = cuda_graph});
     optim::GradScaler scaler({.enabled = amp == "fp16", .capturable = cuda_graph});
     Tensor x = randn({batch_size, channels, side, side}).to(device).to(format);
     Tensor y = randint(0, classes, {batch_size}).to(device);

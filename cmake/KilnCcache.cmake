@@ -4,7 +4,7 @@
 # compiling would give. Include before any target is made (the launcher is read at creation).
 #
 # What lets two clones of one commit share the cache (the test job runs in a fresh clone each
-# time; docs/results.md, "The test job"):
+# time; docs/results-history.md, "The test job"):
 # - base_dir at the source folder: ccache rewrites absolute paths under it (sources, -I) to
 #   relative ones, on the compiler's command line too, so they name the same files in every clone;
 # - the build folder mapped to "." in the debug information (-fdebug-prefix-map), which removes

@@ -1,7 +1,7 @@
 # KILN_LINKER: the linker for kiln's programs and tests. AUTO takes LLVM's lld when the compiler
 # accepts -fuse-ld=lld (Debian's lld package): the test job links about 200 programs against the
 # static library in each build, and lld links one of them in about 40% of GNU ld's time
-# (docs/results.md, "The test job"). DEFAULT leaves the compiler's own linker.
+# (docs/results-history.md, "The test job"). DEFAULT leaves the compiler's own linker.
 set(KILN_LINKER AUTO CACHE STRING "Linker for kiln's programs: AUTO (lld when it works), lld, DEFAULT")
 set_property(CACHE KILN_LINKER PROPERTY STRINGS AUTO lld DEFAULT)
 

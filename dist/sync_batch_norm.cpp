@@ -58,9 +58,9 @@ int64_t convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup>
   return converted;
 }
 
-SyncBatchNorm::SyncBatchNorm(int64_t num_features, double eps, double momentum,
+SyncBatchNorm::SyncBatchNorm(int64_t num_features, nn::BatchNormOptions options,
                              std::shared_ptr<ProcessGroup> group)
-    : nn::BatchNorm2d(num_features, eps, momentum) {
+    : nn::BatchNorm2d(num_features, options) {
   if (!group) group = default_group_ptr();
   sync_statistics([group](const Tensor& x) { return all_reduce_sum_shared(x, group); });
 }

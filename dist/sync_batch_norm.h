@@ -35,7 +35,7 @@ int64_t convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup>
 // A BatchNorm2d synced over `group` from the start, for models written with it.
 class SyncBatchNorm : public nn::BatchNorm2d {
  public:
-  explicit SyncBatchNorm(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+  explicit SyncBatchNorm(int64_t num_features, nn::BatchNormOptions options = {},
                          std::shared_ptr<ProcessGroup> group = nullptr);
   std::string name() const override { return "SyncBatchNorm"; }
 };

@@ -156,10 +156,12 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
   linear1 = register_module("linear1", std::make_shared<Linear>(d_model, options.dim_feedforward));
   dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(options.dim_feedforward, d_model));
-  norm1 =
-      register_module("norm1", std::make_shared<LayerNorm>(Shape{d_model}, options.layer_norm_eps));
-  norm2 =
-      register_module("norm2", std::make_shared<LayerNorm>(Shape{d_model}, options.layer_norm_eps));
+  norm1 = register_module(
+      "norm1",
+      std::make_shared<LayerNorm>(Shape{d_model}, LayerNormOptions{.eps = options.layer_norm_eps}));
+  norm2 = register_module(
+      "norm2",
+      std::make_shared<LayerNorm>(Shape{d_model}, LayerNormOptions{.eps = options.layer_norm_eps}));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout));
 }
@@ -194,8 +196,9 @@ TransformerEncoder::TransformerEncoder(int64_t d_model, int64_t nhead, int64_t n
   for (int64_t i = 0; i < num_layers; ++i)
     layers->push_back(std::make_shared<TransformerEncoderLayer>(d_model, nhead, options));
   if (final_norm)
-    norm = register_module("norm",
-                           std::make_shared<LayerNorm>(Shape{d_model}, options.layer_norm_eps));
+    norm = register_module(
+        "norm", std::make_shared<LayerNorm>(Shape{d_model},
+                                            LayerNormOptions{.eps = options.layer_norm_eps}));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const EncoderMasks& masks) {

@@ -98,16 +98,18 @@ std::string Conv2d::extra_repr() const {
   return s;
 }
 
-BatchNorm::BatchNorm(int64_t num_features, int expected_dims, double eps, double momentum,
-                     bool affine, bool track_running_stats)
-    : num_features_(num_features), expected_dims_(expected_dims), eps_(eps), momentum_(momentum) {
+BatchNorm::BatchNorm(int64_t num_features, int expected_dims, BatchNormOptions options)
+    : num_features_(num_features),
+      expected_dims_(expected_dims),
+      eps_(options.eps),
+      momentum_(options.momentum) {
   KILN_CHECK(num_features > 0, ValueError, "BatchNorm: num_features must be positive, got {}",
              num_features);
-  if (affine) {
+  if (options.affine) {
     weight = register_parameter("weight", ones({num_features}));
     bias = register_parameter("bias", zeros({num_features}));
   }
-  if (track_running_stats) {
+  if (options.track_running_stats) {
     running_mean = register_buffer("running_mean", zeros({num_features}));
     running_var = register_buffer("running_var", ones({num_features}));
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::i64));
@@ -191,9 +193,9 @@ std::string BatchNorm::extra_repr() const {
                      eps_, momentum_, py_bool(weight.defined()), py_bool(running_mean.defined()));
 }
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
-    : normalized_shape_(std::move(normalized_shape)), eps_(eps) {
-  if (elementwise_affine) {
+LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions options)
+    : normalized_shape_(std::move(normalized_shape)), eps_(options.eps) {
+  if (options.elementwise_affine) {
     weight = register_parameter("weight", ones(normalized_shape_));
     bias = register_parameter("bias", zeros(normalized_shape_));
   }

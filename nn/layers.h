@@ -51,11 +51,21 @@ class Conv2d : public Module {
   Conv2dOptions options_;
 };
 
-// BatchNorm over dim 1 of [N, C] / [N, C, L] (BatchNorm1d) or [N, C, H, W] (BatchNorm2d).
+// PyTorch's defaults.
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;  // running = (1 - momentum) running + momentum batch
+  bool affine = true;     // a learned weight and bias per channel
+  // Running mean and variance, used in eval mode; without them eval normalises with the batch's.
+  bool track_running_stats = true;
+};
+
+// BatchNorm over dim 1 of [N, C] / [N, C, L] (BatchNorm1d) or [N, C, H, W] (BatchNorm2d):
+// nn::BatchNorm2d bn(64) or bn(64, {.momentum = 0.01, .affine = false}).
 class BatchNorm : public Module {
  public:
-  BatchNorm(int64_t num_features, int expected_dims, double eps = 1e-5, double momentum = 0.1,
-            bool affine = true, bool track_running_stats = true);
+  // expected_dims: 2 for BatchNorm1d (which also takes [N, C, L]), 4 for BatchNorm2d.
+  BatchNorm(int64_t num_features, int expected_dims, BatchNormOptions options = {});
   Tensor forward(const Tensor& x) override;
   // relu(forward(x)) as one op: batch_norm_relu, whose CPU kernels fold the ReLU into batch
   // norm's passes. The ResNet blocks call it after their convolutions.
@@ -94,21 +104,24 @@ class BatchNorm : public Module {
 
 class BatchNorm1d : public BatchNorm {
  public:
-  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
-                       bool affine = true, bool track_running_stats = true)
-      : BatchNorm(num_features, 2, eps, momentum, affine, track_running_stats) {}
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {})
+      : BatchNorm(num_features, 2, options) {}
 };
 
 class BatchNorm2d : public BatchNorm {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
-                       bool affine = true, bool track_running_stats = true)
-      : BatchNorm(num_features, 4, eps, momentum, affine, track_running_stats) {}
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {})
+      : BatchNorm(num_features, 4, options) {}
+};
+
+struct LayerNormOptions {  // PyTorch's defaults
+  double eps = 1e-5;
+  bool elementwise_affine = true;  // a learned weight and bias of normalized_shape
 };
 
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNorm(Shape normalized_shape, LayerNormOptions options = {});
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;

@@ -18,11 +18,10 @@ namespace kiln::nn {
 namespace {
 std::shared_ptr<Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride) {
   return std::make_shared<Conv2d>(in, out, 3,
-                                  Conv2dOptions{{stride, stride}, {1, 1}, {1, 1}, 1, false});
+                                  Conv2dOptions{.stride = stride, .padding = 1, .bias = false});
 }
 std::shared_ptr<Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<Conv2d>(in, out, 1,
-                                  Conv2dOptions{{stride, stride}, {0, 0}, {1, 1}, 1, false});
+  return std::make_shared<Conv2d>(in, out, 1, Conv2dOptions{.stride = stride, .bias = false});
 }
 }  // namespace
 
@@ -81,7 +80,7 @@ ResNet::ResNet(const std::string& block, std::vector<int64_t> layers, std::vecto
   } else {
     conv1_ = register_module(
         "conv1", std::make_shared<Conv2d>(options.in_channels, in_planes_, 7,
-                                          Conv2dOptions{{2, 2}, {3, 3}, {1, 1}, 1, false}));
+                                          Conv2dOptions{.stride = 2, .padding = 3, .bias = false}));
   }
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(in_planes_));
   if (!small_input_)

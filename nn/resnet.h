@@ -81,9 +81,9 @@ std::shared_ptr<ResNet> resnet101(ResNetOptions options = {});
 // He et al.'s CIFAR ResNets (6n+2 layers, 16/32/64 channels), with 1x1-conv shortcuts where the
 // shape changes (option B) so they share BasicBlock's names. They always have the 3x3 stem
 // (small_input is forced on). Default options: 10 classes, 3 channels.
-std::shared_ptr<ResNet> resnet20(ResNetOptions options = {10, 3, true, false});
-std::shared_ptr<ResNet> resnet32(ResNetOptions options = {10, 3, true, false});
-std::shared_ptr<ResNet> resnet56(ResNetOptions options = {10, 3, true, false});
+std::shared_ptr<ResNet> resnet20(ResNetOptions options = {.num_classes = 10, .small_input = true});
+std::shared_ptr<ResNet> resnet32(ResNetOptions options = {.num_classes = 10, .small_input = true});
+std::shared_ptr<ResNet> resnet56(ResNetOptions options = {.num_classes = 10, .small_input = true});
 // By name: "resnet18", ..., "resnet56".
 std::shared_ptr<ResNet> make_resnet(const std::string& name, ResNetOptions options);
 

@@ -1,6 +1,8 @@
-// conv2d and its two gradient ops: argument checks, the output geometry, the kernels (im2col +
-// GEMM in kernels/cpu/conv2d.cpp, cuDNN in kernels/cuda/conv2d.cpp), and conv2d's backward written
-// with the gradient ops.
+// conv2d and its two gradient ops: argument checks, the output geometry, the call into the
+// device's kernels, and conv2d's backward written with the gradient ops. Which implementation
+// runs is the kernels' choice: on the CPU (kernels/cpu/conv2d.cpp) oneDNN where it takes the call,
+// else direct loops for f32 and bf16 and im2col + GEMM for f64; on the GPU
+// (kernels/cuda/conv2d.cpp) cuDNN, through its graph API or its legacy one.
 #include "kiln/ops/conv.h"
 
 #include <cstdint>
@@ -113,11 +115,12 @@ MemoryFormat conv_format(const Tensor& a, const Tensor& b) {
   return channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
-// How one call reaches a device's kernels. The CPU computes in f32 or f64 on contiguous buffers,
-// so 16-bit floats go through f32 there and a channels-last result is laid out afterwards; cuDNN
-// takes 16-bit floats as they are (accumulating in f32) and channels-last operands as they are.
-// cuDNN has no double-precision kernels for NHWC operands, so f64 reaches it in NCHW and the
-// result is laid out afterwards (PyTorch's cudnn_conv_suggest_memory_format keeps f64 in NCHW).
+// How one call reaches a device's kernels. Both tables take 16-bit floats as they are (the CPU's
+// kernels widen them to f32 where no direct path takes them; cuDNN accumulates in f32); a table
+// without takes_half would get f32 here. The CPU takes contiguous operands, so a channels-last
+// result is laid out afterwards; cuDNN takes channels-last operands as they are. cuDNN has no
+// double-precision kernels for NHWC operands, so f64 reaches it in NCHW and the result is laid
+// out afterwards (PyTorch's cudnn_conv_suggest_memory_format keeps f64 in NCHW).
 struct KernelCall {
   KernelCall(const char* op, Device device, MemoryFormat format, DType dtype)
       : kernels(kernels_for<Conv2dKernels>(op, device)),

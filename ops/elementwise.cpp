@@ -1,5 +1,6 @@
 // Elementwise op entry points: promotion and broadcasting, the kernel call, and each op's backward
-// written right below its forward with the same ops.
+// beside its forward, written with the same ops: a binary op's node just above the op, a unary
+// op's formula inside its call. A node is made only when an input wants a gradient.
 #include "kiln/ops/elementwise.h"
 
 #include <cctype>
@@ -91,15 +92,29 @@ struct BinaryNode : Node {
   bool wants(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
 };
 
-template <class NodeT>
-Tensor finish_binary(Tensor out, const Tensor& a, const Tensor& b, std::shared_ptr<NodeT> node) {
+// Records the node make() returns for out = op(a, b) when a or b wants a gradient; under
+// NoGradGuard, or for inputs that want none, no node is made (nor any tensor saved).
+template <class Make>
+Tensor finish_binary(Tensor out, const Tensor& a, const Tensor& b, Make make) {
   if (should_record({&a, &b})) {
+    auto node = make();
     node->remember(a, b);
     record(out, node, {&a, &b});
   }
   return out;
 }
 
+DType arithmetic_type(const char* op, const Tensor& a, const Tensor& b) {
+  require_defined(op, a, "first input");
+  require_defined(op, b, "second input");
+  return promote_types(a.dtype(), b.dtype());
+}
+
+}  // namespace
+
+// ---- binary arithmetic: each op's backward node, then the op ----
+
+namespace {
 struct AddBackward : BinaryNode {
   double alpha = 1.0;
   std::string name() const override { return "AddBackward"; }
@@ -108,6 +123,30 @@ struct AddBackward : BinaryNode {
   }
 };
 
+std::shared_ptr<AddBackward> add_backward(double alpha) {
+  auto node = std::make_shared<AddBackward>();
+  node->alpha = alpha;
+  return node;
+}
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  DType t = arithmetic_type("add", a, b);
+  Tensor out = binary_forward("add", BinaryOp::add, a, b, t, t, alpha);
+  return finish_binary(out, a, b, [&] { return add_backward(alpha); });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  DType t = arithmetic_type("sub", a, b);
+  KILN_CHECK(t != DType::boolean, DTypeError,
+             "sub: subtracting bool tensors is not supported ({} and {}); use logical_xor or "
+             "convert to an integer dtype",
+             describe(a), describe(b));
+  Tensor out = binary_forward("sub", BinaryOp::sub, a, b, t, t, alpha);
+  return finish_binary(out, a, b, [&] { return add_backward(-alpha); });
+}
+
+namespace {
 struct MulBackward : BinaryNode {
   SavedTensor a, b;
   std::string name() const override { return "MulBackward"; }
@@ -117,7 +156,19 @@ struct MulBackward : BinaryNode {
   }
   void release_saved() override { a.reset(), b.reset(); }
 };
+}  // namespace
 
+Tensor mul(const Tensor& a, const Tensor& b) {
+  DType t = arithmetic_type("mul", a, b);
+  Tensor out = binary_forward("mul", BinaryOp::mul, a, b, t, t);
+  return finish_binary(out, a, b, [&] {
+    auto node = std::make_shared<MulBackward>();
+    node->a = SavedTensor(a), node->b = SavedTensor(b);
+    return node;
+  });
+}
+
+namespace {
 struct DivBackward : BinaryNode {
   SavedTensor a, b;
   std::string name() const override { return "DivBackward"; }
@@ -129,7 +180,20 @@ struct DivBackward : BinaryNode {
   }
   void release_saved() override { a.reset(), b.reset(); }
 };
+}  // namespace
 
+Tensor div(const Tensor& a, const Tensor& b) {
+  DType t = arithmetic_type("div", a, b);
+  if (!is_floating(t)) t = DType::f32;  // true division, as PyTorch
+  Tensor out = binary_forward("div", BinaryOp::div, a, b, t, t);
+  return finish_binary(out, a, b, [&] {
+    auto node = std::make_shared<DivBackward>();
+    node->a = SavedTensor(a), node->b = SavedTensor(b);
+    return node;
+  });
+}
+
+namespace {
 struct PowBackward : BinaryNode {
   SavedTensor base, exponent, result;
   std::string name() const override { return "PowBackward"; }
@@ -149,7 +213,24 @@ struct PowBackward : BinaryNode {
   }
   void release_saved() override { base.reset(), exponent.reset(), result.reset(); }
 };
+}  // namespace
 
+Tensor pow(const Tensor& base, const Tensor& exponent) {
+  if (AutocastArgs cast{"pow", {&base, &exponent}}) return pow(cast[0], cast[1]);
+  DType t = arithmetic_type("pow", base, exponent);
+  KILN_CHECK(t != DType::boolean, DTypeError, "pow: not defined for bool tensors ({} and {})",
+             describe(base), describe(exponent));
+  Tensor out = binary_forward("pow", BinaryOp::pow, base, exponent, t, t);
+  return finish_binary(out, base, exponent, [&] {
+    auto node = std::make_shared<PowBackward>();
+    node->base = SavedTensor(base);
+    node->exponent = SavedTensor(exponent);
+    node->result = SavedTensor(out);
+    return node;
+  });
+}
+
+namespace {
 // maximum/minimum: the gradient goes to the chosen input, split in half on ties. As PyTorch, an
 // input loses its share only where the other strictly wins, so where either is NaN (the result is
 // NaN, and every comparison false) both inputs get the whole gradient.
@@ -169,76 +250,15 @@ struct MaxMinBackward : BinaryNode {
   void release_saved() override { a.reset(), b.reset(); }
 };
 
-DType arithmetic_type(const char* op, const Tensor& a, const Tensor& b) {
-  require_defined(op, a, "first input");
-  require_defined(op, b, "second input");
-  return promote_types(a.dtype(), b.dtype());
-}
-
-}  // namespace
-
-// ---- binary arithmetic ----
-
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  DType t = arithmetic_type("add", a, b);
-  Tensor out = binary_forward("add", BinaryOp::add, a, b, t, t, alpha);
-  auto node = std::make_shared<AddBackward>();
-  node->alpha = alpha;
-  return finish_binary(out, a, b, node);
-}
-
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  DType t = arithmetic_type("sub", a, b);
-  KILN_CHECK(t != DType::boolean, DTypeError,
-             "sub: subtracting bool tensors is not supported ({} and {}); use logical_xor or "
-             "convert to an integer dtype",
-             describe(a), describe(b));
-  Tensor out = binary_forward("sub", BinaryOp::sub, a, b, t, t, alpha);
-  auto node = std::make_shared<AddBackward>();
-  node->alpha = -alpha;
-  return finish_binary(out, a, b, node);
-}
-
-Tensor mul(const Tensor& a, const Tensor& b) {
-  DType t = arithmetic_type("mul", a, b);
-  Tensor out = binary_forward("mul", BinaryOp::mul, a, b, t, t);
-  auto node = std::make_shared<MulBackward>();
-  if (should_record({&a, &b})) node->a = SavedTensor(a), node->b = SavedTensor(b);
-  return finish_binary(out, a, b, node);
-}
-
-Tensor div(const Tensor& a, const Tensor& b) {
-  DType t = arithmetic_type("div", a, b);
-  if (!is_floating(t)) t = DType::f32;  // true division, as PyTorch
-  Tensor out = binary_forward("div", BinaryOp::div, a, b, t, t);
-  auto node = std::make_shared<DivBackward>();
-  if (should_record({&a, &b})) node->a = SavedTensor(a), node->b = SavedTensor(b);
-  return finish_binary(out, a, b, node);
-}
-
-Tensor pow(const Tensor& base, const Tensor& exponent) {
-  if (AutocastArgs cast{"pow", {&base, &exponent}}) return pow(cast[0], cast[1]);
-  DType t = arithmetic_type("pow", base, exponent);
-  KILN_CHECK(t != DType::boolean, DTypeError, "pow: not defined for bool tensors ({} and {})",
-             describe(base), describe(exponent));
-  Tensor out = binary_forward("pow", BinaryOp::pow, base, exponent, t, t);
-  auto node = std::make_shared<PowBackward>();
-  if (should_record({&base, &exponent})) {
-    node->base = SavedTensor(base);
-    node->exponent = SavedTensor(exponent);
-    node->result = SavedTensor(out);
-  }
-  return finish_binary(out, base, exponent, node);
-}
-
-namespace {
 Tensor max_min(const char* op, bool is_max, const Tensor& a, const Tensor& b) {
   DType t = arithmetic_type(op, a, b);
   Tensor out = binary_forward(op, is_max ? BinaryOp::maximum : BinaryOp::minimum, a, b, t, t);
-  auto node = std::make_shared<MaxMinBackward>();
-  node->is_max = is_max;
-  if (should_record({&a, &b})) node->a = SavedTensor(a), node->b = SavedTensor(b);
-  return finish_binary(out, a, b, node);
+  return finish_binary(out, a, b, [&] {
+    auto node = std::make_shared<MaxMinBackward>();
+    node->is_max = is_max;
+    node->a = SavedTensor(a), node->b = SavedTensor(b);
+    return node;
+  });
 }
 }  // namespace
 

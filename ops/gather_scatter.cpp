@@ -90,8 +90,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   Tensor out = empty(out_shape, x.dtype(), device);
-  kernels_for<IndexKernels>("index_select", device)
-      .index_select(x.detach().contiguous(), d, idx, out);
+  kernels_for<IndexKernels>(op, device).index_select(x.detach().contiguous(), d, idx, out);
   if (should_record({&x})) {
     auto node = std::make_shared<IndexSelectBackward>();
     node->index = SavedTensor(index);
@@ -302,7 +301,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   Shape out_shape = indices.shape();
   out_shape.push_back(width);
   Tensor out = empty(out_shape, weight.dtype(), device);
-  kernels_for<IndexKernels>("index_select", device)
+  kernels_for<IndexKernels>(op, device)
       .index_select(weight.detach().contiguous(), 0, idx.reshape({idx.numel()}),
                     out.view({idx.numel(), width}));
   if (should_record({&weight})) {

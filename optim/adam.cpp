@@ -1,5 +1,6 @@
 #include "kiln/optim/adam.h"
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <utility>
@@ -17,51 +18,60 @@
 namespace kiln::optim {
 
 namespace {
-Options to_options(const AdamOptions& o) {
-  return {{"lr", o.lr},
-          {"beta1", o.beta1},
-          {"beta2", o.beta2},
-          {"eps", o.eps},
-          {"weight_decay", o.weight_decay},
-          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+using Group = AdamParamGroup;
+// The state dict's names: PyTorch's, with its betas pair as beta1 and beta2.
+constexpr std::array kFields{
+    number_option("lr", &AdamOptions::lr, &Group::lr),
+    number_option("beta1", &AdamOptions::beta1, &Group::beta1),
+    number_option("beta2", &AdamOptions::beta2, &Group::beta2),
+    number_option("eps", &AdamOptions::eps, &Group::eps),
+    number_option("weight_decay", &AdamOptions::weight_decay, &Group::weight_decay),
+    flag_option("amsgrad", &AdamOptions::amsgrad, &Group::amsgrad),
+};
+
+std::vector<Group> one_group(std::vector<Tensor> params) {
+  return {{.params = std::move(params)}};
 }
-std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
-  return {ParamGroup{std::move(params), {}}};
+
+AdamOptions as_adam(const AdamWOptions& o) {
+  return {.lr = o.lr,
+          .beta1 = o.beta1,
+          .beta2 = o.beta2,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
+          .amsgrad = o.amsgrad,
+          .foreach = o.foreach,
+          .capturable = o.capturable};
 }
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     : Adam(one_group(std::move(params)), options, false) {}
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options)
+Adam::Adam(std::vector<Group> groups, AdamOptions options)
     : Adam(std::move(groups), options, false) {}
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
-    : Optimizer(decoupled ? "AdamW" : "Adam", to_options(options), options.capturable),
-      decoupled_(decoupled),
-      foreach_(options.foreach) {
-  KILN_CHECK(!options.capturable || options.foreach, ValueError,
-             "{}: capturable needs the fused step (foreach = true)", name());
+Adam::Adam(std::vector<Group> groups, AdamOptions options, bool decoupled)
+    : TypedOptimizer(decoupled ? "AdamW" : "Adam", options, kFields, options.capturable),
+      decoupled_(decoupled) {
   add_param_groups(std::move(groups));
 }
 
-namespace {
-AdamOptions as_adam(const AdamWOptions& o) {
-  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, o.foreach, o.capturable};
-}
-}  // namespace
-
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
     : Adam(one_group(std::move(params)), as_adam(options), true) {}
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
+AdamW::AdamW(std::vector<Group> groups, AdamWOptions options)
     : Adam(std::move(groups), as_adam(options), true) {}
 
-void Adam::check_options(const Options& o) const {
-  const double lr = o.at("lr"), eps = o.at("eps"), weight_decay = o.at("weight_decay");
-  const double beta1 = o.at("beta1"), beta2 = o.at("beta2");
-  KILN_CHECK(lr >= 0 && eps >= 0 && weight_decay >= 0, ValueError,
-             "{}: lr, eps and weight_decay must be non-negative, got {}, {}, {}", name(), lr, eps,
-             weight_decay);
-  KILN_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, ValueError,
-             "{}: betas must be in [0, 1), got ({}, {})", name(), beta1, beta2);
+void Adam::check_options(const AdamOptions& o) const {
+  KILN_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0, ValueError,
+             "{}: lr, eps and weight_decay must be non-negative, got {}, {}, {}", name(), o.lr,
+             o.eps, o.weight_decay);
+  KILN_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, ValueError,
+             "{}: betas must be in [0, 1), got ({}, {})", name(), o.beta1, o.beta2);
+  KILN_CHECK(o.capturable == capturable(), ValueError,
+             "{}: capturable is the optimizer's, set when it is made ({}); a group's cannot "
+             "differ",
+             name(), capturable());
+  KILN_CHECK(!o.capturable || o.foreach, ValueError,
+             "{}: capturable needs the fused step (foreach = true)", name());
 }
 
 void Adam::step() {
@@ -76,15 +86,14 @@ void Adam::step_unless(const Tensor& found_inf) {
 void Adam::update(const Tensor& found_inf) {
   const OpNameScope op_name(decoupled_ ? "AdamW.step" : "Adam.step");
   NoGradGuard no_grad;
-  for (size_t group_index = 0; group_index < param_groups().size(); ++group_index) {
-    auto& group = param_groups()[group_index];
-    const double lr = group.options["lr"], beta1 = group.options["beta1"],
-                 beta2 = group.options["beta2"];
-    const double eps = group.options["eps"], weight_decay = group.options["weight_decay"];
-    const bool amsgrad = group.options["amsgrad"] != 0.0;
+  for (size_t group_index = 0; group_index < num_param_groups(); ++group_index) {
+    const AdamOptions& o = checked_options(group_index);
+    const double lr = o.lr, beta1 = o.beta1, beta2 = o.beta2, eps = o.eps;
+    const double weight_decay = o.weight_decay;
+    const bool amsgrad = o.amsgrad;
     if (capturable()) refresh_device_options(group_index);
     FusedBatches batches;
-    for (Tensor& p : group.params) {
+    for (Tensor p : params(group_index)) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       auto& state = state_of(p);
@@ -119,7 +128,7 @@ void Adam::update(const Tensor& found_inf) {
       Tensor& m = state["exp_avg"];
       Tensor& v = state["exp_avg_sq"];
       const Tensor v_max = amsgrad ? state["max_exp_avg_sq"] : Tensor();
-      if (foreach_ && fusable(p, g, {&m, &v, &v_max})) {
+      if (o.foreach && fusable(p, g, {&m, &v, &v_max})) {
         FusedBatch& batch = batches.of(p, t);
         batch.params.push_back(p);
         batch.grads.push_back(g);
@@ -147,15 +156,15 @@ void Adam::update(const Tensor& found_inf) {
       p.add_(div(m, denom), -lr / bias1);
     }
     for (FusedBatch& b : batches.all) {
-      const AdamStep step{lr,
-                          beta1,
-                          beta2,
-                          eps,
-                          weight_decay,
-                          decoupled_,
-                          amsgrad,
-                          1.0 - std::pow(beta1, b.step),
-                          1.0 - std::pow(beta2, b.step)};
+      const AdamStep step{.lr = lr,
+                          .beta1 = beta1,
+                          .beta2 = beta2,
+                          .eps = eps,
+                          .weight_decay = weight_decay,
+                          .decoupled = decoupled_,
+                          .amsgrad = amsgrad,
+                          .bias1 = 1.0 - std::pow(beta1, b.step),
+                          .bias2 = 1.0 - std::pow(beta2, b.step)};
       profiler::OpScope event(decoupled_ ? "AdamW::fused_step" : "Adam::fused_step", b.device,
                               b.param_bytes());
       DeviceStep device;

@@ -42,8 +42,8 @@ void check_options(const char* where, const char* scale_name, double scale, doub
 // The gradients of an optimizer's parameters, grouped by device in order of first appearance.
 std::vector<std::pair<Device, std::vector<Tensor>>> grads_by_device(const Optimizer& optimizer) {
   std::vector<std::pair<Device, std::vector<Tensor>>> out;
-  for (const ParamGroup& group : optimizer.param_groups()) {
-    for (const Tensor& p : group.params) {
+  for (std::size_t group = 0; group < optimizer.num_param_groups(); ++group) {
+    for (const Tensor& p : optimizer.params(group)) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       KILN_CHECK(is_floating(g.dtype()), DTypeError,

@@ -17,7 +17,7 @@
 namespace kiln::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (auto& g : optimizer.param_groups()) base_lrs_.push_back(g.options.at("lr"));
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) base_lrs_.push_back(optimizer.lr(g));
 }
 
 void LRScheduler::start() {
@@ -31,7 +31,7 @@ void LRScheduler::step() {
 std::vector<double> LRScheduler::lrs_at(int64_t epoch) const {
   KILN_CHECK(epoch >= 0, ValueError,
              "LRScheduler.set_last_epoch: expected a non-negative step, got {}", epoch);
-  const size_t count = std::min(optimizer_.param_groups().size(), base_lrs_.size());
+  const size_t count = std::min(optimizer_.num_param_groups(), base_lrs_.size());
   std::vector<double> lrs;
   for (size_t g = 0; g < count; ++g) lrs.push_back(lr_at(g, epoch));
   return lrs;
@@ -42,13 +42,12 @@ void LRScheduler::check_last_epoch(int64_t epoch) const {
 }
 
 void LRScheduler::set_last_epoch(int64_t epoch) {
-  auto& groups = optimizer_.param_groups();
   // Every rate is computed before any is written, so a step the schedule rejects changes nothing.
   const std::vector<double> lrs = lrs_at(epoch);
   const size_t count = lrs.size();
   last_epoch_ = epoch;
   for (size_t g = 0; g < count; ++g) {
-    groups[g].options["lr"] = lrs[g];
+    optimizer_.set_lr(g, lrs[g]);
     apply_extra(g, epoch);
   }
   // A capturable optimizer's replayed steps read the rates on the device.
@@ -57,7 +56,7 @@ void LRScheduler::set_last_epoch(int64_t epoch) {
 
 std::vector<double> LRScheduler::get_last_lr() const {
   std::vector<double> out;
-  for (auto& g : optimizer_.param_groups()) out.push_back(g.options.at("lr"));
+  for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) out.push_back(optimizer_.lr(g));
   return out;
 }
 
@@ -117,13 +116,10 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
              total_steps);
   KILN_CHECK(options.pct_start > 0 && options.pct_start < 1, ValueError,
              "OneCycleLR: pct_start must be in (0, 1), got {}", options.pct_start);
-  if (options_.cycle_momentum) {
-    auto& g0 = optimizer.param_groups().front().options;
-    KILN_CHECK(
-        g0.count("momentum") || g0.count("beta1"), ValueError,
-        "OneCycleLR: cycle_momentum needs an optimizer with momentum or beta1 ({} has neither)",
-        optimizer.name());
-  }
+  KILN_CHECK(
+      !options_.cycle_momentum || optimizer.cycled_momentum(0).has_value(), ValueError,
+      "OneCycleLR: cycle_momentum needs an optimizer with momentum or beta1 ({} has neither)",
+      optimizer.name());
   start();
 }
 
@@ -154,10 +150,8 @@ double OneCycleLR::lr_at(size_t, int64_t step) const {
 
 void OneCycleLR::apply_extra(size_t g, int64_t step) {
   if (!options_.cycle_momentum) return;
-  double m =
-      phase_value(step, options_.max_momentum, options_.base_momentum, options_.max_momentum);
-  auto& opts = optimizer_.param_groups()[g].options;
-  opts[opts.count("momentum") ? "momentum" : "beta1"] = m;
+  optimizer_.set_cycled_momentum(
+      g, phase_value(step, options_.max_momentum, options_.base_momentum, options_.max_momentum));
 }
 
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
@@ -231,49 +225,15 @@ void ReduceLROnPlateau::step(double metric) {
     num_bad_epochs_ = 0;
   }
   if (num_bad_epochs_ > options_.patience) {
-    for (auto& group : optimizer_.param_groups()) {
-      const double old_lr = group.options.at("lr");
+    for (size_t g = 0; g < optimizer_.num_param_groups(); ++g) {
+      const double old_lr = optimizer_.lr(g);
       const double new_lr = std::max(old_lr * options_.factor, options_.min_lr);
-      if (old_lr - new_lr > options_.eps) group.options["lr"] = new_lr;
+      if (old_lr - new_lr > options_.eps) optimizer_.set_lr(g, new_lr);
     }
     if (optimizer_.capturable()) optimizer_.copy_options_to_device();
     cooldown_counter_ = options_.cooldown;
     num_bad_epochs_ = 0;
   }
-}
-
-void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
-  KILN_CHECK(clip_value >= 0 && std::isfinite(clip_value), ValueError,
-             "clip_grad_value_: clip_value must be finite and non-negative, got {}", clip_value);
-  NoGradGuard no_grad;
-  for (const Tensor& p : params) {
-    Tensor g = p.grad();
-    if (g.defined()) g.copy_(clamp(g, -clip_value, clip_value));
-  }
-}
-
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
-  NoGradGuard no_grad;
-  KILN_CHECK(max_norm >= 0 && norm_type > 0, ValueError,
-             "clip_grad_norm_: max_norm must be non-negative and norm_type positive, got {} and {}",
-             max_norm, norm_type);
-  double total = 0;
-  bool is_inf = std::isinf(norm_type);
-  for (const Tensor& p : params) {
-    Tensor g = p.grad();
-    if (!g.defined() || g.numel() == 0) continue;
-    double n = norm(g.to(DType::f64), norm_type).item<double>();
-    total = is_inf ? std::max(total, n) : total + std::pow(n, norm_type);
-  }
-  if (!is_inf) total = std::pow(total, 1.0 / norm_type);
-  double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0) {
-    for (const Tensor& p : params) {
-      Tensor g = p.grad();
-      if (g.defined()) g.mul_(coef);
-    }
-  }
-  return total;
 }
 
 }  // namespace kiln::optim

@@ -186,10 +186,4 @@ class ReduceLROnPlateau {
   int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0;
 };
 
-// Clamps every gradient element into [-clip_value, clip_value].
-void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
-
-// Scales every gradient so that their joint p-norm is at most max_norm; returns the norm before.
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
-
 }  // namespace kiln::optim

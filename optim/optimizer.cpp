@@ -15,8 +15,8 @@
 
 namespace kiln::optim {
 
-Optimizer::Optimizer(std::string name, Options defaults, bool capturable)
-    : name_(std::move(name)), defaults_(std::move(defaults)), capturable_(capturable) {}
+Optimizer::Optimizer(std::string name, bool capturable)
+    : name_(std::move(name)), capturable_(capturable) {}
 
 void Optimizer::step_unless(const Tensor&) {
   throw NotImplementedError(fmt::format(
@@ -41,14 +41,13 @@ Tensor Optimizer::device_options(std::size_t group, Device device) {
 }
 
 void Optimizer::refresh_device_options(std::size_t group) {
-  const auto [first, second] = device_option_names();
-  const Options& options = groups_.at(group).options;
+  const double rate = lr(group), momentum = cycled_momentum(group).value_or(rate);
   for (auto& [key, tensor] : device_options_) {
     if (key.first != group) continue;
     if (key.second >= 0 && cuda::is_current_stream_capturing(key.second)) continue;
     // fill_ queues a kernel with the value as its argument: no wait for the GPU.
-    tensor.select(0, 0).fill_(options.at(first));
-    tensor.select(0, 1).fill_(options.at(second));
+    tensor.select(0, 0).fill_(rate);
+    tensor.select(0, 1).fill_(momentum);
   }
 }
 
@@ -58,40 +57,36 @@ void Optimizer::copy_options_to_device() {
                "{}.copy_options_to_device: writing the options during a capture would freeze "
                "this step's values into the graph; call it before replay() instead",
                name_);
-  for (std::size_t g = 0; g < groups_.size(); ++g) refresh_device_options(g);
+  for (std::size_t g = 0; g < params_.size(); ++g) refresh_device_options(g);
 }
 
-void Optimizer::add_param_groups(std::vector<ParamGroup> groups) {
-  KILN_CHECK(!groups.empty(), ValueError, "{}: got an empty list of parameter groups", name_);
-  check_options(defaults_);
-  for (auto& g : groups) add_param_group(std::move(g));
-}
-
-void Optimizer::add_param_group(ParamGroup group) {
-  KILN_CHECK(!group.params.empty(), ValueError, "{}: a parameter group has no parameters", name_);
-  for (auto& [key, value] : group.options)
-    KILN_CHECK(defaults_.count(key), ValueError, "{}: unknown option '{}'", name_, key);
-  for (auto& [key, value] : defaults_) group.options.emplace(key, value);
-  check_options(group.options);
-  for (size_t i = 0; i < group.params.size(); ++i) {
-    const Tensor& p = group.params[i];
+void Optimizer::add_params(std::vector<Tensor> params) {
+  KILN_CHECK(!params.empty(), ValueError, "{}: a parameter group has no parameters", name_);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
     KILN_CHECK(p.defined() && p.is_leaf(), ValueError, "{}: can only optimize defined leaf tensors",
                name_);
     // A repeated parameter would be stepped twice per step.
     for (size_t j = 0; j < i; ++j)
-      KILN_CHECK(!group.params[j].is_same(p), ValueError,
+      KILN_CHECK(!params[j].is_same(p), ValueError,
                  "{}: parameter {} of a group repeats parameter {}", name_, i, j);
-    for (const auto& other : groups_)
-      for (const Tensor& q : other.params)
+    for (const auto& other : params_)
+      for (const Tensor& q : other)
         KILN_CHECK(!q.is_same(p), ValueError, "{}: a parameter appears in more than one group",
                    name_);
   }
-  groups_.push_back(std::move(group));
+  params_.push_back(std::move(params));
+}
+
+std::vector<Tensor> Optimizer::all_params() const {
+  std::vector<Tensor> out;
+  for (const auto& group : params_) out.insert(out.end(), group.begin(), group.end());
+  return out;
 }
 
 void Optimizer::zero_grad() {
-  for (auto& g : groups_)
-    for (Tensor& p : g.params) p.zero_grad();
+  for (auto& group : params_)
+    for (Tensor& p : group) p.zero_grad();
 }
 
 std::map<std::string, Tensor>& Optimizer::state_of(const Tensor& param) {
@@ -101,10 +96,10 @@ std::map<std::string, Tensor>& Optimizer::state_of(const Tensor& param) {
 StateDict Optimizer::state_dict() const {
   StateDict out;
   int64_t index = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (auto& [key, value] : groups_[g].options)
+  for (size_t g = 0; g < params_.size(); ++g) {
+    for (auto& [key, value] : serial_options(g))
       out[fmt::format("param_groups.{}.{}", g, key)] = scalar_tensor(value, DType::f64);
-    for (const Tensor& p : groups_[g].params) {
+    for (const Tensor& p : params_[g]) {
       auto it = state_.find(p.impl());
       if (it != state_.end())
         for (auto& [key, t] : it->second) out[fmt::format("state.{}.{}", index, key)] = t.detach();
@@ -118,22 +113,22 @@ void Optimizer::load_state_dict(const StateDict& state) {
   NoGradGuard no_grad;
   // Everything is read and checked before anything is replaced, so a bad state leaves the
   // optimizer as it was.
-  std::vector<Options> options(groups_.size());
+  std::vector<SerialOptions> options(params_.size());
   std::vector<std::map<std::string, Tensor>> restored;
   size_t state_keys_used = 0;
   int64_t index = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (auto& [key, value] : groups_[g].options) {
-      auto it = state.find(fmt::format("param_groups.{}.{}", g, key));
-      KILN_CHECK(it != state.end(), ValueError, "{}.load_state_dict: missing 'param_groups.{}.{}'",
-                 name_, g, key);
+  for (size_t g = 0; g < params_.size(); ++g) {
+    // Each option is checked by name (missing, unknown, out of its domain) when the typed options
+    // are parsed, below.
+    const std::string prefix = fmt::format("param_groups.{}.", g);
+    for (auto it = state.lower_bound(prefix); it != state.end() && it->first.rfind(prefix, 0) == 0;
+         ++it) {
       KILN_CHECK(it->second.numel() == 1, ValueError,
                  "{}.load_state_dict: '{}' should hold one value, got shape {}", name_, it->first,
                  shape_str(it->second.shape()));
-      options[g][key] = it->second.item<double>();
+      options.at(g).emplace(it->first.substr(prefix.size()), it->second.item<double>());
     }
-    check_options(options[g]);
-    for (const Tensor& p : groups_[g].params) {
+    for (const Tensor& p : params_[g]) {
       std::string prefix = fmt::format("state.{}.", index++);
       std::map<std::string, Tensor> named;
       for (auto it = state.lower_bound(prefix);
@@ -161,14 +156,17 @@ void Optimizer::load_state_dict(const StateDict& state) {
              "{}.load_state_dict: the state has entries for parameters the optimizer does not have "
              "({} parameters)",
              name_, index);
-  KILN_CHECK(!state.count(fmt::format("param_groups.{}.lr", groups_.size())), ValueError,
+  const std::string next_group = fmt::format("param_groups.{}.", params_.size());
+  const auto after = state.lower_bound(next_group);
+  KILN_CHECK(after == state.end() || after->first.rfind(next_group, 0) != 0, ValueError,
              "{}.load_state_dict: the state has more parameter groups than the optimizer ({})",
-             name_, groups_.size());
+             name_, params_.size());
 
+  // The last check: once the options are in, nothing below throws.
+  load_serial_options(options);
   index = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    groups_[g].options = std::move(options[g]);
-    for (const Tensor& p : groups_[g].params) {
+  for (size_t g = 0; g < params_.size(); ++g) {
+    for (const Tensor& p : params_[g]) {
       auto& named = restored[index++];
       if (named.empty())
         state_.erase(p.impl());

@@ -1,5 +1,6 @@
 #include "kiln/optim/sgd.h"
 
+#include <array>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -16,39 +17,44 @@
 namespace kiln::optim {
 
 namespace {
-Options to_options(const SGDOptions& o) {
-  return {{"lr", o.lr},
-          {"momentum", o.momentum},
-          {"dampening", o.dampening},
-          {"weight_decay", o.weight_decay},
-          {"nesterov", o.nesterov ? 1.0 : 0.0}};
-}
+using Group = SGDParamGroup;
+// The state dict's names, as PyTorch's SGD names them.
+constexpr std::array kFields{
+    number_option("lr", &SGDOptions::lr, &Group::lr),
+    number_option("momentum", &SGDOptions::momentum, &Group::momentum),
+    number_option("dampening", &SGDOptions::dampening, &Group::dampening),
+    number_option("weight_decay", &SGDOptions::weight_decay, &Group::weight_decay),
+    flag_option("nesterov", &SGDOptions::nesterov, &Group::nesterov),
+};
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : SGD(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, options) {}
+    : SGD(std::vector<Group>{{.params = std::move(params)}}, options) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
-    : Optimizer("SGD", to_options(options), options.capturable), foreach_(options.foreach) {
-  KILN_CHECK(!options.capturable || options.foreach, ValueError,
-             "SGD: capturable needs the fused step (foreach = true)");
+SGD::SGD(std::vector<Group> groups, SGDOptions options)
+    : TypedOptimizer("SGD", options, kFields, options.capturable) {
   add_param_groups(std::move(groups));
 }
 
-void SGD::check_options(const Options& o) const {
-  const double lr = o.at("lr"), momentum = o.at("momentum"), weight_decay = o.at("weight_decay");
-  KILN_CHECK(lr >= 0 && momentum >= 0 && weight_decay >= 0, ValueError,
-             "SGD: lr, momentum and weight_decay must be non-negative, got {}, {}, {}", lr,
-             momentum, weight_decay);
-  KILN_CHECK(o.at("nesterov") == 0.0 || (momentum > 0 && o.at("dampening") == 0), ValueError,
+void SGD::check_options(const SGDOptions& o) const {
+  KILN_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0, ValueError,
+             "SGD: lr, momentum and weight_decay must be non-negative, got {}, {}, {}", o.lr,
+             o.momentum, o.weight_decay);
+  KILN_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), ValueError,
              "SGD: Nesterov momentum requires a momentum and zero dampening, got momentum {} and "
              "dampening {}",
-             momentum, o.at("dampening"));
-  KILN_CHECK(!capturable() || momentum == 0 || o.at("dampening") == 0, ValueError,
+             o.momentum, o.dampening);
+  KILN_CHECK(o.capturable == capturable(), ValueError,
+             "SGD: capturable is the optimizer's, set when it is made ({}); a group's cannot "
+             "differ",
+             capturable());
+  KILN_CHECK(!o.capturable || o.foreach, ValueError,
+             "SGD: capturable needs the fused step (foreach = true)");
+  KILN_CHECK(!o.capturable || o.momentum == 0 || o.dampening == 0, ValueError,
              "SGD: capturable with momentum needs dampening 0, got {} (a buffer's first step, "
              "which the GradScaler may skip on the device unseen by the host, must equal a later "
              "one from a zero buffer)",
-             o.at("dampening"));
+             o.dampening);
 }
 
 void SGD::step() {
@@ -63,19 +69,22 @@ void SGD::step_unless(const Tensor& found_inf) {
 void SGD::update(const Tensor& found_inf) {
   const OpNameScope op_name("SGD.step");
   NoGradGuard no_grad;
-  for (size_t group_index = 0; group_index < param_groups().size(); ++group_index) {
-    auto& group = param_groups()[group_index];
-    SgdStep step{group.options["lr"], group.options["momentum"], group.options["dampening"],
-                 group.options["weight_decay"], group.options["nesterov"] != 0.0};
+  for (size_t group_index = 0; group_index < num_param_groups(); ++group_index) {
+    const SGDOptions& o = checked_options(group_index);
+    const SgdStep step{.lr = o.lr,
+                       .momentum = o.momentum,
+                       .dampening = o.dampening,
+                       .weight_decay = o.weight_decay,
+                       .nesterov = o.nesterov};
     if (capturable()) refresh_device_options(group_index);
     FusedBatches batches;
-    for (Tensor& p : group.params) {
+    for (Tensor p : params(group_index)) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       auto& state = state_of(p);
       auto it = state.find("momentum_buffer");
       const Tensor buffer = it == state.end() ? Tensor() : it->second;
-      if (foreach_ && fusable(p, g, {&buffer})) {
+      if (o.foreach && fusable(p, g, {&buffer})) {
         FusedBatch& batch = batches.of(p);
         batch.params.push_back(p);
         batch.grads.push_back(g);

@@ -5,10 +5,10 @@
 //   p = p - lr * g
 #pragma once
 
-#include <utility>
+#include <optional>
 #include <vector>
 
-#include "kiln/optim/optimizer.h"
+#include "kiln/optim/typed_optimizer.h"
 
 namespace kiln::optim {
 
@@ -27,26 +27,30 @@ struct SGDOptions {
   // A step a CUDA graph can hold (Optimizer::capturable): lr and momentum read on the device, and
   // GradScaler's skip decided there. Needs the fused step (foreach, contiguous parameters and
   // gradients), and with momentum a dampening of 0: a buffer's first step, which the device may
-  // skip unseen by the host, then equals a later one from a zero buffer.
+  // skip unseen by the host, then equals a later one from a zero buffer. The optimizer's, as made:
+  // every group has the constructor's.
   bool capturable = false;
 };
 
-class SGD : public Optimizer {
+// A parameter group: its parameters and the options it sets; the others are the optimizer's.
+struct SGDParamGroup {
+  std::vector<Tensor> params;
+  std::optional<double> lr{}, momentum{}, dampening{}, weight_decay{};
+  std::optional<bool> nesterov{};
+};
+
+class SGD : public TypedOptimizer<SGDOptions, SGDParamGroup> {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options = {});
-  SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
+  SGD(std::vector<SGDParamGroup> groups, SGDOptions options = {});
   void step() override;
   void step_unless(const Tensor& found_inf) override;
 
  protected:
-  void check_options(const Options& options) const override;
-  std::pair<const char*, const char*> device_option_names() const override {
-    return {"lr", "momentum"};
-  }
+  void check_options(const SGDOptions& options) const override;
 
  private:
   void update(const Tensor& found_inf);
-  bool foreach_ = true;
 };
 
 }  // namespace kiln::optim

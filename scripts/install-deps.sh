@@ -10,7 +10,7 @@ packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohm
 # The test job also builds the library with clang and LLVM's libc++ (scripts/test.sh), and draws
 # kiln-train's curves with gnuplot (its tests check that no directory name reaches a shell), and
 # compares the image transforms with torchvision's on the same files (tests/torchvision); its
-# ~200 test programs link with LLVM's lld (cmake/KilnLinker.cmake), and its first stage checks the
+# ~100 programs link with LLVM's lld (cmake/KilnLinker.cmake), and its first stage checks the
 # formatting with clang-format 14 (scripts/check-format.sh). ccache, for both commands, compiles
 # each source once per machine (cmake/KilnCcache.cmake).
 if [ "${KILN_DEPS:-run}" = test ]; then

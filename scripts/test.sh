@@ -68,7 +68,7 @@ fi
 
 # OpenMP threads that wait sleep instead of spinning: ctest -j runs two test processes on the two
 # cores, and a spinning thread of one takes the core the other needs (the sanitizer tests: 317 s
-# against 350 s wall, 539 against 585 s of user time; docs/results.md, "The test job").
+# against 350 s wall, 539 against 585 s of user time; docs/results-history.md, "The test job").
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 stage "formatting; clang + libc++ build"
@@ -86,7 +86,7 @@ apps=OFF
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then sim=SIM; apps=ON; fi
 # -g1: line tables for the sanitizers' reports, without the full debug information of -g, which
 # costs a quarter of this build's compile time. KILN_SHARED: one libkiln.so, not a copy of the
-# instrumented library in each of the ~100 test programs (18 GB of disk, and their links).
+# instrumented library in each of the ~100 programs (18 GB of disk, and their links).
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_BUILD_APPS="$apps" \
       -DKILN_CUDA="$sim" -DKILN_SHARED=ON -DCMAKE_CXX_FLAGS="-O1" -DCMAKE_CXX_FLAGS_DEBUG="-g1"
 cmake --build build-asan -j "$jobs"

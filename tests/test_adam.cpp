@@ -194,9 +194,11 @@ TEST_CASE("adam: parameters without a gradient are skipped and keep their own st
 
 TEST_CASE("adam: param groups keep their own lr and betas") {
   Tensor a = param({1.0}), b = param({1.0});
-  Adam opt({ParamGroup{{a}, {}}, ParamGroup{{b}, {{"lr", 0.01}, {"beta1", 0.5}}}},
+  Adam opt({{.params = {a}}, {.params = {b}, .lr = 0.01, .beta1 = 0.5}},
            options(0.1, 0.9, 0.999, 0.0));
-  CHECK(opt.param_groups()[1].options.at("beta2") == 0.999);
+  CHECK(opt.options(1).beta2 == 0.999);
+  CHECK(opt.options(1).beta1 == 0.5);
+  CHECK(opt.options(0).beta1 == 0.9);
   a.set_grad(tensor({3.0}));
   b.set_grad(tensor({3.0}));
   opt.step();
@@ -210,19 +212,27 @@ TEST_CASE("adam: amsgrad switched on later starts its maximum from the current s
   Adam opt({p}, options(0.1, 0.5, 0.5, 0.0));
   p.set_grad(tensor({1.0}));
   opt.step();
-  opt.param_groups()[0].options["amsgrad"] = 1.0;
+  opt.options(0).amsgrad = true;
   p.set_grad(tensor({2.0}));
   opt.step();
   // max(0, v) = v: the second step is the plain Adam step of the hand sequence.
   CHECK(p.item<double>() == Approx(0.8037749551350624).epsilon(1e-14));
 }
 
-TEST_CASE("adam: unknown option keys are rejected") {
+TEST_CASE("adam: unknown or missing option keys in a state dict are rejected") {
   Tensor a = param({1.0});
-  CHECK_THROWS_AS(Adam({ParamGroup{{a}, {{"momentum", 0.9}}}}, {}), ValueError);
-  CHECK_THROWS_WITH(Adam({ParamGroup{{a}, {{"momentum", 0.9}}}}, {}),
-                    Catch::Contains("Adam") && Catch::Contains("unknown option 'momentum'"));
-  CHECK_THROWS_WITH(AdamW({ParamGroup{{a}, {{"betas", 0.9}}}}, {}), Catch::Contains("AdamW"));
+  Adam adam({a});
+  StateDict misspelt = adam.state_dict();
+  misspelt["param_groups.0.momentum"] = misspelt.at("param_groups.0.beta1");
+  CHECK_THROWS_AS(adam.load_state_dict(misspelt), ValueError);
+  CHECK_THROWS_WITH(
+      adam.load_state_dict(misspelt),
+      Catch::Contains("Adam") && Catch::Contains("unknown option 'param_groups.0.momentum'"));
+  AdamW adamw({a});
+  StateDict missing = adamw.state_dict();
+  missing.erase("param_groups.0.beta2");
+  CHECK_THROWS_WITH(adamw.load_state_dict(missing),
+                    Catch::Contains("AdamW") && Catch::Contains("missing 'param_groups.0.beta2'"));
 }
 
 TEST_CASE("adam: invalid hyperparameters are rejected") {
@@ -238,7 +248,7 @@ TEST_CASE("adam: invalid hyperparameters are rejected") {
   CHECK_THROWS_AS(AdamW({a}, adamw(options(1e-3, 0.9, 1.5, 1e-8))), ValueError);
   CHECK_THROWS_AS(Adam({a}, options(1e-3, 0.9, 0.999, -1e-8)), ValueError);
   CHECK_THROWS_AS(AdamW({a}, adamw(options(1e-3, 0.9, 0.999, 1e-8, -0.01))), ValueError);
-  CHECK_THROWS_AS(Adam({ParamGroup{{a}, {{"beta2", 1.0}}}}, {}), ValueError);
+  CHECK_THROWS_AS(Adam({{.params = {a}, .beta2 = 1.0}}, {}), ValueError);
   CHECK_NOTHROW(Adam({a}, options(0.0, 0.0, 0.0, 0.0)));
 }
 
@@ -253,7 +263,7 @@ TEST_CASE("adam: save after 3 steps, resume for 3 == 6 straight steps (bit-exact
       return c;
     };
     auto make = [&](const Tensor& a, const Tensor& b, AdamOptions opts) -> std::unique_ptr<Adam> {
-      std::vector<ParamGroup> groups{ParamGroup{{a}, {}}, ParamGroup{{b}, {{"lr", 0.01}}}};
+      std::vector<AdamParamGroup> groups{{.params = {a}}, {.params = {b}, .lr = 0.01}};
       if (decoupled) return std::make_unique<AdamW>(std::move(groups), adamw(opts));
       return std::make_unique<Adam>(std::move(groups), opts);
     };
@@ -318,17 +328,17 @@ TEST_CASE("adam: loaded state takes the parameter's dtype") {
 TEST_CASE("adam: Adam(params) and AdamW(params) take PyTorch's defaults") {
   Tensor p = zeros({3}).requires_grad_();
   optim::Adam adam({p});
-  const auto& o = adam.param_groups().front().options;
-  CHECK(o.at("lr") == 1e-3);
-  CHECK(o.at("beta1") == 0.9);
-  CHECK(o.at("beta2") == 0.999);
-  CHECK(o.at("eps") == 1e-8);
-  CHECK(o.at("weight_decay") == 0.0);
+  const AdamOptions& o = adam.options(0);
+  CHECK(o.lr == 1e-3);
+  CHECK(o.beta1 == 0.9);
+  CHECK(o.beta2 == 0.999);
+  CHECK(o.eps == 1e-8);
+  CHECK(o.weight_decay == 0.0);
   optim::AdamW adamw_default({p});
-  CHECK(adamw_default.param_groups().front().options.at("weight_decay") == 0.01);
-  CHECK(adamw_default.param_groups().front().options.at("lr") == 1e-3);
+  CHECK(adamw_default.options(0).weight_decay == 0.01);
+  CHECK(adamw_default.options(0).lr == 1e-3);
   // Setting another field keeps AdamW's own weight decay (its options struct is its own).
   optim::AdamW faster({p}, {.lr = 3e-3});
-  CHECK(faster.param_groups().front().options.at("weight_decay") == 0.01);
-  CHECK(faster.param_groups().front().options.at("lr") == 3e-3);
+  CHECK(faster.options(0).weight_decay == 0.01);
+  CHECK(faster.options(0).lr == 3e-3);
 }

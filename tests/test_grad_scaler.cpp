@@ -202,7 +202,7 @@ TEST_CASE("grad_scaler: an overflowing gradient skips the step and backs the sca
   const std::vector<std::pair<std::string, Make>> optimizers = {
       {"SGD with momentum",
        [](std::vector<Tensor> p) {
-         return std::make_unique<SGD>(std::move(p), SGDOptions{0.1, 0.9});
+         return std::make_unique<SGD>(std::move(p), SGDOptions{.lr = 0.1, .momentum = 0.9});
        }},
       {"Adam", [](std::vector<Tensor> p) { return std::make_unique<Adam>(std::move(p)); }},
       {"AdamW amsgrad", [](std::vector<Tensor> p) {
@@ -318,7 +318,7 @@ TEST_CASE(
 
 TEST_CASE("grad_scaler: capturable needs a capturable optimizer, and refuses a second device") {
   Tensor w = param({1.0, 2.0}, DType::f32);
-  SGD plain({w}, {0.1});
+  SGD plain({w}, {.lr = 0.1});
   w.set_grad(ones({2}));
   GradScaler scaler({.capturable = true});
   CHECK_THROWS_WITH(scaler.unscale_(plain), Catch::Contains("no loss was scaled yet"));
@@ -348,7 +348,8 @@ TEST_CASE("grad_scaler: a clean step is the plain step on the true gradients") {
       plain.bias.copy_(scaled.bias);
     }
     const Tensor x = random_f64({4, 3}, 6).to(dtype);
-    SGD sgd_scaled(scaled.parameters(), {0.1, 0.9}), sgd_plain(plain.parameters(), {0.1, 0.9});
+    SGD sgd_scaled(scaled.parameters(), {.lr = 0.1, .momentum = 0.9}),
+        sgd_plain(plain.parameters(), {.lr = 0.1, .momentum = 0.9});
     GradScaler scaler({.init_scale = 4096.0});
     for (int step = 0; step < 3; ++step) {
       sgd_scaled.zero_grad();
@@ -378,7 +379,7 @@ TEST_CASE("grad_scaler: scale() multiplies the loss and is recorded by autograd"
 
 TEST_CASE("grad_scaler: the scale grows after growth_interval clean steps in a row") {
   Tensor p = param({0.5, -0.25}, DType::f32);
-  SGD sgd({p}, {0.01});
+  SGD sgd({p}, {.lr = 0.01});
   GradScaler scaler({.init_scale = 4.0, .growth_interval = 3});
   auto iteration = [&](bool overflow) {
     sgd.zero_grad();
@@ -408,7 +409,7 @@ TEST_CASE("grad_scaler: the scale grows after growth_interval clean steps in a r
 
 TEST_CASE("grad_scaler: growth past f32's largest value is refused and resets the count") {
   Tensor p = param({0.5}, DType::f32);
-  SGD sgd({p}, {0.0});
+  SGD sgd({p}, {.lr = 0.0});
   GradScaler scaler({.init_scale = 0x1p126, .growth_interval = 1});
   for (double want : {0x1p127, 0x1p127, 0x1p127}) {
     sgd.zero_grad();
@@ -424,7 +425,7 @@ TEST_CASE("grad_scaler: unscale_ before clip_grad_norm_ clips the true gradients
   for (double max_norm : {100.0, 1.0}) {
     INFO("max_norm " << max_norm);
     Tensor p = param({1.0, 2.0}, DType::f32);
-    SGD sgd({p}, {1.0});
+    SGD sgd({p}, {.lr = 1.0});
     GradScaler scaler({.init_scale = 1024.0});
     // d/dp sum(p * [3, 4]) = [3, 4]: norm 5.
     scaler.scale(sum(mul(p, tensor(std::vector<double>{3.0, 4.0}).to(DType::f32)))).backward();
@@ -452,7 +453,7 @@ TEST_CASE("grad_scaler: f16, bf16 and f64 gradients are unscaled in one pass") {
     true_grads.push_back(g.tolist());
     params.back().set_grad(mul(g, 256.0));  // exact: a power of two
   }
-  SGD sgd(params, {0.0});
+  SGD sgd(params, {.lr = 0.0});
   GradScaler scaler({.init_scale = 256.0});
   scaler.unscale_(sgd);
   for (size_t i = 0; i < params.size(); ++i) {
@@ -477,7 +478,7 @@ TEST_CASE("grad_scaler: a non-contiguous gradient is unscaled in place of the or
   Tensor g = mul(random_f64({3, 2}, 4).to(DType::f32), 64.0).t();
   REQUIRE_FALSE(g.is_contiguous());
   p.set_grad(g);
-  SGD sgd({p}, {0.0});
+  SGD sgd({p}, {.lr = 0.0});
   GradScaler scaler({.init_scale = 64.0});
   scaler.unscale_(sgd);
   CHECK(p.grad().tolist() == random_f64({3, 2}, 4).to(DType::f32).t().tolist());
@@ -485,7 +486,7 @@ TEST_CASE("grad_scaler: a non-contiguous gradient is unscaled in place of the or
 
 TEST_CASE("grad_scaler: each optimizer steps on its own flags; update backs off once for all") {
   Tensor a = param({1.0}, DType::f32), b = param({1.0}, DType::f32);
-  SGD sgd_a({a}, {0.5}), sgd_b({b}, {0.5});
+  SGD sgd_a({a}, {.lr = 0.5}), sgd_b({b}, {.lr = 0.5});
   GradScaler scaler({.init_scale = 16.0, .growth_interval = 1});
   scaler.scale(sum(add(a, b))).backward();
   poison_grad(b, 0, kNaN);
@@ -514,7 +515,7 @@ TEST_CASE("grad_scaler: a long scripted run follows PyTorch's update rule step b
     INFO("growth_interval " << c.options.growth_interval << ", seed " << c.seed);
     const std::string script = bursty_script(c.steps, c.seed, c.max_clean);
     Tensor p = param({0.0, 0.0}, DType::f32);
-    SGD sgd({p}, {0.0});
+    SGD sgd({p}, {.lr = 0.0});
     GradScaler scaler(c.options);
     ReferenceScaler ref{static_cast<float>(c.options.init_scale), c.options.growth_factor,
                         c.options.backoff_factor, static_cast<int32_t>(c.options.growth_interval)};
@@ -542,7 +543,7 @@ TEST_CASE("grad_scaler: a long scripted run follows PyTorch's update rule step b
 
 TEST_CASE("grad_scaler: calls out of order are refused") {
   Tensor p = param({1.0}, DType::f32);
-  SGD sgd({p}, {0.1});
+  SGD sgd({p}, {.lr = 0.1});
   GradScaler scaler;
   CHECK_THROWS_WITH(scaler.update(), Catch::Contains("GradScaler.update") &&
                                          Catch::Contains("no inf checks were recorded"));
@@ -597,7 +598,7 @@ TEST_CASE("grad_scaler: bad options and inputs are refused with the name and the
                     Catch::Contains("GradScaler.scale: expected a floating loss tensor"));
   Tensor p = param({1.0, 2.0}, DType::f32);
   p.set_grad(tensor<int64_t>({1, 2}));
-  SGD sgd({p}, {0.1});
+  SGD sgd({p}, {.lr = 0.1});
   CHECK_THROWS_AS(scaler.unscale_(sgd), DTypeError);
   CHECK_THROWS_WITH(scaler.unscale_(sgd),
                     Catch::Contains("GradScaler.unscale_: expected floating gradients"));
@@ -611,7 +612,7 @@ TEST_CASE("grad_scaler: bad options and inputs are refused with the name and the
 
 TEST_CASE("grad_scaler: a disabled scaler passes everything through") {
   Tensor p = param({1.0, 2.0}, DType::f32);
-  SGD sgd({p}, {0.5});
+  SGD sgd({p}, {.lr = 0.5});
   GradScaler scaler({.enabled = false});
   CHECK_FALSE(scaler.is_enabled());
   CHECK(scaler.get_scale() == 1.0);

@@ -93,7 +93,7 @@ TEST_CASE("nn layers: non-contiguous, f64 and empty inputs") {
   // -march=native, before KILN_NATIVE_ARCH became off by default).
   check_close(layer(testing::non_contiguous(x)), layer(x), tolerance(DType::f32));
   CHECK(layer(zeros({0, 5})).shape() == Shape{0, 3});
-  nn::Conv2d conv(2, 3, 3, nn::Conv2dOptions{{1, 1}, {1, 1}});
+  nn::Conv2d conv(2, 3, 3, nn::Conv2dOptions{.padding = 1});
   Tensor image = random_f32({2, 2, 5, 5}, 41);
   check_close(conv(image.permute({0, 1, 3, 2}).contiguous().permute({0, 1, 3, 2})), conv(image),
               tolerance(DType::f32));
@@ -158,7 +158,7 @@ TEST_CASE("nn layers: Conv2d without bias, and bad channel counts") {
 }
 
 TEST_CASE("nn layers: BatchNorm2d in training uses batch statistics and updates running ones") {
-  nn::BatchNorm2d bn(3, 1e-5, 0.2);
+  nn::BatchNorm2d bn(3, {.momentum = 0.2});
   CHECK(bn.weight.tolist() == std::vector<double>{1, 1, 1});
   CHECK(bn.bias.tolist() == std::vector<double>{0, 0, 0});
   {
@@ -249,7 +249,7 @@ TEST_CASE("nn layers: BatchNorm2d rejects a wrong rank or channel count") {
 }
 
 TEST_CASE("nn layers: BatchNorm without affine or running stats") {
-  nn::BatchNorm2d bn(2, 1e-5, 0.1, /*affine=*/false, /*track_running_stats=*/false);
+  nn::BatchNorm2d bn(2, {.affine = false, .track_running_stats = false});
   CHECK(bn.named_parameters().empty());
   CHECK(bn.named_buffers().empty());
   Tensor x = random_f32({3, 2, 2, 2}, 18);
@@ -262,7 +262,7 @@ TEST_CASE("nn layers: BatchNorm without affine or running stats") {
 }
 
 TEST_CASE("nn layers: LayerNorm equals layer_norm, forward and backward") {
-  nn::LayerNorm ln({2, 3}, 1e-6);
+  nn::LayerNorm ln({2, 3}, {.eps = 1e-6});
   {
     NoGradGuard no_grad;
     ln.weight.copy_(random_f32({2, 3}, 19));
@@ -279,7 +279,7 @@ TEST_CASE("nn layers: LayerNorm equals layer_norm, forward and backward") {
   check_close(x.grad(), x2.grad(), tolerance(DType::f32));
   check_close(ln.weight.grad(), w.grad(), tolerance(DType::f32));
   check_close(ln.bias.grad(), b.grad(), tolerance(DType::f32));
-  nn::LayerNorm plain({3}, 1e-5, /*elementwise_affine=*/false);
+  nn::LayerNorm plain({3}, {.elementwise_affine = false});
   CHECK(plain.named_parameters().empty());
   CHECK(plain(x2).shape() == Shape{4, 2, 3});
 }
@@ -398,7 +398,7 @@ TEST_CASE("nn layers: activations equal their ops") {
 
 TEST_CASE("nn layers: a small conv net passes gradcheck with respect to its input") {
   auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(2, 3, 3, nn::Conv2dOptions{{1, 1}, {1, 1}}),
+      std::make_shared<nn::Conv2d>(2, 3, 3, nn::Conv2dOptions{.padding = 1}),
       std::make_shared<nn::BatchNorm2d>(3), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::AdaptiveAvgPool2d>(Pair{1, 1}), std::make_shared<nn::Flatten>(),
       std::make_shared<nn::Linear>(3, 4)});
@@ -411,7 +411,7 @@ TEST_CASE("nn layers: a small conv net passes gradcheck with respect to its inpu
 
 TEST_CASE("nn layers: parameter gradients of a small model match central differences") {
   auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(2, 3, 3, nn::Conv2dOptions{{1, 1}, {1, 1}}),
+      std::make_shared<nn::Conv2d>(2, 3, 3, nn::Conv2dOptions{.padding = 1}),
       std::make_shared<nn::BatchNorm2d>(3), std::make_shared<nn::Tanh>(),
       std::make_shared<nn::AdaptiveAvgPool2d>(Pair{1, 1}), std::make_shared<nn::Flatten>(),
       std::make_shared<nn::LayerNorm>(Shape{3}), std::make_shared<nn::Linear>(3, 4)});

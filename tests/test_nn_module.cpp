@@ -292,7 +292,7 @@ TEST_CASE("nn module: to(f64) converts floating tensors in place and keeps their
 
 TEST_CASE("nn module: an optimizer built before to(f64) still updates the parameters") {
   auto net = small_net();
-  optim::SGD sgd(net->parameters(), optim::SGDOptions{0.1});
+  optim::SGD sgd(net->parameters(), optim::SGDOptions{.lr = 0.1});
   net->to(DType::f64);
   Tensor x = testing::random_f64({4, 4}, 6);
   net->forward(x).sum().backward();

@@ -344,7 +344,8 @@ TEST_CASE("resnet: checkpointing resnet50's blocks lowers the step's peak memory
   for (const Tensor& p : model->parameters()) want.push_back(p.grad().clone());
   const int64_t checkpointed = step_peak_bytes(
       *model, x, [&](const Tensor& in) { return forward_checkpointed(*model, in); });
-  // 63.0 MB and 35.5 MB when this was written (docs/results.md).
+  // 63.0 MB and 35.5 MB when this was written (docs/results-history.md, "Activation checkpointing's
+  // memory").
   CAPTURE(plain, checkpointed);
   CHECK(checkpointed * 10 < plain * 7);
   const std::vector<Tensor> params = model->parameters();

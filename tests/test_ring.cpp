@@ -45,7 +45,7 @@ RingRun run_ring(RecordingNetwork& network, int64_t numel, DType dtype, ReduceOp
       try {
         RecordingGroup group(network, r);
         Tensor t = rank_input(r, numel, dtype);
-        dist::ring_all_reduce(group, t, op, dist::RingOptions{segment_bytes});
+        dist::ring_all_reduce(group, t, op, dist::RingOptions{.segment_bytes = segment_bytes});
         run.results[r] = t;
       } catch (const std::exception& e) {
         run.errors[r] = e.what();
@@ -169,7 +169,8 @@ TEST_CASE("ring: a send that throws still ends the step's point-to-point batch")
   RecordingGroup group(network, 0);
   group.fail_sends = true;
   Tensor t = rank_input(0, 100, DType::f32);
-  CHECK_THROWS_WITH(dist::ring_all_reduce(group, t, ReduceOp::sum, dist::RingOptions{40}),
-                    Catch::Contains("this send fails"));
+  CHECK_THROWS_WITH(
+      dist::ring_all_reduce(group, t, ReduceOp::sum, dist::RingOptions{.segment_bytes = 40}),
+      Catch::Contains("this send fails"));
   CHECK(group.open_batches == 0);
 }

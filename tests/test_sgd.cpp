@@ -74,7 +74,7 @@ void check_against_reference(SGDOptions o, DType dtype) {
 TEST_CASE("sgd: plain steps by hand") {
   // p = 1, g = 0.5, lr = 0.1: each step subtracts 0.05, so 3 steps leave 0.85.
   Tensor p = param({1.0});
-  SGD opt({p}, {0.1});
+  SGD opt({p}, {.lr = 0.1});
   run_constant(opt, p, 0.5, 3);
   CHECK(p.item<double>() == Approx(0.85).epsilon(1e-15));
 }
@@ -181,11 +181,12 @@ TEST_CASE("sgd: param groups keep their own lr") {
   Tensor a = param({1.0}), b = param({1.0});
   SGDOptions o;
   o.lr = 0.1;
-  SGD opt({ParamGroup{{a}, {}}, ParamGroup{{b}, {{"lr", 0.01}}}}, o);
-  REQUIRE(opt.param_groups().size() == 2);
-  CHECK(opt.param_groups()[0].options.at("lr") == 0.1);
-  CHECK(opt.param_groups()[1].options.at("lr") == 0.01);
-  CHECK(opt.param_groups()[1].options.at("momentum") == 0.0);
+  SGD opt({{.params = {a}}, {.params = {b}, .lr = 0.01}}, o);
+  REQUIRE(opt.num_param_groups() == 2);
+  CHECK(opt.options(0).lr == 0.1);
+  CHECK(opt.options(1).lr == 0.01);
+  CHECK(opt.options(1).momentum == 0.0);
+  CHECK(opt.lr(1) == 0.01);
   a.set_grad(tensor({2.0}));
   b.set_grad(tensor({2.0}));
   opt.step();
@@ -195,22 +196,36 @@ TEST_CASE("sgd: param groups keep their own lr") {
 
 TEST_CASE("sgd: add_param_group after construction") {
   Tensor a = param({1.0}), b = param({1.0});
-  SGD opt({a}, {0.1});
-  opt.add_param_group({{b}, {{"lr", 0.5}}});
+  SGD opt({a}, {.lr = 0.1});
+  opt.add_param_group({.params = {b}, .lr = 0.5});
   a.set_grad(tensor({1.0}));
   b.set_grad(tensor({1.0}));
   opt.step();
   CHECK(a.item<double>() == Approx(0.9).epsilon(1e-15));
   CHECK(b.item<double>() == Approx(0.5).epsilon(1e-15));
-  CHECK_THROWS_AS(opt.add_param_group({{a}, {}}), ValueError);
-  CHECK_THROWS_WITH(opt.add_param_group({{a}, {}}), Catch::Contains("more than one group"));
+  CHECK_THROWS_AS(opt.add_param_group({.params = {a}}), ValueError);
+  CHECK_THROWS_WITH(opt.add_param_group({.params = {a}}), Catch::Contains("more than one group"));
+  CHECK(opt.num_param_groups() == 2);
 }
 
-TEST_CASE("sgd: unknown option keys are rejected") {
+TEST_CASE("sgd: a state dict's unknown or misspelt option keys are rejected, naming them") {
   Tensor a = param({1.0});
-  CHECK_THROWS_AS(SGD({ParamGroup{{a}, {{"betas", 0.9}}}}, {}), ValueError);
-  CHECK_THROWS_WITH(SGD({ParamGroup{{a}, {{"betas", 0.9}}}}, {}),
-                    Catch::Contains("SGD") && Catch::Contains("unknown option 'betas'"));
+  SGD opt({a}, {.lr = 0.1, .momentum = 0.9});
+  StateDict misspelt = opt.state_dict();
+  misspelt["param_groups.0.momentun"] = misspelt.at("param_groups.0.momentum");
+  misspelt.erase("param_groups.0.momentum");
+  CHECK_THROWS_AS(opt.load_state_dict(misspelt), ValueError);
+  CHECK_THROWS_WITH(
+      opt.load_state_dict(misspelt),
+      Catch::Contains("SGD") && Catch::Contains("unknown option 'param_groups.0.momentun'"));
+  misspelt.erase("param_groups.0.momentun");
+  CHECK_THROWS_WITH(opt.load_state_dict(misspelt),
+                    Catch::Contains("SGD") && Catch::Contains("missing 'param_groups.0.momentum'"));
+  StateDict bad_flag = opt.state_dict();
+  bad_flag["param_groups.0.nesterov"] = scalar_tensor(0.5, DType::f64);
+  CHECK_THROWS_WITH(opt.load_state_dict(bad_flag),
+                    Catch::Contains("'param_groups.0.nesterov' is a flag (0 or 1), got 0.5"));
+  CHECK(opt.options(0).momentum == 0.9);
 }
 
 TEST_CASE("sgd: invalid hyperparameters are rejected") {
@@ -236,16 +251,21 @@ TEST_CASE("sgd: invalid hyperparameters are rejected") {
   CHECK_THROWS_AS(SGD({a}, negative_decay), ValueError);
 
   // A group's own options are checked too, not only the defaults.
-  CHECK_THROWS_AS(SGD({ParamGroup{{a}, {{"lr", -1.0}}}}, {}), ValueError);
+  CHECK_THROWS_AS(SGD({{.params = {a}, .lr = -1.0}}, {}), ValueError);
   SGD opt({a}, {});
   Tensor b = param({1.0});
-  CHECK_THROWS_AS(opt.add_param_group({{b}, {{"momentum", -0.5}}}), ValueError);
-  CHECK(opt.param_groups().size() == 1);
+  CHECK_THROWS_AS(opt.add_param_group({.params = {b}, .momentum = -0.5}), ValueError);
+  CHECK(opt.num_param_groups() == 1);
+  // Options changed between steps are checked by the next step.
+  opt.options(0).lr = -1.0;
+  a.set_grad(tensor({1.0}));
+  CHECK_THROWS_WITH(opt.step(), Catch::Contains("SGD") && Catch::Contains("-1"));
+  CHECK(a.item<double>() == 1.0);
 }
 
 TEST_CASE("sgd: bad parameter lists are rejected") {
   Tensor a = param({1.0});
-  CHECK_THROWS_AS(SGD(std::vector<ParamGroup>{}, {}), ValueError);
+  CHECK_THROWS_AS(SGD(std::vector<SGDParamGroup>{}, {}), ValueError);
   CHECK_THROWS_AS(SGD(std::vector<Tensor>{}, {}), ValueError);
   CHECK_THROWS_AS(SGD({a, a}, {}), ValueError);
   Tensor non_leaf = mul(a, 2.0);
@@ -256,7 +276,7 @@ TEST_CASE("sgd: bad parameter lists are rejected") {
 
 TEST_CASE("sgd: zero_grad drops every gradient") {
   Tensor a = param({1.0}), b = param({2.0});
-  SGD opt({ParamGroup{{a}, {}}, ParamGroup{{b}, {}}}, {});
+  SGD opt({{.params = {a}}, {.params = {b}}}, {});
   a.set_grad(tensor({1.0}));
   b.set_grad(tensor({1.0}));
   opt.zero_grad();
@@ -267,7 +287,7 @@ TEST_CASE("sgd: zero_grad drops every gradient") {
 TEST_CASE("sgd: a real backward pass drives the step") {
   // loss = sum(p^2) has gradient 2p: p = [1, -2] with lr 0.25 halves each element.
   Tensor p = param({1.0, -2.0});
-  SGD opt({p}, {0.25});
+  SGD opt({p}, {.lr = 0.25});
   sum(mul(p, p)).backward();
   opt.step();
   CHECK(p.tolist() == std::vector<double>{0.5, -1.0});
@@ -281,7 +301,7 @@ TEST_CASE("sgd: state_dict names options and buffers") {
   o.lr = 0.1;
   o.momentum = 0.9;
   o.nesterov = true;
-  SGD opt({ParamGroup{{a}, {}}, ParamGroup{{b}, {{"lr", 0.2}}}}, o);
+  SGD opt({{.params = {a}}, {.params = {b}, .lr = 0.2}}, o);
   a.set_grad(tensor({1.0, 1.0}));
   b.set_grad(tensor({1.0}));
   opt.step();
@@ -306,7 +326,7 @@ TEST_CASE("sgd: save after 3 steps, resume for 3 == 6 straight steps (bit-exact)
     return c;
   };
   auto groups = [&](const Tensor& a, const Tensor& b) {
-    return std::vector<ParamGroup>{ParamGroup{{a}, {}}, ParamGroup{{b}, {{"lr", 0.02}}}};
+    return std::vector<SGDParamGroup>{{.params = {a}}, {.params = {b}, .lr = 0.02}};
   };
   auto run = [](SGD& opt, Tensor& a, Tensor& b, int from, int to) {
     for (int step = from; step < to; ++step) {
@@ -327,10 +347,10 @@ TEST_CASE("sgd: save after 3 steps, resume for 3 == 6 straight steps (bit-exact)
 
   // The fresh optimizer starts from other options; loading replaces them.
   Tensor a2 = leaf(a1), b2 = leaf(b1);
-  SGD resumed(groups(a2, b2), {0.5});
+  SGD resumed(groups(a2, b2), {.lr = 0.5});
   resumed.load_state_dict(saved);
-  CHECK(resumed.param_groups()[1].options.at("lr") == 0.02);
-  CHECK(resumed.param_groups()[0].options.at("momentum") == 0.9);
+  CHECK(resumed.options(1).lr == 0.02);
+  CHECK(resumed.options(0).momentum == 0.9);
   run(resumed, a2, b2, 3, 6);
   CHECK(equal(a2, a));
   CHECK(equal(b2, b));
@@ -361,13 +381,13 @@ TEST_CASE("sgd: load_state_dict rejects a mismatched state and changes nothing")
   StateDict saved = opt.state_dict();
 
   Tensor b = param({1.0, 2.0, 3.0, 4.0});
-  SGD other({b}, {0.3});
+  SGD other({b}, {.lr = 0.3});
   CHECK_THROWS_AS(other.load_state_dict(saved), ShapeError);
   CHECK_THROWS_WITH(other.load_state_dict(saved), Catch::Contains("SGD.load_state_dict") &&
                                                       Catch::Contains("state.0.momentum_buffer") &&
                                                       Catch::Contains("[3]") &&
                                                       Catch::Contains("[4]"));
-  CHECK(other.param_groups()[0].options.at("lr") == 0.3);
+  CHECK(other.options(0).lr == 0.3);
   CHECK(other.state_dict().count("state.0.momentum_buffer") == 0);
 
   StateDict missing = saved;
@@ -393,8 +413,8 @@ TEST_CASE("sgd: load_state_dict rejects a mismatched state and changes nothing")
 TEST_CASE("sgd: SGD(params) takes PyTorch's defaults") {
   Tensor p = zeros({3}).requires_grad_();
   optim::SGD sgd({p});
-  const auto& o = sgd.param_groups().front().options;
-  CHECK(o.at("lr") == 1e-3);
-  CHECK(o.at("momentum") == 0.0);
-  CHECK(o.at("weight_decay") == 0.0);
+  const SGDOptions& o = sgd.options(0);
+  CHECK(o.lr == 1e-3);
+  CHECK(o.momentum == 0.0);
+  CHECK(o.weight_decay == 0.0);
 }

@@ -19,7 +19,7 @@ namespace {
 // A model with optimizer state (one momentum step), a scheduler and a generator, at a position.
 struct Training {
   nn::Linear model{3, 2};
-  optim::SGD sgd{model.parameters(), {0.1, 0.9}};
+  optim::SGD sgd{model.parameters(), {.lr = 0.1, .momentum = 0.9}};
   optim::StepLR scheduler{sgd, 2, 0.5};
   Generator generator{7};
   train::TrainingState state() { return {&model, &sgd, &scheduler, &generator, {2, 5, 17}}; }
@@ -133,7 +133,7 @@ TEST_CASE("training checkpoint: a scheduler step past this run's schedule change
   TempDir dir("kiln_test_checkpoint");
   const std::string path = dir.file("last.safetensors");
   nn::Linear saved_model(3, 2);
-  optim::SGD saved_sgd(saved_model.parameters(), {0.1, 0.9});
+  optim::SGD saved_sgd(saved_model.parameters(), {.lr = 0.1, .momentum = 0.9});
   optim::OneCycleLR saved_cycle(saved_sgd, 0.1, 20);
   for (int s = 0; s < 12; ++s) saved_cycle.step();
   train::save_training_checkpoint(path,
@@ -145,15 +145,15 @@ TEST_CASE("training checkpoint: a scheduler step past this run's schedule change
   CHECK(*place.scheduler_step == 12);
 
   nn::Linear model(3, 2);
-  optim::SGD sgd(model.parameters(), {0.5, 0.9});
+  optim::SGD sgd(model.parameters(), {.lr = 0.5, .momentum = 0.9});
   optim::OneCycleLR cycle(sgd, 0.5, 10);
   const std::vector<double> weight = model.weight.tolist();
-  const double lr = sgd.param_groups()[0].options.at("lr");
+  const double lr = sgd.lr(0);
   train::TrainingState state{&model, &sgd, &cycle, nullptr, {}};
   CHECK_THROWS_WITH(train::load_training_checkpoint(path, state),
                     Catch::Contains("stepped 12 times but total_steps is 10"));
   CHECK(model.weight.tolist() == weight);
-  CHECK(sgd.param_groups()[0].options.at("lr") == lr);
+  CHECK(sgd.lr(0) == lr);
   CHECK(cycle.last_epoch() == 0);
 }
 

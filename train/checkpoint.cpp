@@ -90,9 +90,7 @@ void require_exact_model(const std::string& path, const std::map<std::string, Te
 // and shape when the run that saved it is the one resuming.
 void require_exact_optimizer(const std::string& path, const std::map<std::string, Tensor>& saved,
                              const optim::Optimizer& optimizer) {
-  std::vector<Tensor> params;
-  for (const optim::ParamGroup& g : optimizer.param_groups())
-    params.insert(params.end(), g.params.begin(), g.params.end());
+  const std::vector<Tensor> params = optimizer.all_params();
   std::vector<std::string> wrong;
   for (const auto& [key, t] : saved) {
     if (key.rfind("state.", 0) != 0 || t.dim() == 0) continue;

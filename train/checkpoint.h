@@ -34,7 +34,7 @@ struct TrainingState {
   optim::Optimizer* optimizer = nullptr;
   optim::LRScheduler* scheduler = nullptr;  // may be null
   Generator* generator = nullptr;           // may be null; usually &default_generator()
-  TrainingPosition position;
+  TrainingPosition position{};
   // May be null; a disabled one has no state to save. Last, so that initializers of the fields
   // above still read {model, optimizer, scheduler, generator, position}.
   optim::GradScaler* scaler = nullptr;
@@ -58,7 +58,7 @@ nn::Metadata training_checkpoint_recipe(const std::string& path);
 // anything: its position, and its scheduler's step when it was saved with a scheduler. A program
 // checks them against its own run before load_training_checkpoint.
 struct TrainingCheckpointPlace {
-  TrainingPosition position;
+  TrainingPosition position{};
   std::optional<int64_t> scheduler_step;
 };
 TrainingCheckpointPlace training_checkpoint_place(const std::string& path);

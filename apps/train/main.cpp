@@ -35,11 +35,11 @@
 #include "kiln/kiln.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/resnet.h"
-#include "kiln/optim/adam.h"
 #include "kiln/optim/lr_scheduler.h"
-#include "kiln/optim/sgd.h"
+#include "kiln/optim/optimizer.h"
 #include "kiln/train/checkpoint.h"
 #include "main_guard.h"
+#include "optimizer.h"
 #include "plot.h"
 #include "progress.h"
 #include "recipe.h"
@@ -260,7 +260,7 @@ apps::Recipe recipe_with_stem(apps::Recipe r, const std::string& stem) {
       std::isnan(loss) ? "NaN"
       : loss > 0       ? "+inf"
                        : "-inf",
-      epoch + 1, step, optimizer.param_groups().front().options.at("lr"), kept));
+      epoch + 1, step, optimizer.lr(0), kept));
 }
 
 // A file of the image folder that did not open or decode, mid-epoch: the batches before it are
@@ -346,23 +346,12 @@ int run_training(const apps::Recipe& r) {
 
     const int64_t side = split.photos ? r.image_size : split.train->get(0)[0].size(-1);
     const std::string stem = pick_stem(r.stem, side);
-    auto model = nn::make_resnet(r.model, {split.classes, split.channels, stem == "small", false});
+    auto model = nn::make_resnet(r.model, {.num_classes = split.classes,
+                                           .in_channels = split.channels,
+                                           .small_input = stem == "small"});
     model->to(device);
-    std::vector<Tensor> params = model->parameters();
     // A graph holds only capturable optimizers and loss scaling: their decisions stay on the GPU.
-    std::unique_ptr<optim::Optimizer> optimizer;
-    if (r.optimizer == "sgd")
-      optimizer = std::make_unique<optim::SGD>(
-          params,
-          optim::SGDOptions{r.lr, r.momentum, 0.0, r.weight_decay, r.nesterov, true, r.cuda_graph});
-    else if (r.optimizer == "adam")
-      optimizer = std::make_unique<optim::Adam>(
-          params,
-          optim::AdamOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false, true, r.cuda_graph});
-    else
-      optimizer = std::make_unique<optim::AdamW>(
-          params,
-          optim::AdamWOptions{r.lr, 0.9, 0.999, 1e-8, r.weight_decay, false, true, r.cuda_graph});
+    std::unique_ptr<optim::Optimizer> optimizer = apps::make_optimizer(r, model->parameters());
 
     const int64_t steps_per_epoch =
         r.max_batches > 0 ? std::min(r.max_batches, loader.num_batches()) : loader.num_batches();
@@ -387,13 +376,12 @@ int run_training(const apps::Recipe& r) {
     // f16's range needs the loss scaled (PyTorch's dynamic scaling); bf16 has f32's range.
     optim::GradScaler scaler({.enabled = r.amp == "fp16", .capturable = r.cuda_graph});
     train::TrainingState state{
-        model.get(),
-        optimizer.get(),
-        scheduler.get(),
-        &default_generator(),
-        {},
-        scaler.is_enabled() ? &scaler : nullptr,
-        apps::recipe_metadata(recipe_with_stem(r, stem), world, split.class_names)};
+        .model = model.get(),
+        .optimizer = optimizer.get(),
+        .scheduler = scheduler.get(),
+        .generator = &default_generator(),
+        .scaler = scaler.is_enabled() ? &scaler : nullptr,
+        .recipe = apps::recipe_metadata(recipe_with_stem(r, stem), world, split.class_names)};
     const apps::RunDir run_dir(lead ? r.checkpoint_dir : "");
     const std::string last_path =
         r.checkpoint_dir.empty() ? "" : apps::RunDir::path_in(r.checkpoint_dir, "last.safetensors");
@@ -405,7 +393,10 @@ int run_training(const apps::Recipe& r) {
       // The saved place against this run's length before anything is loaded: fewer --epochs
       // than the checkpoint has done is refused here, naming them.
       const train::TrainingCheckpointPlace place = train::training_checkpoint_place(path);
-      apps::RunLength run{r.epochs, steps_per_epoch, scheduler != nullptr, per_batch_schedule};
+      const apps::RunLength run{.epochs = r.epochs,
+                                .steps_per_epoch = steps_per_epoch,
+                                .scheduled = scheduler != nullptr,
+                                .per_batch_schedule = per_batch_schedule};
       apps::check_resume_position(path, place.position,
                                   scheduler ? place.scheduler_step : std::nullopt, run);
       const train::TrainingPosition p = train::load_training_checkpoint(path, state);
@@ -453,9 +444,7 @@ int run_training(const apps::Recipe& r) {
       std::printf("%lld parameters, the %s stem\n",
                   static_cast<long long>(model->parameter_count()),
                   stem == "small" ? "small (3x3/1)" : "ImageNet (7x7/2 and max-pool)");
-    nn::CrossEntropyLossOptions loss_options;
-    loss_options.label_smoothing = r.label_smoothing;
-    nn::CrossEntropyLoss criterion(loss_options);
+    nn::CrossEntropyLoss criterion({.label_smoothing = r.label_smoothing});
 
     apps::StepProfile step_profile(r.profile_warmup, r.profile_steps, r.checkpoint_dir, lead);
     // One training step: the logits and the loss of a batch, after backward and the update.
@@ -590,7 +579,7 @@ int run_training(const apps::Recipe& r) {
       train.images_per_second = static_cast<double>(seen) / train.seconds;
       if (scheduler && !per_batch_schedule) scheduler->step();
       test = evaluate(*model, *split.test, eval_transform, device, r);
-      double lr = optimizer->param_groups().front().options.at("lr");
+      const double lr = optimizer->lr(0);
       const std::string top5 =
           show_top5 ? fmt::format(" top-5 {:.2f}%", 100 * test.top5) : std::string();
       if (lead)
@@ -601,9 +590,15 @@ int run_training(const apps::Recipe& r) {
             100 * test.accuracy, top5.c_str(), train.images_per_second, train.seconds);
       // The row goes first: a run killed before the checkpoint below redoes this epoch, and
       // resuming drops the row (RunDir::drop_metrics_after); the other order lost it for good.
-      run_dir.append_metrics({epoch + 1, train.loss, train.accuracy, test.loss, test.accuracy, lr,
-                              train.images_per_second, train.seconds,
-                              show_top5 ? test.top5 : -1.0});
+      run_dir.append_metrics({.epoch = epoch + 1,
+                              .train_loss = train.loss,
+                              .train_accuracy = train.accuracy,
+                              .test_loss = test.loss,
+                              .test_accuracy = test.accuracy,
+                              .lr = lr,
+                              .images_per_second = train.images_per_second,
+                              .seconds = train.seconds,
+                              .test_top5_accuracy = show_top5 ? test.top5 : -1.0});
       state.position.epoch = epoch + 1;
       state.position.batch_in_epoch = 0;
       save();

@@ -150,21 +150,6 @@ void check_finite_model(const std::string& path, const nn::Module& model) {
   }
 }
 
-void apply_recipe_options(optim::Optimizer& optimizer, const Recipe& r, bool lr_scheduled,
-                          bool momentum_scheduled) {
-  for (optim::ParamGroup& group : optimizer.param_groups()) {
-    optim::Options& o = group.options;
-    o.at("weight_decay") = r.weight_decay;
-    if (o.count("momentum")) {
-      if (!momentum_scheduled) o.at("momentum") = r.momentum;
-      o.at("nesterov") = r.nesterov ? 1.0 : 0.0;
-    }
-    if (!lr_scheduled) o.at("lr") = r.lr;
-  }
-  // A capturable optimizer's steps read the learning rate and momentum from the device.
-  if (optimizer.capturable()) optimizer.copy_options_to_device();
-}
-
 int64_t RunLength::scheduler_step_at(const train::TrainingPosition& p) const {
   if (!per_batch_schedule) return p.epoch;
   // kiln-train steps a per-batch schedule after each batch but the run's last.

@@ -11,7 +11,6 @@
 
 #include "kiln/nn/module.h"
 #include "kiln/nn/safetensors.h"
-#include "kiln/optim/optimizer.h"
 #include "kiln/train/checkpoint.h"
 #include "recipe.h"
 
@@ -45,13 +44,6 @@ std::vector<std::string> check_resume_recipe(const std::string& path, const nn::
 // Throws ValueError naming the checkpoint and the first parameter or buffer holding a NaN or an
 // infinity: a model saved from a run that had diverged would train on as NaN.
 void check_finite_model(const std::string& path, const nn::Module& model);
-
-// After a resume has loaded the optimizer's state, whose options are the checkpoint's, puts this
-// run's back into every group, so that the changes check_resume_recipe reported take effect: the
-// weight decay, SGD's momentum and Nesterov flag (unless the schedule sets the momentum), and the
-// learning rate when no schedule sets it (a schedule's rates come from this run's --lr already).
-void apply_recipe_options(optim::Optimizer& optimizer, const Recipe& r, bool lr_scheduled,
-                          bool momentum_scheduled);
 
 // Throws ValueError naming the checkpoint, the field and both numbers when `p` is not a position
 // of a run of length `run`, or the saved scheduler step lies past where this run's would be.

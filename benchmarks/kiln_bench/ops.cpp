@@ -1,7 +1,9 @@
 // `kiln-bench ops`: kiln's ops at the sizes where they are bound by memory or by math, each
 // against the device-to-device copy of the same bytes (the bandwidth ceiling) or in TFLOP/s, and
-// the host cost of a tiny op. Its peer, ops_torch.py, prints the same lines for PyTorch, so one
-// call on one machine compares the two.
+// the host cost of a tiny op. The ops are the entries of the tests' op table
+// (tests/support/op_table.cpp), looked up by name and run on inputs of the benchmark's sizes: one
+// list of ops for the parity tests, the gradient checks and this. Its peer, ops_torch.py, prints
+// the same lines for PyTorch, so one call on one machine compares the two.
 #include "ops.h"
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "kiln/kiln.h"
+#include "op_table.h"
 
 namespace kiln::bench {
 
@@ -50,6 +53,15 @@ double median_ms(const std::function<void()>& f, int repeats, Device device) {
   return ms[ms.size() / 2];
 }
 
+// The op of the op table's entry `name`; an entry the table does not hold is an error naming it
+// (the ctest kiln_bench_ops_smoke runs every one).
+testing::OpEntry::RunFn table_op(const std::string& name) {
+  for (const testing::OpEntry& op : testing::op_table())
+    if (op.name == name) return op.run;
+  throw Error(fmt::format(
+      "kiln-bench ops: the op table (tests/support/op_table.cpp) has no entry '{}'", name));
+}
+
 std::string format_row(const Row& r) {
   std::string line =
       fmt::format("kiln {} {}: {:.3f} ms, {:.1f} {}", r.op, r.shape, r.ms, r.rate, r.unit);
@@ -79,6 +91,11 @@ int run_ops(const OpsOptions& options) {
   const double vector_bytes = static_cast<double>(n) * 4;
   const double square_bytes = static_cast<double>(square * square) * 4;
 
+  const auto clone_op = table_op("clone"), add_op = table_op("add"), relu_op = table_op("relu");
+  const auto sum_op = table_op("sum"), sum_rows = table_op("sum dim 1");
+  const auto sum_cols = table_op("sum dim 0"), softmax_op = table_op("softmax dim 1");
+  const auto batch_norm_op = table_op("batch_norm training"), mm_op = table_op("mm");
+
   std::vector<Row> rows;
   auto bandwidth = [&](const std::string& op, const std::string& shape, double bytes,
                        const std::function<void()>& f) {
@@ -87,15 +104,15 @@ int run_ops(const OpsOptions& options) {
   };
   const std::string vec = fmt::format("f32 2^{}", log2);
   const std::string mat = fmt::format("[{}, {}]", square, square);
-  bandwidth("copy", vec, 2 * vector_bytes, [&] { a.clone(); });
+  bandwidth("copy", vec, 2 * vector_bytes, [&] { clone_op({a}); });
   const double copy_gbps = rows.back().rate;
-  bandwidth("add", vec, 3 * vector_bytes, [&] { add(a, b); });
-  bandwidth("relu", vec, 2 * vector_bytes, [&] { relu(a); });
-  bandwidth("sum", vec, vector_bytes, [&] { sum(a); });
-  bandwidth("sum rows (dim 1)", mat, square_bytes, [&] { sum(m, {1}); });
-  bandwidth("sum cols (dim 0)", mat, square_bytes, [&] { sum(m, {0}); });
+  bandwidth("add", vec, 3 * vector_bytes, [&] { add_op({a, b}); });
+  bandwidth("relu", vec, 2 * vector_bytes, [&] { relu_op({a}); });
+  bandwidth("sum", vec, vector_bytes, [&] { sum_op({a}); });
+  bandwidth("sum rows (dim 1)", mat, square_bytes, [&] { sum_rows({m}); });
+  bandwidth("sum cols (dim 0)", mat, square_bytes, [&] { sum_cols({m}); });
   bandwidth("softmax rows", fmt::format("[{}, {}]", square / 4, square), 2 * square_bytes / 4,
-            [&] { softmax(logits, 1); });
+            [&] { softmax_op({logits}); });
   // Batch norm in training, forward and backward: x read twice and the output written (statistics,
   // then normalisation), then x and the gradient read twice and grad_x written, 8 passes in all.
   // ResNet-50's first stage at batch 128 (few channels of many values: one block per channel left
@@ -115,14 +132,14 @@ int run_ops(const OpsOptions& options) {
     bandwidth("batch_norm train fwd+bwd", shape_str(shape),
               8.0 * static_cast<double>(input.numel()) * 4, [&] {
                 for (Tensor t : {input, weight, bias}) t.zero_grad();
-                batch_norm(input, running_mean, running_var, weight, bias, true).backward(grad);
+                batch_norm_op({input, running_mean, running_var, weight, bias})[0].backward(grad);
               });
   }
   for (Row& r : rows) r.of_copy = r.rate / copy_gbps;
 
   auto flops = [&](const std::string& op, const Tensor& p, const Tensor& q, bool tf32) {
     backends::set_cuda_matmul_allow_tf32(tf32);
-    const double ms = median_ms([&] { matmul(p, q); }, repeats, device);
+    const double ms = median_ms([&] { mm_op({p, q}); }, repeats, device);
     backends::set_cuda_matmul_allow_tf32(false);
     const double work = 2.0 * static_cast<double>(side) * side * side;
     rows.push_back({op, fmt::format("{}^3", side), ms, work / (ms * 1e-3) / 1e12, "TFLOP/s"});
@@ -131,7 +148,8 @@ int run_ops(const OpsOptions& options) {
   if (gpu) flops("matmul f32 (tf32)", x, y, true);
   flops("matmul bf16", x.to(DType::bf16), y.to(DType::bf16), false);
 
-  // The host's cost of an op: many tiny adds, the device synchronised once at the end.
+  // The host's cost of an op: many tiny adds, the device synchronised once at the end. The table's
+  // add, called directly: its function's argument vector would add to the cost measured.
   const Tensor tiny = randn({16}).to(device);
   const int calls = options.smoke ? 100 : 20000;
   const double tiny_ms = median_ms(

@@ -74,7 +74,7 @@ std::shared_ptr<const data::Dataset> first_of_each_class(const data::MnistDatase
 double train_and_test(std::shared_ptr<const data::Dataset> train,
                       std::shared_ptr<const data::Dataset> test) {
   manual_seed(0);
-  auto model = nn::resnet18({kClasses, 1, /*small_input=*/false, false});
+  auto model = nn::resnet18({.num_classes = kClasses, .in_channels = 1});
   const data::Transform train_transform = data::compose(
       {data::random_horizontal_flip(), data::to_float(), data::normalize({0.2860}, {0.3530})});
   const data::Transform test_transform =

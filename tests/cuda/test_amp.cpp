@@ -105,7 +105,8 @@ TEST_CASE("cuda amp: GradScaler steps GPU parameters as the cpu does, and skips 
     Tensor w_cpu = w0.clone(), w_gpu = w0.to(kGpu);
     w_cpu.requires_grad_();
     w_gpu.requires_grad_();
-    optim::SGD sgd_cpu({w_cpu}, {0.1, 0.9}), sgd_gpu({w_gpu}, {0.1, 0.9});
+    optim::SGD sgd_cpu({w_cpu}, {.lr = 0.1, .momentum = 0.9}),
+        sgd_gpu({w_gpu}, {.lr = 0.1, .momentum = 0.9});
     optim::GradScaler scaler_cpu({.init_scale = 1024.0}), scaler_gpu({.init_scale = 1024.0});
     auto iteration = [](Tensor& w, const Tensor& x, optim::SGD& sgd, optim::GradScaler& scaler,
                         bool overflow) {
@@ -132,7 +133,7 @@ TEST_CASE("cuda amp: an optimizer over cpu and gpu parameters checks each device
   Tensor a = ones({2}, DType::f32, kGpu), b = ones({2});
   a.requires_grad_();
   b.requires_grad_();
-  optim::SGD sgd({a, b}, {0.5});
+  optim::SGD sgd({a, b}, {.lr = 0.5});
   optim::GradScaler scaler({.init_scale = 8.0});
   scaler.scale(add(sum(a).cpu(), sum(b))).backward();
   {

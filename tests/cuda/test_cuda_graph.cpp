@@ -271,9 +271,9 @@ struct Trainer {
       : scaler({.init_scale = 1024.0, .growth_interval = 1, .enabled = amp_on, .capturable = true}),
         amp(amp_on) {
     manual_seed(7);
-    model = std::make_shared<nn::ResNet>("basic", std::vector<int64_t>{blocks, blocks, blocks},
-                                         std::vector<int64_t>{4, 8, 16},
-                                         nn::ResNetOptions{10, 1, true, false});
+    model = std::make_shared<nn::ResNet>(
+        "basic", std::vector<int64_t>{blocks, blocks, blocks}, std::vector<int64_t>{4, 8, 16},
+        nn::ResNetOptions{.num_classes = 10, .in_channels = 1, .small_input = true});
     model->to(kGpu);
     if (optimizer_name == "sgd")
       optimizer =

@@ -3,6 +3,7 @@
 // them, a few steps, f32 and the 16-bit floats; and the first-step flags of momentum buffers that
 // start in different steps.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -89,4 +90,31 @@ TEST_CASE("gpu fused Adam and AdamW against the CPU's op-by-op update") {
           dtype, 3, true);
     }
   }
+}
+
+TEST_CASE("gpu clip_grad_norm_ against the CPU's, with gradients on the GPU and on both") {
+  std::vector<Tensor> gpu = make_params(DType::f32, kGpu),
+                      cpu = make_params(DType::f32, Device::cpu());
+  Generator gen(70);
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    Tensor g = randn(cpu[i].shape(), DType::f32, Device::cpu(), &gen);
+    cpu[i].set_grad(g);
+    gpu[i].set_grad(g.to(kGpu));
+  }
+  for (double norm_type : {2.0, 1.0, static_cast<double>(INFINITY)}) {
+    INFO("norm_type " << norm_type);
+    const double expected = optim::clip_grad_norm_(cpu, 1e9, norm_type);
+    CHECK(optim::clip_grad_norm_(gpu, 1e9, norm_type) == Approx(expected).epsilon(1e-12));
+  }
+  // Half the gradients on each device: the norms meet on the first one's.
+  std::vector<Tensor> mixed;
+  for (size_t i = 0; i < gpu.size(); ++i) mixed.push_back(i % 2 ? gpu[i] : cpu[i]);
+  const double total = optim::clip_grad_norm_(cpu, 1e9);
+  CHECK(optim::clip_grad_norm_(mixed, 1e9) == Approx(total).epsilon(1e-12));
+  // Clipping scales every gradient by the same factor on either device.
+  optim::clip_grad_norm_(gpu, 1.0);
+  optim::clip_grad_norm_(cpu, 1.0);
+  for (size_t i = 0; i < gpu.size(); ++i)
+    if (cpu[i].numel() > 0)
+      CHECK(max(abs(sub(gpu[i].grad().to(Device::cpu()), cpu[i].grad()))).item<double>() < 1e-7);
 }

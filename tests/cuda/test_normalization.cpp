@@ -336,8 +336,7 @@ TEST_CASE(
   auto basic = std::make_shared<nn::BasicBlock>(
       4, 6, 2,
       std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-          std::make_shared<nn::Conv2d>(4, 6, 1,
-                                       nn::Conv2dOptions{{2, 2}, {0, 0}, {1, 1}, 1, false}),
+          std::make_shared<nn::Conv2d>(4, 6, 1, nn::Conv2dOptions{.stride = 2, .bias = false}),
           std::make_shared<nn::BatchNorm2d>(6)}));
   auto bottleneck = std::make_shared<nn::Bottleneck>(8, 2, 1, nullptr);
   for (const std::shared_ptr<nn::Module>& block :

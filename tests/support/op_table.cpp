@@ -283,6 +283,9 @@ std::vector<OpEntry> selection_entries() {
 std::vector<OpEntry> reduction_entries() {
   return {
       reduction("sum", [](const Tensor& x) { return sum(x); }),
+      // kiln-bench ops times these two on a matrix's rows and columns.
+      reduction("sum dim 1", [](const Tensor& x) { return sum(x, {1}); }),
+      reduction("sum dim 0", [](const Tensor& x) { return sum(x, {0}); }),
       reduction("sum dims 0 2 keepdim",
                 [](const Tensor& x) {
                   return sum(x, {0, 2}, true);

@@ -1,6 +1,6 @@
 // Where tests/reference/ lies. Its absolute path is a definition on this one source only: on every
 // test source it would make each clone's objects differ, so a compiler cache shared by two clones
-// of the same commit would miss on all of them (docs/results.md, "The test job").
+// of the same commit would miss on all of them (docs/results-history.md, "The test job").
 #include <string>
 
 #include "torch_reference.h"
