@@ -380,7 +380,8 @@ cudaError_t capture_stream_wait(cudaStream_t stream, cudaEvent_t event, unsigned
                     " for an event recorded outside it; cudaEventWaitExternal makes it a wait "
                     "node)");
   }
-  // A wait node: streams run in order and at once here, so there is nothing to wait for at launch.
+  // A wait node: it waits for nothing at launch. Work a lazy stream still keeps for the event then
+  // runs only when something outside the graph waits for it (sim/runtime/lazy_streams.h).
   std::vector<std::size_t>& frontier = waiting->frontier[stream];
   waiting->nodes.push_back(
       {GraphNode{"cudaStreamWaitEvent(cudaEventWaitExternal)", stream->device, [] {}}, frontier});
