@@ -16,6 +16,7 @@
 #include "kiln/sim/nccl/communicator.h"
 #include "kiln/sim/nccl/reduce.h"
 #include "kiln/sim/nccl/rendezvous.h"
+#include "kiln/sim/runtime/lazy_streams.h"
 #include "kiln/sim/runtime/state.h"
 
 // nccl.h's opaque handle. The communicator outlives it while a call that was blocked in it
@@ -87,6 +88,8 @@ ncclResult_t enqueue(ncclComm_t comm, model::Op op, cudaStream_t stream, const c
     return invalid(std::string(call) + ": a stream of device " +
                    std::to_string(rt::stream_device(stream)) + " for a communicator of device " +
                    std::to_string(c.device()));
+  // The model does the call's work now, so the work queued on the stream before it runs first.
+  rt::run_deferred(stream);
   const std::size_t bytes = op.count * size;
   const std::size_t ranks = static_cast<std::size_t>(c.nranks());
   std::size_t send_bytes = bytes;

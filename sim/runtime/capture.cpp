@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "kiln/sim/runtime/graph.h"
+#include "kiln/sim/runtime/lazy_streams.h"
 #include "kiln/sim/runtime/state.h"
 
 namespace kiln::sim::runtime {
@@ -192,7 +193,9 @@ std::set<std::size_t> joined_nodes(const Capture& c) {
 
 }  // namespace
 
-Queue queue_on(const char* function, cudaStream_t stream) {
+namespace {
+
+Queue capture_queue_on(const char* function, cudaStream_t stream) {
   Registry& r = registry();
   if (r.count.load(std::memory_order_acquire) == 0) return {};
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -207,8 +210,26 @@ Queue queue_on(const char* function, cudaStream_t stream) {
   return {Queue::record, cudaSuccess};
 }
 
+}  // namespace
+
+// Outside a capture, work on a lazy stream is recorded too, into the stream's own queue
+// (sim/runtime/lazy_streams.h); work on the legacy or per-thread stream first waits for the
+// device's blocking streams, as CUDA's legacy stream does.
+Queue queue_on(const char* function, cudaStream_t stream) {
+  const Queue queue = capture_queue_on(function, stream);
+  if (queue.action != Queue::run) return queue;
+  if (is_lazy(stream)) return {Queue::record, cudaSuccess};
+  if (lazy_streams()) run_deferred_on_device(stream_device(stream), true);
+  return queue;
+}
+
 void record(cudaStream_t stream, GraphNode node) {
-  std::lock_guard<std::mutex> lock(registry().mutex);
+  std::unique_lock<std::mutex> lock(registry().mutex);
+  if (stream->capture == nullptr) {
+    lock.unlock();
+    defer(stream, std::move(node));
+    return;
+  }
   Capture& c = *stream->capture;
   std::vector<std::size_t>& frontier = c.frontier[stream];
   c.nodes.push_back({std::move(node), frontier});
@@ -359,7 +380,8 @@ cudaError_t capture_stream_wait(cudaStream_t stream, cudaEvent_t event, unsigned
                     " for an event recorded outside it; cudaEventWaitExternal makes it a wait "
                     "node)");
   }
-  // A wait node: streams run in order and at once here, so there is nothing to wait for at launch.
+  // A wait node: it waits for nothing at launch. Work a lazy stream still keeps for the event then
+  // runs only when something outside the graph waits for it (sim/runtime/lazy_streams.h).
   std::vector<std::size_t>& frontier = waiting->frontier[stream];
   waiting->nodes.push_back(
       {GraphNode{"cudaStreamWaitEvent(cudaEventWaitExternal)", stream->device, [] {}}, frontier});

@@ -23,15 +23,17 @@ struct GraphNode {
 };
 
 // What a call that queues work on a stream does with it: run it now, record it into the capture
-// the stream is part of, or nothing: the call fails with `error` (recorded as the thread's last
-// error, with the reason), which invalidated the capture where CUDA invalidates it.
+// the stream is part of or into a lazy stream's queue (sim/runtime/lazy_streams.h), or nothing: the
+// call fails with `error` (recorded as the thread's last error, with the reason), which invalidated
+// the capture where CUDA invalidates it.
 struct Queue {
   enum Action { run, record, fail } action = run;
   cudaError_t error = cudaSuccess;
 };
 // `function` names the call for the error ("cudaMemcpyAsync"); `stream` may be a legacy handle.
 Queue queue_on(const char* function, cudaStream_t stream);
-// Appends a node to the capture `stream` is part of; call only after queue_on said `record`.
+// Appends a node to the capture `stream` is part of, or to its lazy queue when it captures
+// nothing; call only after queue_on said `record`.
 void record(cudaStream_t stream, GraphNode node);
 
 // The calls CUDA calls "potentially unsafe" during a capture (they are not queued on the captured

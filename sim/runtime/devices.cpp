@@ -8,6 +8,7 @@
 
 #include "kiln/sim/grid.h"
 #include "kiln/sim/runtime/capture.h"
+#include "kiln/sim/runtime/lazy_streams.h"
 #include "kiln/sim/runtime/state.h"
 
 namespace {
@@ -44,8 +45,12 @@ cudaError_t CUDARTAPI cudaGetDevice(int* device) {
 
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void) {
   kiln::sim::runtime::use_context();
-  return kiln::sim::runtime::check_device_wait("cudaDeviceSynchronize",
-                                               kiln::sim::runtime::current_device());
+  const int device = kiln::sim::runtime::current_device();
+  if (const cudaError_t error =
+          kiln::sim::runtime::check_device_wait("cudaDeviceSynchronize", device))
+    return error;
+  kiln::sim::runtime::run_deferred_on_device(device, false);
+  return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaDriverGetVersion(int* version) {

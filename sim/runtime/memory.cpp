@@ -1,9 +1,12 @@
-// Device and pinned memory, copies and sets. Streams run in order and at once, so the Async forms
-// are done when they return. A device-side span must lie inside one live allocation and a host
-// side must not be device memory: the simulator says which, where a GPU would fault or corrupt.
-// During a stream capture (sim/runtime/capture.h) the Async forms on a capturing stream are
-// checked now and recorded, to copy or set at each launch of the graph; the allocations, frees and
-// synchronous forms are the calls CUDA calls potentially unsafe.
+// Device and pinned memory, copies and sets. The Async forms run at once on the default streams
+// and, with lazy streams (sim/runtime/lazy_streams.h), when waited for on the others, except a
+// copy to or from pageable host memory, which CUDA makes the host wait for. The frees and the
+// synchronous forms wait as CUDA's do: frees for every stream, the rest for the device's blocking
+// streams (the legacy stream's implicit synchronisation). A device-side span must lie inside one
+// live allocation and a host side must not be device memory: the simulator says which, where a GPU
+// would fault or corrupt. During a stream capture (sim/runtime/capture.h) the Async forms on a
+// capturing stream are checked now and recorded, to copy or set at each launch of the graph; the
+// allocations, frees and synchronous forms are the calls CUDA calls potentially unsafe.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "kiln/sim/runtime/capture.h"
+#include "kiln/sim/runtime/lazy_streams.h"
 #include "kiln/sim/runtime/state.h"
 
 namespace {
@@ -103,18 +107,37 @@ void set_rows(void* pointer, std::size_t pitch, int value, std::size_t width, st
 }
 
 // An Async copy or set, checked now: done now, or on a capturing stream recorded as a node of the
-// graph that `work` does at each launch.
+// graph that `work` does at each launch, or kept on a lazy stream's queue. `host_waits`: a copy
+// to or from pageable host memory, which returns only once done (after the stream's earlier
+// work) outside a capture.
 template <class Work>
 cudaError_t queue_async(const char* function, cudaStream_t stream, const std::string& what,
-                        cudaError_t checked, Work work) {
+                        cudaError_t checked, Work work, bool host_waits = false) {
   const rt::Queue queue = rt::queue_on(function, stream);
   if (queue.action == rt::Queue::fail) return queue.error;
   if (checked != cudaSuccess) return checked;
-  if (queue.action == rt::Queue::record)
+  if (queue.action == rt::Queue::record && host_waits && stream->capture == nullptr) {
+    rt::run_deferred(stream);
+    work();
+  } else if (queue.action == rt::Queue::record)
     rt::record(stream, {std::string(function) + " of " + what, rt::stream_device(stream), work});
   else
     work();
   return cudaSuccess;
+}
+
+// Host memory that is not pinned: a copy from or to it makes the host wait.
+bool pageable(const void* pointer) {
+  return rt::device_of(pointer) < 0 && !rt::is_pinned(pointer);
+}
+
+// What a free or a synchronous call waits for first, with lazy streams.
+void wait_for_streams(bool every_stream) {
+  if (!rt::lazy_streams()) return;
+  if (every_stream)
+    rt::run_all_deferred();
+  else
+    rt::run_deferred_on_device(rt::current_device(), true);
 }
 
 std::string bytes(std::size_t count) {
@@ -143,6 +166,7 @@ cudaError_t CUDARTAPI cudaMalloc(void** devPtr, size_t size) {
 cudaError_t CUDARTAPI cudaFree(void* devPtr) {
   kiln::sim::runtime::use_context();
   if (const cudaError_t error = rt::check_unsafe_call("cudaFree")) return error;
+  wait_for_streams(true);
   if (devPtr == nullptr || rt::release(devPtr)) return cudaSuccess;
   return invalid("cudaFree", address(devPtr) + " is not a live device allocation");
 }
@@ -173,6 +197,7 @@ cudaError_t CUDARTAPI cudaMallocHost(void** ptr, size_t size) {
 cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
   kiln::sim::runtime::use_context();
   if (const cudaError_t error = rt::check_unsafe_call("cudaFreeHost")) return error;
+  wait_for_streams(true);
   if (ptr == nullptr || rt::release_pinned(ptr)) return cudaSuccess;
   return invalid("cudaFreeHost", address(ptr) + " is not a live pinned allocation");
 }
@@ -180,6 +205,7 @@ cudaError_t CUDARTAPI cudaFreeHost(void* ptr) {
 cudaError_t CUDARTAPI cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   kiln::sim::runtime::use_context();
   if (const cudaError_t error = rt::check_synchronous_call("cudaMemcpy")) return error;
+  wait_for_streams(false);
   if (const cudaError_t error = check_copy("cudaMemcpy", dst, src, count, kind)) return error;
   if (count > 0) std::memmove(dst, src, count);
   return cudaSuccess;
@@ -189,9 +215,12 @@ cudaError_t CUDARTAPI cudaMemcpyAsync(void* dst, const void* src, size_t count, 
                                       cudaStream_t stream) {
   kiln::sim::runtime::use_context();
   const cudaError_t checked = check_copy("cudaMemcpyAsync", dst, src, count, kind);
-  return queue_async("cudaMemcpyAsync", stream, bytes(count), checked, [dst, src, count] {
-    if (count > 0) std::memmove(dst, src, count);
-  });
+  return queue_async(
+      "cudaMemcpyAsync", stream, bytes(count), checked,
+      [dst, src, count] {
+        if (count > 0) std::memmove(dst, src, count);
+      },
+      count > 0 && (pageable(dst) || pageable(src)));
 }
 
 namespace {
@@ -208,6 +237,7 @@ cudaError_t CUDARTAPI cudaMemcpyPeer(void* dst, int dstDevice, const void* src, 
                                      size_t count) {
   kiln::sim::runtime::use_context();
   if (const cudaError_t error = rt::check_synchronous_call("cudaMemcpyPeer")) return error;
+  wait_for_streams(false);
   if (const cudaError_t error = check_peer("cudaMemcpyPeer", dst, dstDevice, src, srcDevice, count))
     return error;
   if (count > 0) std::memmove(dst, src, count);
@@ -227,6 +257,7 @@ cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* 
 cudaError_t CUDARTAPI cudaMemset(void* devPtr, int value, size_t count) {
   kiln::sim::runtime::use_context();
   if (const cudaError_t error = rt::check_synchronous_call("cudaMemset")) return error;
+  wait_for_streams(false);
   if (count == 0) return cudaSuccess;
   if (const cudaError_t error = check_device_span("cudaMemset", "devPtr", devPtr, count))
     return error;
@@ -247,6 +278,7 @@ cudaError_t CUDARTAPI cudaMemset2D(void* devPtr, size_t pitch, int value, size_t
                                    size_t height) {
   kiln::sim::runtime::use_context();
   if (const cudaError_t error = rt::check_synchronous_call("cudaMemset2D")) return error;
+  wait_for_streams(false);
   if (const cudaError_t error = check_set_2d("cudaMemset2D", devPtr, pitch, width, height))
     return error;
   set_rows(devPtr, pitch, value, width, height);

@@ -31,6 +31,10 @@ struct CUevent_st {
   // that capture a stream waiting for it then depends on.
   std::atomic<unsigned long long> captured_by{0};
   std::vector<std::size_t> capture_dependencies{};
+  // The lazy stream it was last recorded on, and how many nodes had been queued there then
+  // (sim/runtime/lazy_streams.h, under its lock); nullptr when recorded on an eager stream.
+  cudaStream_t lazy_stream = nullptr;
+  unsigned long long lazy_mark = 0;
 };
 
 namespace kiln::sim::runtime {

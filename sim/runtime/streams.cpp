@@ -1,5 +1,6 @@
-// Streams and events. Work runs in order and at once, so every stream is always idle: queries
-// answer cudaSuccess, waits return at once, and an event holds the host time it was recorded at.
+// Streams and events. Work runs in order, at once on the default streams and, with lazy streams
+// (sim/runtime/lazy_streams.h), when waited for on the others: a query or a wait runs what it
+// waits for and answers cudaSuccess, and an event holds the host time it was recorded at.
 // A stream or event belongs to the device current when it was made; recording an event on another
 // device's stream is CUDA's invalid-handle error. During a stream capture (sim/runtime/capture.h)
 // queries and waits follow CUDA's rules, events carry dependencies between captured streams, and
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "kiln/sim/runtime/capture.h"
+#include "kiln/sim/runtime/lazy_streams.h"
 #include "kiln/sim/runtime/state.h"
 
 namespace {
@@ -46,18 +48,34 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {
     return rt::fail(cudaErrorStreamCaptureUnsupported,
                     "operation not permitted when stream is capturing (kiln-sim: "
                     "cudaStreamDestroy of a capturing stream; end the capture first)");
+  rt::forget_stream(stream);  // a GPU finishes the work queued before the destroy
   delete stream;
   return cudaSuccess;
 }
 
+namespace {
+
+// A wait for or query of `stream`: runs its queued work (on a default stream, the blocking
+// streams' of its device, which the legacy stream waits for).
+cudaError_t wait_stream(const char* function, cudaStream_t stream) {
+  if (const cudaError_t error = rt::check_stream_wait(function, stream)) return error;
+  if (rt::is_lazy(stream))
+    rt::run_deferred(stream);
+  else if (rt::lazy_streams())
+    rt::run_deferred_on_device(rt::stream_device(stream), true);
+  return cudaSuccess;
+}
+
+}  // namespace
+
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return rt::check_stream_wait("cudaStreamSynchronize", stream);
+  return wait_stream("cudaStreamSynchronize", stream);
 }
 
 cudaError_t CUDARTAPI cudaStreamQuery(cudaStream_t stream) {
   kiln::sim::runtime::use_context();
-  return rt::check_stream_wait("cudaStreamQuery", stream);
+  return wait_stream("cudaStreamQuery", stream);
 }
 
 cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
@@ -65,7 +83,10 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaStreamWaitEvent", "a null event");
   bool handled = false;
-  return rt::capture_stream_wait(stream, event, flags, &handled);
+  const cudaError_t captured = rt::capture_stream_wait(stream, event, flags, &handled);
+  if (handled) return captured;
+  rt::run_event(event);  // the stream's later work comes after the event's, so run that now
+  return cudaSuccess;
 }
 
 // The host function runs now, on the calling thread: the work queued before it has finished. On a
@@ -121,6 +142,9 @@ cudaError_t CUDARTAPI cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t s
       rt::capture_event_record(event, stream, (flags & cudaEventRecordExternal) != 0, &handled);
   if (handled) return captured;
   rt::forget_capture(event);
+  if (!rt::is_lazy(stream) && rt::lazy_streams())
+    rt::run_deferred_on_device(device, true);  // a record on the legacy stream waits for them
+  rt::note_event(event, stream);
   event->recorded = true;
   event->time = std::chrono::steady_clock::now();
   return cudaSuccess;
@@ -133,13 +157,17 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventQuery", "a null event");
-  return rt::check_event_wait("cudaEventQuery", event);
+  if (const cudaError_t error = rt::check_event_wait("cudaEventQuery", event)) return error;
+  rt::run_event(event);
+  return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   kiln::sim::runtime::use_context();
   if (event == nullptr) return invalid_handle("cudaEventSynchronize", "a null event");
-  return rt::check_event_wait("cudaEventSynchronize", event);
+  if (const cudaError_t error = rt::check_event_wait("cudaEventSynchronize", event)) return error;
+  rt::run_event(event);
+  return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

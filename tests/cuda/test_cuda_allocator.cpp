@@ -159,8 +159,9 @@ TEST_CASE("cuda allocator: a block recorded on another stream waits for that str
   if (!caching_on()) return;
   if (cuda::is_simulated()) {
     WARN(
-        "skipped in the CUDA simulator: its streams run their work at once, so no work is ever "
-        "pending and a host function that holds its stream would hold this thread");
+        "skipped in the CUDA simulator: an event query there runs its stream's pending work, so "
+        "no work stays pending while the allocator asks, and a host function that holds its "
+        "stream would hold this thread");
     return;
   }
   cuda::empty_cache();

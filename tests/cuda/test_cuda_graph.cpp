@@ -361,8 +361,8 @@ void check_replay_matches_eager(int64_t blocks, const std::string& optimizer, bo
       replayed.step(x, y);
     }
     // The schedule writes the rates on the device, on the current stream, which the step on
-    // `side` reads: without this, the write races the step (the simulator's streams run in
-    // order, a GPU's do not).
+    // `side` reads: without this, the write races the step (the simulator's lazy streams make
+    // the race read stale rates every time, docs/simulator.md).
     cuda::current_stream().wait_stream(side);
     replayed.next_lr();
   }

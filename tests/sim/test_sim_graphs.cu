@@ -94,6 +94,8 @@ TEST_CASE(
   REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);  // the executable graph has its own nodes
 
   REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  // The stream is non-blocking: the legacy stream's copies below wait for it only when told.
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   CHECK(y.read() == std::vector<int>{11, 12, 13, 14});
   CHECK(x.read() == std::vector<int>{0, 12, 13, 14});
   CHECK(host_calls == 1);
@@ -131,8 +133,10 @@ TEST_CASE("graphs: a library stand-in call is recorded and runs at each launch, 
   cudaGraphExec_t exec = nullptr;
   REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   CHECK(x.read() == std::vector<int>{2, 200});
   REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   CHECK(x.read() == std::vector<int>{3, 300});
   CHECK(kiln::sim::library_calls() == calls_before + 2);
   cudaGraphExecDestroy(exec);
@@ -176,6 +180,7 @@ TEST_CASE("graphs: a fork joins the capture through an event and must be joined 
   cudaGraphExec_t exec = nullptr;
   REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   REQUIRE(cudaGraphLaunch(exec, origin) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(origin) == cudaSuccess);
   CHECK(x.read() == std::vector<int>{1, 5});
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -223,6 +228,7 @@ TEST_CASE("graphs: synchronising or querying a capturing stream invalidates the 
   end_invalidated(stream);
   // The stream works again, and nothing captured ran.
   add(stream, x.get(), 1, 2);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   CHECK(x.read() == std::vector<int>{2});
 
   REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess);

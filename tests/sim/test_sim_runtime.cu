@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "kiln/sim/runtime/lazy_streams.h"
 #include "kiln/sim/runtime/state.h"
 #include "sim_test_support.h"
 
@@ -129,7 +130,7 @@ TEST_CASE("copies between devices and 2-D sets") {
   CHECK_THAT(cudaGetErrorString(cudaGetLastError()), Contains("expected device 0's"));
 }
 
-TEST_CASE("streams run in order at once, events time them on the host") {
+TEST_CASE("streams run in order, events time them on the host") {
   if (!have_two_devices()) return;
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
@@ -161,6 +162,84 @@ TEST_CASE("streams run in order at once, events time them on the host") {
   CHECK(cudaEventDestroy(untimed) == cudaSuccess);
   CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
   CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+namespace {
+
+__global__ void fill_kernel(float* out, float value, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = value;
+}
+
+__global__ void copy_kernel(const float* in, float* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i];
+}
+
+// A planted bug: a side stream writes `data`, the legacy stream copies it out without waiting for
+// the side stream (no event, no wait_stream). What the copy reads.
+std::vector<float> read_without_waiting(unsigned flags) {
+  const DeviceBuffer<float> data(std::vector<float>(4, 1.0f));
+  const DeviceBuffer<float> copied(4);
+  cudaStream_t side = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&side, flags) == cudaSuccess);
+  KILN_LAUNCH(1, 32, 0, side, fill_kernel)(data.get(), 7.0f, 4);
+  KILN_LAUNCH(1, 32, 0, nullptr, copy_kernel)(data.get(), copied.get(), 4);
+  std::vector<float> out = copied.read();
+  REQUIRE(cudaStreamDestroy(side) == cudaSuccess);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("lazy streams: a read on another stream without a wait sees the old bytes") {
+  namespace rt = kiln::sim::runtime;
+  // With lazy streams (the default) the planted bug reads the old values every time.
+  REQUIRE(rt::lazy_streams());
+  CHECK(read_without_waiting(cudaStreamNonBlocking) == std::vector<float>(4, 1.0f));
+  // A blocking stream (cudaStreamCreate's default) is waited for by the legacy stream's work, as
+  // CUDA's legacy stream waits: the same code is then correct.
+  CHECK(read_without_waiting(cudaStreamDefault) == std::vector<float>(4, 7.0f));
+  {
+    // KILN_SIM_LAZY_STREAMS=0, the simulator before 2026-11-29: the bug passes unseen.
+    rt::set_lazy_streams(false);
+    CHECK(read_without_waiting(cudaStreamNonBlocking) == std::vector<float>(4, 7.0f));
+    rt::set_lazy_streams(true);
+  }
+
+  // Each wait CUDA defines runs the work it waits for, and no more.
+  const DeviceBuffer<float> data(std::vector<float>(4, 1.0f));
+  cudaStream_t side = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) == cudaSuccess);
+  cudaEvent_t first = nullptr;
+  REQUIRE(cudaEventCreate(&first) == cudaSuccess);
+  KILN_LAUNCH(1, 32, 0, side, fill_kernel)(data.get(), 2.0f, 4);
+  REQUIRE(cudaEventRecord(first, side) == cudaSuccess);
+  KILN_LAUNCH(1, 32, 0, side, fill_kernel)(data.get(), 3.0f, 4);
+  CHECK(data.read() == std::vector<float>(4, 1.0f));
+  REQUIRE(cudaEventSynchronize(first) == cudaSuccess);  // the first fill, not the second
+  CHECK(data.read() == std::vector<float>(4, 2.0f));
+  REQUIRE(cudaStreamSynchronize(side) == cudaSuccess);
+  CHECK(data.read() == std::vector<float>(4, 3.0f));
+  // cudaStreamWaitEvent: the legacy stream's later copy follows the recorded fill.
+  KILN_LAUNCH(1, 32, 0, side, fill_kernel)(data.get(), 4.0f, 4);
+  REQUIRE(cudaEventRecord(first, side) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(nullptr, first, 0) == cudaSuccess);
+  CHECK(data.read() == std::vector<float>(4, 4.0f));
+  // A query, cudaDeviceSynchronize, and a copy into pageable host memory on the stream itself.
+  KILN_LAUNCH(1, 32, 0, side, fill_kernel)(data.get(), 5.0f, 4);
+  CHECK(cudaStreamQuery(side) == cudaSuccess);
+  CHECK(data.read() == std::vector<float>(4, 5.0f));
+  KILN_LAUNCH(1, 32, 0, side, fill_kernel)(data.get(), 6.0f, 4);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(data.read() == std::vector<float>(4, 6.0f));
+  KILN_LAUNCH(1, 32, 0, side, fill_kernel)(data.get(), 8.0f, 4);
+  std::vector<float> host(4);
+  REQUIRE(cudaMemcpyAsync(host.data(), data.get(), 4 * sizeof(float), cudaMemcpyDeviceToHost,
+                          side) == cudaSuccess);
+  CHECK(host == std::vector<float>(4, 8.0f));
+  CHECK(cudaEventDestroy(first) == cudaSuccess);
+  CHECK(cudaStreamDestroy(side) == cudaSuccess);
 }
 
 TEST_CASE("each host thread has its own current device and last error") {

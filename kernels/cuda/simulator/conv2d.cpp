@@ -24,7 +24,6 @@
 #include "kiln/core/error.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/simulator/borrowed.h"
-#include "kiln/kernels/layout.h"
 #include "kiln/sim/grid.h"
 
 namespace kiln {
@@ -49,21 +48,26 @@ bool rounds_to_tf32(const Tensor& t) {
 }
 
 // A multiplied operand as the CPU kernels take it: contiguous, and TF32-rounded where cuDNN's
-// tensor cores would round it. x itself when it is already so.
+// tensor cores would round it. x itself when it is already so. A copy is host memory: the call
+// may run inside any cudart call that waits for its stream (lazy streams, docs/simulator.md),
+// the caching allocator's among them, so it must not allocate through that allocator, as a
+// library's kernels never do.
 Tensor cpu_operand(const Tensor& x, bool tf32) {
-  if (!tf32) return contiguous_with(CopyKernels::cpu, x);
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  if (!tf32 && x.is_contiguous()) return x;
+  Tensor out = empty(x.shape(), x.dtype(), Device::cpu());
   CopyKernels::cpu.copy(x, out);
+  if (!tf32) return out;
   float* data = out.data<float>();
   for (int64_t i = 0; i < out.numel(); ++i) data[i] = round_to_tf32(data[i]);
   return out;
 }
 
-// Runs `compute` into a contiguous buffer when `out` is laid out otherwise, then copies it there.
+// Runs `compute` into a contiguous buffer (host memory, as cpu_operand's) when `out` is laid out
+// otherwise, then copies it there.
 template <class F>
 void into(const Tensor& out, F compute) {
   if (out.is_contiguous()) return compute(out);
-  Tensor buffer = empty(out.shape(), out.dtype(), out.device());
+  Tensor buffer = empty(out.shape(), out.dtype(), Device::cpu());
   compute(buffer);
   CopyKernels::cpu.copy(buffer, out);
 }

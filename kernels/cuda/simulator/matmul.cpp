@@ -2,9 +2,9 @@
 // this build matmul on a cuda device runs the CPU's kernels (MatmulKernels::cpu, Eigen) on the
 // simulated device memory, which is host memory, and cuda::gemm is a plain loop on the host; each
 // call is noted as a library call (sim::library_calls) where cuBLAS would launch its kernels.
-// Streams run in order and at once in the simulator, so the work queued before a product has
-// finished when it reads its operands; on a capturing stream the product is recorded
-// (sim::library_call) to run at each launch of the graph. Replaces kernels/cuda/matmul.cpp in this
+// Each product goes through sim::library_call on the current stream, so it runs in that stream's
+// order: at once on a default stream, when waited for on a lazy one, and on a capturing stream at
+// each launch of the graph. Replaces kernels/cuda/matmul.cpp in this
 // build only (CMakeLists.txt).
 #include "kiln/kernels/matmul.h"
 
