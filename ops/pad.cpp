@@ -9,6 +9,7 @@
 #include "kiln/core/shape.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"
+#include "kiln/ops/rearrange.h"
 
 namespace kiln {
 
@@ -45,15 +46,21 @@ Tensor pad_constant(const Tensor& x, int64_t dim, int64_t before, int64_t after,
   return parts.size() == 1 ? y : cat(parts, dim);
 }
 
-// The source position along a dim of n for each padded position j in [-before, n + after).
-int64_t source_index(PadMode mode, int64_t j, int64_t n) {
+// The `count` elements added before (leading) or after x along dim, made of slices of x (so the
+// backward adds each element's gradient in a fixed order, without atomics): reflect mirrors the
+// elements next to the edge, replicate repeats the edge, circular takes the other end.
+Tensor edge(PadMode mode, const Tensor& x, int64_t dim, int64_t count, bool leading) {
+  const int64_t n = x.size(dim);
   switch (mode) {
     case PadMode::reflect:
-      return j < 0 ? -j : (j >= n ? 2 * (n - 1) - j : j);
-    case PadMode::replicate:
-      return j < 0 ? 0 : (j >= n ? n - 1 : j);
+      return flip(x.narrow(dim, leading ? 1 : n - 1 - count, count), {dim});
+    case PadMode::replicate: {
+      Shape shape = x.shape();
+      shape[dim] = count;
+      return x.narrow(dim, leading ? 0 : n - 1, 1).expand(shape);
+    }
     default:
-      return ((j % n) + n) % n;
+      return x.narrow(dim, leading ? n - count : 0, count);
   }
 }
 
@@ -99,10 +106,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
                mode_name(mode), dim, n, mode == PadMode::reflect ? "smaller than" : "at most",
                before, after);
     if (before == 0 && after == 0) continue;
-    std::vector<int64_t> index;
-    for (int64_t j = -before; j < n + after; ++j) index.push_back(source_index(mode, j, n));
-    const int64_t count = static_cast<int64_t>(index.size());
-    y = index_select(y, dim, tensor(index, {count}).to(x.device()));
+    y = cat({edge(mode, y, dim, before, true), y, edge(mode, y, dim, after, false)}, dim);
   }
   return y;
 }

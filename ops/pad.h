@@ -1,6 +1,6 @@
-// Padding, as torch.nn.functional.pad: constant, reflect, replicate and circular, composed of cat
-// (constant) and index_select (the others), so it runs on every device and dtype those take and
-// its gradient is theirs.
+// Padding, as torch.nn.functional.pad: constant, reflect, replicate and circular, composed of
+// narrow, flip, expand and cat, so it runs on every device and dtype those take, and its gradient
+// is theirs (deterministic: no atomics).
 #pragma once
 
 #include <cstdint>

@@ -35,6 +35,13 @@ const std::map<std::string, std::string>& not_checked() {
       {"amax dims 0 2", tied},
       {"amin dim 1 keepdim", tied},
       {"max_pool2d_with_indices", tied + " (overlapping windows share their maxima)"},
+      // Sorting tied values: a perturbation reorders the ties. "topk 3 of a transposed input"
+      // (untied) is checked here; tests/test_sort.cpp checks these against PyTorch's gradients.
+      {"sort dim 1", "the table's inputs are tied on purpose, and a tie has no derivative"},
+      {"sort descending dim -1",
+       "the table's inputs are tied on purpose, and a tie has no derivative"},
+      {"topk 2 dim 0 smallest",
+       "the table's inputs are tied on purpose, and a tie has no derivative"},
       // As PyTorch's: the forward reads the padding row, but it gets no gradient by definition
       // (test_gather_scatter checks both, and gradchecks embedding without padding_idx).
       {"embedding with padding_idx",

@@ -56,9 +56,7 @@ const OrderDependent kOrderDependent[] = {
     {"embedding with padding_idx", "index_accumulate (kernels/cuda/index.cu)"},
     {"index_select dim 1", "index_accumulate in its backward (kernels/cuda/index.cu)"},
     {"gather dim 1", "index_accumulate in its backward (kernels/cuda/index.cu)"},
-    // Compositions whose index_select repeats source positions (edges, upsampling).
-    {"pad reflect and constant", "index_accumulate in index_select's backward"},
-    {"pad replicate", "index_accumulate in index_select's backward"},
+    // interpolate's index_select repeats source positions (upsampling, the edges).
     {"interpolate bilinear", "index_accumulate in index_select's backward"},
     {"interpolate nearest, channels-last", "index_accumulate in index_select's backward"},
 };
