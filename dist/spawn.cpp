@@ -107,27 +107,6 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
-// This process's environment with `set` replacing any inherited values of those names.
-std::vector<std::string> environment_with(
-    const std::vector<std::pair<std::string, std::string>>& set) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const auto& [name, value] : set) replaced = replaced || entry.rfind(name + "=", 0) == 0;
-    if (!replaced) env.push_back(entry);
-  }
-  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 struct Rank {
   int rank = 0;
   pid_t pid = -1;
@@ -181,6 +160,27 @@ void kill_and_reap(std::vector<Rank>& ranks) {
 }
 
 }  // namespace
+
+// This process's environment with `set` replacing any inherited values of those names.
+std::vector<std::string> environment_with(
+    const std::vector<std::pair<std::string, std::string>>& set) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const auto& [name, value] : set) replaced = replaced || entry.rfind(name + "=", 0) == 0;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<char*> argv_pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
 
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -238,7 +238,7 @@ void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions opt
                            {kRankVariable, std::to_string(r)},
                            {kErrorFdVariable, std::to_string(fds[1])}});
     std::vector<std::string> env = environment_with(set), args = command;
-    std::vector<char*> argv = pointers(args), envp = pointers(env);
+    std::vector<char*> argv = argv_pointers(args), envp = argv_pointers(env);
     const pid_t pid = ::fork();
     if (pid == 0) {
       // Only async-signal-safe calls until execve: the parent may have other threads, whose

@@ -34,6 +34,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::dist {
@@ -52,5 +53,12 @@ void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions opt
 
 // A TCP port of this machine that was free a moment ago (the kernel's pick for port 0).
 int free_port();
+
+// This process's environment (NAME=value entries) with `set` replacing any inherited values of
+// those names: what spawn and kiln-run give each rank.
+std::vector<std::string> environment_with(
+    const std::vector<std::pair<std::string, std::string>>& set);
+// execve's argument form of `strings`: pointers into them, then a null.
+std::vector<char*> argv_pointers(std::vector<std::string>& strings);
 
 }  // namespace kiln::dist

@@ -34,35 +34,12 @@
 #include "kiln/dist/spawn.h"
 #include "main_guard.h"
 
-extern char** environ;
-
 namespace {
 
 volatile sig_atomic_t g_forward_signal = 0;
 
 void on_signal(int sig) {
   g_forward_signal = sig;
-}
-
-// This process's environment with the job's variables set (replacing any inherited ones).
-std::vector<std::string> child_environment(
-    const std::vector<std::pair<std::string, std::string>>& set) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const auto& [name, value] : set) replaced = replaced || entry.rfind(name + "=", 0) == 0;
-    if (!replaced) env.push_back(entry);
-  }
-  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
 }
 
 struct Child {
@@ -166,7 +143,7 @@ int run(int argc, char** argv) {
   std::vector<Child> children;
   for (int local = 0; local < nproc; ++local) {
     const int rank = node_rank * nproc + local;
-    std::vector<std::string> env = child_environment({
+    std::vector<std::string> env = kiln::dist::environment_with({
         {"RANK", std::to_string(rank)},
         {"WORLD_SIZE", std::to_string(world)},
         {"LOCAL_RANK", std::to_string(local)},
@@ -176,7 +153,8 @@ int run(int argc, char** argv) {
     });
     for (const auto& [name, value] : threads) env.push_back(name + "=" + value);
     std::vector<std::string> args = command;
-    std::vector<char*> argv_ptrs = pointers(args), env_ptrs = pointers(env);
+    std::vector<char*> argv_ptrs = kiln::dist::argv_pointers(args),
+                       env_ptrs = kiln::dist::argv_pointers(env);
     pid_t pid = -1;
     const int err =
         ::posix_spawnp(&pid, args[0].c_str(), nullptr, nullptr, argv_ptrs.data(), env_ptrs.data());
