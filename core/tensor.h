@@ -23,6 +23,9 @@ namespace kiln {
 
 class Node;
 class Tensor;
+namespace indexing {
+class TensorIndex;
+}
 
 // A hook sees the gradient flowing into a tensor; returning a defined tensor replaces it.
 using GradHook = std::function<Tensor(const Tensor&)>;
@@ -96,7 +99,10 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }  // t[i], a view, as PyTorch's
-  Tensor expand(const Shape& shape) const;                             // -1 keeps a size
+  // t.index({Slice(1, None), 0, mask}) is Python's t[1:, 0, mask] (core/tensor_index.h): a view
+  // when only integers, slices, None and Ellipsis index it, else a gathered copy; differentiable.
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size
   Tensor expand_as(const Tensor& other) const;
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
@@ -143,7 +149,10 @@ class Tensor {
   Tensor grad() const;  // undefined until a backward pass reaches this leaf
   void set_grad(const Tensor& grad);
   void zero_grad();  // drops .grad (as PyTorch's set_to_none=True)
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // create_graph records the backward ops, so the .grad it leaves can be differentiated again
+  // (double backward); it keeps the graph, whatever retain_graph says, as PyTorch's default.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
+                bool create_graph = false) const;
   Tensor detach() const;  // shares storage, no history
   // Replaces this tensor's data (storage, shape, strides, dtype) with `other`'s, keeping its
   // identity and autograd state: how module.to() moves parameters an optimizer already holds.
@@ -180,6 +189,12 @@ class Tensor {
   Tensor& fill_(double value);
   Tensor& zero_();
   Tensor& copy_(const Tensor& src);  // broadcasts and converts src into this
+  // Python's t[indices] = values (accumulate: t.index_put_(indices, values, accumulate=True), which
+  // adds, duplicates included); values broadcast to the indexed shape. Without accumulate, indices
+  // naming one element twice are a ValueError (PyTorch leaves which value lands undefined).
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                     bool accumulate = false);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double value);
 
   // ---- method forms of common ops (see ops/*.h for every op) ----
   Tensor sum() const;

@@ -1,5 +1,6 @@
 // conv2d and its two gradient ops: argument checks, the output geometry, the call into the
-// device's kernels, and conv2d's backward written with the gradient ops. Which implementation
+// device's kernels, conv2d's backward written with the gradient ops, and theirs (double backward)
+// written with conv2d and each other. Which implementation
 // runs is the kernels' choice: on the CPU (kernels/cpu/conv2d.cpp) oneDNN where it takes the call,
 // else direct loops for f32 and bf16 and im2col + GEMM for f64; on the GPU
 // (kernels/cuda/conv2d.cpp) cuDNN, through its graph API or its legacy one.
@@ -100,13 +101,6 @@ void check_grad_output(const char* op, const Tensor& grad_output, const Conv2dGe
              shape_str(output_shape(g)), describe(grad_output));
 }
 
-void check_not_recording(const char* op, std::initializer_list<const Tensor*> inputs) {
-  KILN_CHECK(!should_record(inputs), NotImplementedError,
-             "{}: is not differentiable (conv2d has no double backward); call it under "
-             "NoGradGuard or detach() the inputs",
-             op);
-}
-
 // The layout of conv2d's result and gradients: channels_last when either operand suggests it, as
 // PyTorch's cudnn_conv_suggest_memory_format.
 MemoryFormat conv_format(const Tensor& a, const Tensor& b) {
@@ -157,6 +151,8 @@ struct Conv2dBackward : Node {
   SavedTensor x, weight;
   ConvParams params;
   std::string name() const override { return "Conv2dBackward"; }
+  // Its two gradient ops record their own backward (below), so it can be differentiated again.
+  bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& g) override {
     const Tensor tx = x.unpack(*this), tw = weight.unpack(*this);
     const ConvParams& p = params;
@@ -169,6 +165,48 @@ struct Conv2dBackward : Node {
     return {gx, gw, gb};
   }
   void release_saved() override { x.reset(), weight.reset(); }
+};
+
+// The gradient ops are bilinear, so their own gradients are convolutions again:
+// <G, backward_input(g, w)> = <conv2d(G, w), g>, whose gradient in w is backward_weight(g, G);
+// <G, backward_weight(g, x)> = <conv2d(x, G), g>, whose gradient in x is backward_input(g, G).
+// Each is written with recorded ops, so derivatives of any order follow.
+struct Conv2dBackwardInputBackward : Node {
+  SavedTensor grad_output, weight;
+  ConvParams params;
+  std::string name() const override { return "Conv2dBackwardInputBackward"; }
+  bool differentiable_backward() const override { return true; }
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    const Tensor g = grad_output.unpack(*this), w = weight.unpack(*this);
+    const Tensor gc = grad.to(w.dtype());
+    const ConvParams& p = params;
+    Tensor for_g, for_w;
+    if (next_edges[0].valid())
+      for_g = conv2d(gc, w, Tensor(), p.stride, p.padding, p.dilation, p.groups);
+    if (next_edges[1].valid())
+      for_w = conv2d_backward_weight(g, gc, w.shape(), p.stride, p.padding, p.dilation, p.groups);
+    return {for_g, for_w};
+  }
+  void release_saved() override { grad_output.reset(), weight.reset(); }
+};
+
+struct Conv2dBackwardWeightBackward : Node {
+  SavedTensor grad_output, input;
+  ConvParams params;
+  std::string name() const override { return "Conv2dBackwardWeightBackward"; }
+  bool differentiable_backward() const override { return true; }
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    const Tensor g = grad_output.unpack(*this), x = input.unpack(*this);
+    const Tensor gc = grad.to(x.dtype());
+    const ConvParams& p = params;
+    Tensor for_g, for_x;
+    if (next_edges[0].valid())
+      for_g = conv2d(x, gc, Tensor(), p.stride, p.padding, p.dilation, p.groups);
+    if (next_edges[1].valid())
+      for_x = conv2d_backward_input(g, gc, x.shape(), p.stride, p.padding, p.dilation, p.groups);
+    return {for_g, for_x};
+  }
+  void release_saved() override { grad_output.reset(), input.reset(); }
 };
 
 }  // namespace
@@ -222,13 +260,20 @@ Tensor conv2d_backward_input(const Tensor& grad_output, const Tensor& weight,
   const Conv2dGeometry g =
       conv_geometry(op, input_shape, weight.shape(), {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
-  check_not_recording(op, {&grad_output, &weight});
   // Without an output channel (or input channel) there is no term to sum: a zero gradient.
   if (!has_work(g) || empty_sum(g)) return zeros(input_shape, weight.dtype(), weight.device());
   const KernelCall call(op, weight.device(), conv_format(grad_output, weight), weight.dtype());
   Tensor grad_x = call.output(input_shape, weight.dtype(), weight.device());
   call.kernels.backward_input(call.operand(grad_output), call.operand(weight), grad_x, g);
-  return call.result(grad_x, weight.dtype());
+  Tensor out = call.result(grad_x, weight.dtype());
+  if (should_record({&grad_output, &weight})) {
+    auto node = std::make_shared<Conv2dBackwardInputBackward>();
+    node->grad_output = SavedTensor(grad_output);
+    node->weight = SavedTensor(weight);
+    node->params = {stride, padding, dilation, groups};
+    record(out, node, {&grad_output, &weight});
+  }
+  return out;
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
@@ -240,13 +285,20 @@ Tensor conv2d_backward_weight(const Tensor& grad_output, const Tensor& input,
   const Conv2dGeometry g =
       conv_geometry(op, input.shape(), weight_shape, {stride, padding, dilation, groups});
   check_grad_output(op, grad_output, g);
-  check_not_recording(op, {&grad_output, &input});
   // An empty batch (or no output position) contributes no term: a zero gradient.
   if (!has_work(g) || empty_sum(g)) return zeros(weight_shape, input.dtype(), input.device());
   const KernelCall call(op, input.device(), conv_format(grad_output, input), input.dtype());
   Tensor grad_weight = call.output(weight_shape, input.dtype(), input.device());
   call.kernels.backward_weight(call.operand(grad_output), call.operand(input), grad_weight, g);
-  return call.result(grad_weight, input.dtype());
+  Tensor out = call.result(grad_weight, input.dtype());
+  if (should_record({&grad_output, &input})) {
+    auto node = std::make_shared<Conv2dBackwardWeightBackward>();
+    node->grad_output = SavedTensor(grad_output);
+    node->input = SavedTensor(input);
+    node->params = {stride, padding, dilation, groups};
+    record(out, node, {&grad_output, &input});
+  }
+  return out;
 }
 
 }  // namespace kiln

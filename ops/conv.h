@@ -1,7 +1,7 @@
 // conv2d, and its two gradients as ops of their own (conv_transpose2d and conv1d are built on them
 // in ops/conv_transpose.cpp): conv2d's backward is written with them, and
-// each device implements them next to conv2d (kernels/conv2d.h). Neither gradient op is
-// differentiable (no double backward).
+// each device implements them next to conv2d (kernels/conv2d.h). The gradient ops are
+// differentiable too (double backward, autograd::grad with create_graph).
 #pragma once
 
 #include <cstdint>

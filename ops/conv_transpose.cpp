@@ -26,6 +26,7 @@ struct ConvTranspose2dBackward : Node {
   Pair stride, padding, dilation;
   int64_t groups = 1;
   std::string name() const override { return "ConvTranspose2dBackward"; }
+  bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& g) override {
     const Tensor tx = x.unpack(*this), tw = weight.unpack(*this);
     const Tensor gc = g.to(tw.dtype());

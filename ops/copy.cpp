@@ -53,6 +53,7 @@ void copy_any(const Tensor& src, const Tensor& dst) {
 }
 
 struct ToDTypeBackward : Node {
+  bool differentiable_backward() const override { return true; }
   DType input_dtype;
   std::string name() const override { return "ToDTypeBackward"; }
   // It saves nothing, so it can run in any number of backward passes: autocast's cache hands the
@@ -62,12 +63,14 @@ struct ToDTypeBackward : Node {
 };
 
 struct ToDeviceBackward : Node {
+  bool differentiable_backward() const override { return true; }
   Device input_device;
   std::string name() const override { return "ToDeviceBackward"; }
   std::vector<Tensor> apply(const Tensor& grad) override { return {grad.to(input_device)}; }
 };
 
 struct CloneBackward : Node {
+  bool differentiable_backward() const override { return true; }
   std::string name() const override { return "CloneBackward"; }
   std::vector<Tensor> apply(const Tensor& grad) override { return {grad}; }
 };
@@ -184,6 +187,7 @@ std::vector<double> Tensor::tolist() const {
 
 namespace {
 struct CopyBackward : Node {
+  bool differentiable_backward() const override { return true; }
   Shape src_shape;
   DType src_dtype;
   Device src_device;
@@ -197,6 +201,7 @@ struct CopyBackward : Node {
 // fill_ on a tensor with history: the filled values depend on nothing, so the old history gets no
 // gradient, but the tensor still requires grad, as in PyTorch (FillBackward0).
 struct FillBackward : Node {
+  bool differentiable_backward() const override { return true; }
   std::string name() const override { return "FillBackward"; }
   std::vector<Tensor> apply(const Tensor&) override { return {Tensor()}; }
 };

@@ -30,6 +30,7 @@ constexpr const char* kRandomInGraph =
     "graphs as PyTorch does): run dropout in eval mode or outside the graph,";
 
 struct DropoutBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor mask;  // 0 or 1 / (1 - p), in x's dtype
   std::string name() const override { return "DropoutBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override { return {mul(g, mask.unpack(*this))}; }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/ops/autocast.h"
@@ -77,6 +78,7 @@ DType float_compute(const Tensor& x) {
 
 // Shared fields of a binary node: where each input's gradient must be summed and cast back to.
 struct BinaryNode : Node {
+  bool differentiable_backward() const override { return true; }
   Shape a_shape, b_shape;
   DType a_dtype, b_dtype;
   void remember(const Tensor& a, const Tensor& b) {
@@ -290,6 +292,7 @@ Tensor rdiv(double a, const Tensor& b) {
 
 namespace {
 struct PowScalarBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor x;
   double exponent;
   std::string name() const override { return "PowBackward"; }
@@ -334,6 +337,7 @@ namespace {
 
 // A unary node whose backward is a function of (grad, input, output).
 struct UnaryBackward : Node {
+  bool differentiable_backward() const override { return true; }
   std::string op_name;
   SavedTensor input, output;
   std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> formula;
@@ -489,6 +493,8 @@ Tensor cos(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op("relu", UnaryOp::relu, x, false, Save::output,
                   [](const Tensor& g, const Tensor&, const Tensor& y) {
+                    // Recorded (create_graph): the same mask as differentiable ops.
+                    if (GradMode::is_enabled()) return mul(g, as_grad_mask(gt(y, 0.0), g));
                     const MemoryFormat format = result_format(y.shape(), {&g, &y});
                     Tensor out = empty(y.shape(), y.dtype(), y.device(), format);
                     kernels_for<ElementwiseKernels>("relu_backward", y.device())

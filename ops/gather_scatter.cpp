@@ -16,6 +16,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"
+#include "kiln/ops/pad.h"
 
 namespace kiln {
 
@@ -63,6 +64,7 @@ void check_index_fits(const char* op, const Tensor& index, const Tensor& of, con
 }
 
 struct IndexSelectBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor index;
   Shape input_shape;
   int64_t dim = 0;
@@ -103,6 +105,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 
 namespace {
 struct GatherBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor index;
   Shape input_shape;
   int64_t dim = 0;
@@ -141,6 +144,7 @@ namespace {
 // self's gradient passes through; src's is the gradient at the positions src was added into,
 // zero where index did not reach (index may be smaller than src).
 struct ScatterAddBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor index;
   Shape src_shape;
   int64_t dim = 0;
@@ -153,10 +157,13 @@ struct ScatterAddBackward : Node {
       if (picked.shape() == src_shape) {
         g_src = picked;
       } else {
-        g_src = zeros(src_shape, g.dtype(), g.device());
-        Tensor window = g_src;
-        for (int64_t k = 0; k < picked.dim(); ++k) window = window.narrow(k, 0, picked.size(k));
-        window.copy_(picked);
+        // Zeros after the picked part along each dim (pad's pairs run from the last dim).
+        std::vector<int64_t> pads;
+        for (int64_t k = picked.dim() - 1; k >= 0; --k) {
+          pads.push_back(0);
+          pads.push_back(src_shape[k] - picked.size(k));
+        }
+        g_src = pad(picked, pads);
       }
     }
     return {g_self, g_src};
@@ -194,6 +201,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 
 namespace {
 struct IndexAddBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor index;
   int64_t dim = 0;
   std::string name() const override { return "IndexAddBackward"; }
@@ -267,6 +275,7 @@ namespace {
 // The gradient rows add into the rows they were read from; rows read at padding_idx are zeroed
 // first, so the padding row keeps its value during training.
 struct EmbeddingBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor indices;
   Shape weight_shape;
   int64_t padding_idx = -1;

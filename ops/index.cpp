@@ -52,6 +52,7 @@ bool is_legacy_empty(const Tensor& t) {
 
 // One window of the output per input: cat narrows it along dim, stack selects index i.
 struct JoinBackward : Node {
+  bool differentiable_backward() const override { return true; }
   struct Part {
     Shape shape;
     DType dtype;

@@ -47,6 +47,7 @@ Tensor product(const Tensor& a, const Tensor& b, Shape out_shape, DType dtype,
 }
 
 struct MatmulBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor a, b;
   Shape out_shape;  // with the dims 1-D operands gained, and broadcast batch dims
   std::string name() const override { return "MatmulBackward"; }
@@ -144,6 +145,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 namespace {
 
 struct LinearBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor x, weight;
   std::string name() const override { return "LinearBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {

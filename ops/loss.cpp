@@ -97,6 +97,7 @@ struct NllLossBackward : Node {
   Reduction reduction = Reduction::mean;
   double total_weight = 0.0;
   std::string name() const override { return "NllLossBackward"; }
+  bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& g) override {
     const Shape per_target_shape{input_3d[0], input_3d[2]};
     Tensor per_target = g.to(dtype);
@@ -107,10 +108,17 @@ struct NllLossBackward : Node {
       per_target = per_target.reshape({1, 1}).expand(per_target_shape).contiguous();
     }
     Tensor grad_input = zeros(input_3d, dtype, g.device());
+    const Tensor t = target.unpack(*this), w = weight.unpack(*this);
     kernels_for<LossKernels>("nll_loss_backward", grad_input.device())
-        .nll_loss_backward(per_target, target.unpack(*this), weight.unpack(*this), ignore_index,
-                           grad_input);
-    return {grad_input.reshape(input_shape)};
+        .nll_loss_backward(per_target, t, w, ignore_index, grad_input);
+    Tensor out = grad_input.reshape(input_shape);
+    // Linear in g alone: its transpose is nll_loss itself, on the incoming gradient.
+    record_adjoint(out, g, "NllLossBackwardBackward",
+                   [t, w, ignore = ignore_index, r = reduction, shape = input_3d,
+                    g_shape = g.shape()](const Tensor& G) {
+                     return nll_loss(G.reshape(shape), t, w, ignore, r).reshape(g_shape);
+                   });
+    return {out};
   }
   void release_saved() override { target.reset(), weight.reset(); }
 };

@@ -163,7 +163,9 @@ struct BatchNormBackward : NormBackward {
 };
 
 struct LayerNormBackward : NormBackward {
+  bool differentiable_backward() const override { return true; }
   int64_t normalized_dims = 1;
+  double eps = 1e-5;
   std::string name() const override { return "LayerNormBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor x = input.unpack(*this), w = weight.unpack(*this);
@@ -175,8 +177,18 @@ struct LayerNormBackward : NormBackward {
     for (int64_t d = lead; d < x.dim(); ++d) normalized.push_back(d);
     const double count = static_cast<double>(shape_numel(normalized_shape));
 
-    Tensor rstd = invstd.unpack(*this).view(stat_shape);
-    Tensor x_hat = mul(sub(x, mean.unpack(*this).view(stat_shape)), rstd);
+    Tensor rstd, mu;
+    if (GradMode::is_enabled()) {
+      // Recorded (create_graph): the statistics again, from x, so the second backward reaches x
+      // through them too (the kernel's saved ones carry no history).
+      Tensor cx = x.to(invstd.unpack(*this).dtype());
+      mu = kiln::mean(cx, normalized, true);
+      rstd = rsqrt(add(var(cx, normalized, 0, true), eps));
+    } else {
+      mu = mean.unpack(*this).view(stat_shape);
+      rstd = invstd.unpack(*this).view(stat_shape);
+    }
+    Tensor x_hat = mul(sub(x, mu), rstd);
     Tensor grad_x;
     if (wants(0)) {
       // PyTorch's formula with g * w in place of g: each row's mean and variance depend on the
@@ -448,6 +460,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     node->mean = SavedTensor(mean);
     node->invstd = SavedTensor(invstd);
     node->normalized_dims = nd;
+    node->eps = eps;
     remember_affine(*node, weight, bias);
     record(result, node, {&x, &weight, &bias});
   }

@@ -15,6 +15,7 @@
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/factories.h"
+#include "kiln/ops/index.h"
 
 namespace kiln {
 
@@ -152,12 +153,23 @@ void check_grad_output(const char* op, const Tensor& grad_output, const Shape& i
              shape_str(expected), shape_str(input_shape), describe(grad_output));
 }
 
+// The three backwards are linear in the gradient alone (max pooling's through indices that are
+// constant where it has a derivative), so each differentiates again through its transpose
+// (record_adjoint): a max pool's takes each window's maximum's entry, an average pool's is the
+// same average pool.
 struct MaxPool2dBackward : Node {
   SavedTensor indices;
   Shape input_shape;
   std::string name() const override { return "MaxPool2dBackward"; }
+  bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    return {max_pool2d_backward(g, indices.unpack(*this), input_shape)};
+    const Tensor idx = indices.unpack(*this);
+    Tensor out = max_pool2d_backward(g, idx, input_shape);
+    record_adjoint(out, g, "MaxPool2dBackwardBackward", [idx](const Tensor& grad) {
+      const int64_t plane = idx.dim() - 2;  // indices count within each H x W plane
+      return gather(grad.flatten(plane), plane, idx.flatten(plane)).view(idx.shape());
+    });
+    return {out};
   }
   void release_saved() override { indices.reset(); }
 };
@@ -167,17 +179,28 @@ struct AvgPool2dBackward : Node {
   Pair kernel_size, stride, padding;
   bool ceil_mode = false, count_include_pad = true;
   std::string name() const override { return "AvgPool2dBackward"; }
+  bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    return {avg_pool2d_backward(g, input_shape, kernel_size, stride, padding, ceil_mode,
-                                count_include_pad)};
+    Tensor out = avg_pool2d_backward(g, input_shape, kernel_size, stride, padding, ceil_mode,
+                                     count_include_pad);
+    record_adjoint(
+        out, g, "AvgPool2dBackwardBackward",
+        [k = kernel_size, s = stride, p = padding, ceil = ceil_mode, include = count_include_pad](
+            const Tensor& grad) { return avg_pool2d(grad, k, s, p, ceil, include); });
+    return {out};
   }
 };
 
 struct AdaptiveAvgPool2dBackward : Node {
   Shape input_shape;
   std::string name() const override { return "AdaptiveAvgPool2dBackward"; }
+  bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& g) override {
-    return {adaptive_avg_pool2d_backward(g, input_shape)};
+    Tensor out = adaptive_avg_pool2d_backward(g, input_shape);
+    const Pair size{g.size(-2), g.size(-1)};
+    record_adjoint(out, g, "AdaptiveAvgPool2dBackwardBackward",
+                   [size](const Tensor& grad) { return adaptive_avg_pool2d(grad, size); });
+    return {out};
   }
 };
 

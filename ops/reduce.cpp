@@ -46,6 +46,7 @@ namespace {
 
 // Sum and mean share a backward: the gradient spreads evenly over the folded elements.
 struct SumBackward : Node {
+  bool differentiable_backward() const override { return true; }
   Shape input_shape, kept_shape;
   double scale = 1.0;  // 1 for sum, 1/count for mean
   bool is_mean = false;

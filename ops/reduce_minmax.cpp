@@ -43,6 +43,7 @@ Extremes reduce_extremes(const char* op, const Tensor& x, const Dims& dims, bool
 
 // The gradient goes to the one element each index names (not to its ties), as in PyTorch.
 struct MaxDimBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor indices;
   Shape input_shape, kept_shape;
   int64_t dim = 0;
@@ -79,6 +80,7 @@ ValuesIndices max_min_dim(const char* op, const Tensor& x, int64_t dim, bool kee
 // equals no element: amax (as PyTorch's) then gives the whole slice NaN, while max() over every
 // element (PyTorch's evenly_distribute_backward) hands the gradient to the NaN elements.
 struct AmaxBackward : Node {
+  bool differentiable_backward() const override { return true; }
   std::string op_name;
   SavedTensor input, result;
   Dims dims;

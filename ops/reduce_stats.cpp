@@ -46,6 +46,7 @@ VarResult var_forward(const char* op, const Tensor& x, const Dims& dims, int64_t
 
 // d var / dx = 2 (x - mean) / (N - correction).
 struct VarBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor input;
   Dims dims;
   Shape kept_shape;
@@ -61,6 +62,7 @@ struct VarBackward : Node {
 
 // d std / dx = (x - mean) / ((N - correction) std), taken as 0 where std is 0 (as PyTorch).
 struct StdBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor input, result;
   Dims dims;
   Shape kept_shape;
@@ -79,6 +81,7 @@ struct StdBackward : Node {
 // d norm / dx = x |x|^(p-2) / norm^(p-1), 0 where the norm is 0; for p = inf the gradient is
 // sign(x) shared evenly between the elements whose |x| is the maximum (or NaN).
 struct NormBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor input, result;
   double p = 2.0;
   Dims dims;

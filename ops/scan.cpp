@@ -25,6 +25,7 @@ Tensor running_sum(const char* op, const Tensor& x, int64_t dim, bool reverse);
 
 // The gradient of a running sum is the running sum of the gradient taken the other way.
 struct CumsumBackward : Node {
+  bool differentiable_backward() const override { return true; }
   int64_t dim = 0;
   bool reverse = false;
   std::string name() const override { return reverse ? "ReverseCumsumBackward" : "CumsumBackward"; }

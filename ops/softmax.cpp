@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/profiler.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduce.h"
 #include "kiln/ops/softmax.h"
 
 namespace kiln {
@@ -20,12 +23,19 @@ namespace {
 // Both backwards need only the output y: softmax's Jacobian is diag(y) - y y^T, and log_softmax's
 // is I - softmax = I - exp(y) along the dim.
 struct SoftmaxBackward : Node {
+  bool differentiable_backward() const override { return true; }
   SavedTensor output;
   int64_t dim = 0;
   bool log = false;
   std::string name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor y = output.unpack(*this);
+    if (GradMode::is_enabled()) {
+      // Recorded (create_graph): the Jacobians above as differentiable ops.
+      Tensor gy = g.to(y.dtype());
+      if (log) return {sub(gy, mul(exp(y), sum(gy, {dim}, true)))};
+      return {mul(y, sub(gy, sum(mul(gy, y), {dim}, true)))};
+    }
     Tensor grad_x = empty(y.shape(), y.dtype(), y.device());
     kernels_for<SoftmaxKernels>("softmax_backward", y.device())
         .softmax_backward(y.contiguous(), g.to(y.dtype()).contiguous(), dim, log, grad_x);

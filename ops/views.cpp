@@ -26,32 +26,63 @@ Tensor alias_with(const Tensor& base, Shape shape, Shape strides, int64_t offset
 }
 
 struct ReshapeBackward : Node {
+  bool differentiable_backward() const override { return true; }
   Shape input_shape;
   std::string name() const override { return "ReshapeBackward"; }
   std::vector<Tensor> apply(const Tensor& grad) override { return {grad.reshape(input_shape)}; }
 };
 
 struct PermuteBackward : Node {
+  bool differentiable_backward() const override { return true; }
   std::vector<int64_t> inverse;
   std::string name() const override { return "PermuteBackward"; }
   std::vector<Tensor> apply(const Tensor& grad) override { return {grad.permute(inverse)}; }
 };
 
+// Where a slice, narrow or select took its view from.
+struct Window {
+  Shape input_shape;
+  int64_t dim = 0, start = 0, end = 0, step = 1;
+  bool is_select = false;
+  Tensor of(const Tensor& base) const {
+    return is_select ? base.select(dim, start) : base.slice(dim, start, end, step);
+  }
+};
+
+// The backward of a slice's backward (create_graph): placing a gradient in zeros is linear, and
+// its adjoint is taking the same window again.
+struct WindowBackward : Node {
+  Window window;
+  std::string name() const override { return "SliceBackwardBackward"; }
+  bool differentiable_backward() const override { return true; }
+  std::vector<Tensor> apply(const Tensor& grad) override { return {window.of(grad)}; }
+};
+
 // Slice, narrow and select: the gradient lands in a zero tensor of the base's shape.
 struct SliceBackward : Node {
-  Shape input_shape;
-  int64_t dim, start, end, step;
-  bool is_select = false;
-  std::string name() const override { return is_select ? "SelectBackward" : "SliceBackward"; }
+  Window window;
+  std::string name() const override {
+    return window.is_select ? "SelectBackward" : "SliceBackward";
+  }
+  bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& grad) override {
-    Tensor out = zeros(input_shape, grad.dtype(), grad.device());
-    Tensor window = is_select ? out.select(dim, start) : out.slice(dim, start, end, step);
-    window.copy_(grad);
+    Tensor out;
+    {
+      NoGradGuard placing;
+      out = zeros(window.input_shape, grad.dtype(), grad.device());
+      window.of(out).copy_(grad);
+    }
+    if (should_record({&grad})) {
+      auto node = std::make_shared<WindowBackward>();
+      node->window = window;
+      record(out, node, {&grad});
+    }
     return {out};
   }
 };
 
 struct ExpandBackward : Node {
+  bool differentiable_backward() const override { return true; }
   Shape input_shape;
   std::string name() const override { return "ExpandBackward"; }
   std::vector<Tensor> apply(const Tensor& grad) override { return {sum_to(grad, input_shape)}; }
@@ -215,11 +246,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Tensor out = alias_with(*this, new_shape, new_strides, offset() + start * strides()[d]);
   if (should_record({this})) {
     auto node = std::make_shared<SliceBackward>();
-    node->input_shape = shape();
-    node->dim = d;
-    node->start = start;
-    node->end = end;
-    node->step = step;
+    node->window = {shape(), d, start, end, step, false};
     record(out, node, {this});
   }
   return out;
@@ -250,12 +277,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Tensor out = alias_with(*this, new_shape, new_strides, offset() + index * strides()[d]);
   if (should_record({this})) {
     auto node = std::make_shared<SliceBackward>();
-    node->input_shape = shape();
-    node->dim = d;
-    node->start = index;
-    node->end = index + 1;
-    node->step = 1;
-    node->is_select = true;
+    node->window = {shape(), d, index, index + 1, 1, true};
     record(out, node, {this});
   }
   return out;

@@ -598,13 +598,28 @@ TEST_CASE("conv2d: gradient ops check grad_output's shape") {
                   ShapeError);
 }
 
-TEST_CASE("conv2d: gradient ops refuse to record a graph") {
-  Tensor w = zeros({4, 2, 3, 3}, DType::f64).requires_grad_();
-  CHECK_THROWS_AS(conv2d_backward_input(zeros({1, 4, 3, 3}, DType::f64), w, {1, 2, 5, 5}),
-                  NotImplementedError);
-  NoGradGuard no_grad;
-  CHECK(conv2d_backward_input(zeros({1, 4, 3, 3}, DType::f64), w, {1, 2, 5, 5}).shape() ==
-        Shape{1, 2, 5, 5});
+TEST_CASE("conv2d: gradient ops are differentiable, so conv2d has double backward") {
+  // Strided, dilated and grouped: the bilinear identities hold for every geometry.
+  Tensor g = kiln::testing::random_f64({1, 4, 2, 2}, 1);
+  Tensor w = kiln::testing::random_f64({4, 1, 3, 3}, 2);
+  Tensor x = kiln::testing::random_f64({1, 2, 6, 5}, 3);
+  auto input_grad = [&](const std::vector<Tensor>& in) {
+    return conv2d_backward_input(in[0], in[1], x.shape(), 2, 1, 2, 2);
+  };
+  CHECK_GRADCHECK(input_grad, {g, w});
+  auto weight_grad = [&](const std::vector<Tensor>& in) {
+    return conv2d_backward_weight(in[0], in[1], w.shape(), 2, 1, 2, 2);
+  };
+  CHECK_GRADCHECK(weight_grad, {g, x});
+  // A gradient penalty's shape: the input gradient of a conv net, differentiated in the weights.
+  auto penalty = [&](const std::vector<Tensor>& in) {
+    EnableGradGuard enable;  // gradcheck evaluates its differences with recording off
+    Tensor xi = x.clone().requires_grad_();
+    Tensor y = tanh(conv2d(xi, in[0], Tensor(), 2, 1, 2, 2));
+    Tensor gx = autograd::grad({y.sum()}, {xi}, {}, {.create_graph = true})[0];
+    return (gx * gx).sum();
+  };
+  CHECK_GRADCHECK(penalty, {w});
 }
 
 // The pure half of the cuDNN graph-API path (kernels/conv2d_graph_plan.h): a GPU run is the only

@@ -3,11 +3,15 @@
 // harness compares a backward with the same backward on another device or dtype, this checks that
 // the backward is the forward's derivative. An entry the differences cannot judge is listed below
 // with the reason, and the list may name only entries of the table that are differentiable.
+// The second case differentiates each entry's gradient again (create_graph) and checks it the
+// same way; the entries whose backward is a kernel of its own, which refuse a second backward,
+// are listed there, exactly.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradcheck.h"
@@ -48,6 +52,36 @@ const std::map<std::string, std::string>& not_checked() {
        "padding_idx's row gets no gradient though the forward reads it"},
   };
   return reasons;
+}
+
+// Entries whose backward runs a kernel of its own rather than differentiable ops: a gradient taken
+// through them with create_graph refuses a second backward (NotDifferentiableBackward).
+const std::set<std::string>& first_order_only() {
+  static const std::set<std::string> names = {
+      // Batch norm's backward kernel (its statistics' gradients; instance_norm is batch norm).
+      "batch_norm inference",
+      "batch_norm training",
+      "batch_norm training without affine or running stats",
+      "batch_norm training, channels-last",
+      "batch_norm training, one channel over several blocks",
+      "batch_norm_add_relu inference",
+      "batch_norm_add_relu training",
+      "batch_norm_add_relu training, 1x1 spatial",
+      "batch_norm_add_relu training, channels-last",
+      "batch_norm_add_relu training, odd shape",
+      "batch_norm_add_relu training, one channel",
+      "batch_norm_relu inference",
+      "batch_norm_relu inference, channels-last",
+      "batch_norm_relu training",
+      "batch_norm_relu training on [N, C]",
+      "instance_norm with running statistics",
+      // cumprod's backward kernel (prod is written with it).
+      "cumprod dim 2",
+      "cumprod of a transposed input",
+      "prod dim 1",
+      "prod dims 0 2 keepdim",
+  };
+  return names;
 }
 
 // The outputs at `which`, flattened into one f64 vector.
@@ -105,4 +139,71 @@ TEST_CASE("op table: every differentiable op's gradient matches central differen
     INFO(name << ": " << reason);
     CHECK(differentiable.count(name) == 1);
   }
+}
+
+TEST_CASE("op table: every op's second derivative matches central differences") {
+  const std::vector<OpEntry>& table = kiln::testing::op_table();
+  std::set<std::string> refused;
+  int checked = 0;
+  for (size_t index = 0; index < table.size(); ++index) {
+    const OpEntry& op = table[index];
+    if (!op.differentiable || not_checked().count(op.name)) continue;
+    const std::vector<OpInput> made = op.inputs(kiln::testing::op_seed(index));
+    std::vector<Tensor> varied;
+    std::vector<size_t> varied_at;
+    for (size_t i = 0; i < made.size(); ++i) {
+      if (made[i].differentiable && is_floating(made[i].value.dtype())) {
+        varied.push_back(made[i].value.to(DType::f64).clone());
+        varied_at.push_back(i);
+      }
+    }
+    auto outputs_of = [&](const std::vector<Tensor>& leaves) {
+      std::vector<Tensor> inputs;
+      for (const OpInput& in : made)
+        inputs.push_back(is_floating(in.value.dtype()) ? in.value.to(DType::f64).clone()
+                                                       : in.value);
+      for (size_t k = 0; k < leaves.size(); ++k) inputs[varied_at[k]] = leaves[k];
+      return op.run(inputs);
+    };
+    // Fixed weights for the outputs that carry a gradient, from one recorded run.
+    std::vector<Tensor> probe;
+    for (const Tensor& t : varied) probe.push_back(t.clone().requires_grad_());
+    const std::vector<Tensor> recorded = outputs_of(probe);
+    std::vector<std::pair<size_t, Tensor>> weighted;
+    for (size_t i = 0; i < recorded.size(); ++i)
+      if (recorded[i].defined() && recorded[i].requires_grad())
+        weighted.push_back({i, kiln::testing::random_f64(recorded[i].shape(), 77 + i)});
+    // The first gradients as a function of the inputs: recorded (create_graph) when gradcheck
+    // differentiates it, plain when it evaluates it at the perturbed points. The zero multiple of
+    // the inputs keeps the result differentiable where the gradient is constant.
+    auto first_gradients = [&](const std::vector<Tensor>& in) {
+      const bool outer = GradMode::is_enabled();
+      EnableGradGuard enable;
+      std::vector<Tensor> leaves;
+      for (const Tensor& t : in) leaves.push_back(outer ? t : t.detach().requires_grad_());
+      const std::vector<Tensor> outputs = outputs_of(leaves);
+      Tensor scalar = zeros({}, DType::f64);
+      for (const auto& [i, w] : weighted) scalar = scalar + (outputs[i].to(DType::f64) * w).sum();
+      const std::vector<Tensor> grads =
+          autograd::grad({scalar}, leaves, {}, {.create_graph = outer, .allow_unused = true});
+      std::vector<Tensor> parts;
+      for (size_t k = 0; k < leaves.size(); ++k) {
+        parts.push_back(grads[k].defined() ? grads[k].reshape({-1})
+                                           : zeros({leaves[k].numel()}, DType::f64));
+        parts.push_back(leaves[k].reshape({-1}) * 0.0);
+      }
+      return cat(parts);
+    };
+    INFO(op.name);
+    try {
+      CHECK_GRADCHECK(first_gradients, varied);
+      ++checked;
+    } catch (const AutogradError& e) {
+      INFO(e.what());
+      CHECK_THAT(e.what(), Catch::Contains("not differentiable"));
+      refused.insert(op.name);
+    }
+  }
+  INFO(checked << " entries differentiated twice");
+  CHECK(refused == first_order_only());
 }

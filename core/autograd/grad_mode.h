@@ -33,4 +33,26 @@ class EnableGradGuard {
   bool previous_;
 };
 
+// Anomaly detection, as torch.autograd.set_detect_anomaly: while on (for every thread), the
+// backward pass checks each node's gradients for NaN and throws an AutogradError naming the node
+// (MulBackward, ConvolutionBackward, ...) that made one. Each check waits for the device, so it is
+// for finding a bug, not for training.
+class AnomalyMode {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+// Turns anomaly detection on for its scope (torch.autograd.detect_anomaly()).
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard() : previous_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(true); }
+  ~DetectAnomalyGuard() { AnomalyMode::set_enabled(previous_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace kiln

@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
@@ -33,6 +34,30 @@ SavedTensor::SavedTensor(const Tensor& tensor) {
   }
   tensor_ = tensor.detach();
   saved_version_ = tensor.version();
+  source_ = tensor.impl();
+  if (tensor.requires_grad()) {
+    if (tensor.grad_fn())
+      grad_fn_ = tensor.grad_fn();
+    else
+      leaf_ = tensor.impl_ptr();
+  }
+}
+
+Tensor SavedTensor::with_history(const Node& owner) const {
+  std::shared_ptr<Node> grad_fn = grad_fn_;
+  if (!grad_fn && !leaf_ && source_ != nullptr && source_ == owner.output)
+    grad_fn = std::const_pointer_cast<Node>(owner.shared_from_this());
+  if (!grad_fn && !leaf_) return tensor_;
+  Tensor alias = tensor_.detach();
+  AutogradMeta& meta = alias.impl()->autograd_meta();
+  if (grad_fn) {
+    meta.grad_fn = std::move(grad_fn);
+  } else {
+    // The leaf's own accumulator (its forward use made one), so gradients reach its .grad.
+    meta.requires_grad = true;
+    meta.grad_accumulator = leaf_->autograd_meta().grad_accumulator;
+  }
+  return alias;
 }
 
 Tensor SavedTensor::unpack(const Node& owner) const {
@@ -41,14 +66,21 @@ Tensor SavedTensor::unpack(const Node& owner) const {
              "after the first backward); pass retain_graph=true to the first backward",
              owner.name());
   // Whoever packed the tensor answers for its values (checkpointing checks its inputs' versions).
-  if (packed_) return packed_->unpack();
+  if (packed_) {
+    KILN_CHECK(!GradMode::is_enabled(), AutogradError,
+               "{}: a backward with create_graph (double backward) through a tensor saved by "
+               "saved-tensor hooks (activation checkpointing) is not supported; differentiate "
+               "the model without checkpointing",
+               owner.name());
+    return packed_->unpack();
+  }
   if (!tensor_.defined()) return tensor_;
   KILN_CHECK(tensor_.version() == saved_version_, AutogradError,
              "{}: a tensor saved for backward, of shape {}, was modified by an in-place operation "
              "(saved at version {}, now version {}); use the out-of-place form (add instead of "
              "add_) or clone() before modifying it",
              owner.name(), shape_str(tensor_.shape()), saved_version_, tensor_.version());
-  return tensor_;
+  return GradMode::is_enabled() ? with_history(owner) : tensor_;
 }
 
 bool should_record(std::initializer_list<const Tensor*> inputs) {

@@ -25,21 +25,32 @@ struct Edge {
 // A tensor kept for backward. It holds a detached alias (so a node never owns its own output,
 // which would be a reference cycle) and the storage version at save time, to catch in-place edits;
 // or, when saved-tensor hooks are installed (core/autograd/saved_tensor_hooks.h), what they packed.
+// It also remembers where the tensor's own gradient goes (the input's grad_fn or leaf, or that it
+// is the owner's output), so that a backward that creates a graph (create_graph, double backward)
+// gets the tensor back with its history: the second backward then reaches through it.
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& tensor);
   // Throws AutogradError if the tensor was modified in place since it was saved, or was released.
+  // With grad mode on (a backward with create_graph), the tensor comes back with its history.
   Tensor unpack(const Node& owner) const;
   void reset() {
     tensor_ = Tensor();
     packed_.reset();
+    grad_fn_.reset();
+    leaf_.reset();
     released_ = true;
   }
 
  private:
+  Tensor with_history(const Node& owner) const;
+
   Tensor tensor_;
   std::shared_ptr<PackedTensor> packed_;  // set instead of tensor_ when hooks packed it
+  std::shared_ptr<Node> grad_fn_;         // a saved input computed by an op: its node
+  std::shared_ptr<TensorImpl> leaf_;      // a saved leaf that requires grad
+  const TensorImpl* source_ = nullptr;    // identity only: is it the owner's output?
   uint64_t saved_version_ = 0;
   bool released_ = false;
 };
@@ -55,9 +66,16 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release_saved() {}
   // AccumulateGrad outlives graphs; other nodes are spent after one backward pass.
   virtual bool is_reusable() const { return false; }
+  // Whether apply() computes its gradients from differentiable ops on the gradient and on saved
+  // tensors, so that a backward with create_graph records it and can be differentiated again
+  // (double backward). Nodes that call a backward kernel directly leave it false: under
+  // create_graph their results get a node that refuses a second backward, naming this one.
+  virtual bool differentiable_backward() const { return false; }
 
   std::vector<Edge> next_edges;
   std::vector<GradHook> pre_hooks;  // hooks of the (non-leaf) tensor this node produced
+  // The tensor this node produced, for identity only (a saved output is recognised by it).
+  const TensorImpl* output = nullptr;
   bool released = false;
 };
 

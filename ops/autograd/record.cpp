@@ -1,10 +1,14 @@
 #include "kiln/ops/autograd/record.h"
 
 #include <cstddef>
+#include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/storage.h"
 #include "kiln/ops/elementwise.h"
 
@@ -37,15 +41,20 @@ Tensor fresh_copy(const Tensor& grad, const Tensor& leaf) {
 
 }  // namespace
 
+Tensor AccumulateGrad::run_leaf_hooks(const Tensor& grad) const {
+  Tensor out = grad;
+  for (auto& hook : leaf_->autograd_meta().hooks) {
+    Tensor replaced = hook(out);
+    if (replaced.defined()) out = replaced;
+  }
+  return out;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   // The engine hands over its only handle to a gradient that no other node received.
   const bool engine_only = grad_output.impl_ptr().use_count() == 1;
-  Tensor grad = grad_output;
+  Tensor grad = run_leaf_hooks(grad_output);
   AutogradMeta& meta = leaf_->autograd_meta();
-  for (auto& hook : meta.hooks) {
-    Tensor replaced = hook(grad);
-    if (replaced.defined()) grad = replaced;
-  }
   Tensor leaf(leaf_);
   Tensor current = leaf.grad();
   if (!current.defined()) {
@@ -54,6 +63,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
       leaf.set_grad(grad.detach());
     else  // a fresh copy: grad may be an expanded view or alias another tensor
       leaf.set_grad(fresh_copy(grad, leaf));
+  } else if (GradMode::is_enabled()) {
+    // A backward with create_graph: the sum keeps the new gradient's history, as PyTorch's.
+    leaf.set_grad(add(current, grad));
   } else {
     // The += that lets gradients accumulate across backward passes (gradient accumulation).
     current.add_(grad);
@@ -79,6 +91,7 @@ void attach(Tensor& output, const std::shared_ptr<Node>& node) {
   AutogradMeta& meta = output.impl()->autograd_meta();
   meta.grad_fn = node;
   meta.requires_grad = false;  // non-leaves require grad through grad_fn
+  node->output = output.impl();
 }
 }  // namespace
 
@@ -93,6 +106,27 @@ void record(Tensor& output, std::shared_ptr<Node> node, const std::vector<Tensor
   node->next_edges.clear();
   for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
   attach(output, node);
+}
+
+namespace {
+class AdjointBackward : public Node {
+ public:
+  AdjointBackward(std::string name, std::function<Tensor(const Tensor&)> adjoint)
+      : name_(std::move(name)), adjoint_(std::move(adjoint)) {}
+  std::string name() const override { return name_; }
+  bool differentiable_backward() const override { return true; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override { return {adjoint_(grad_output)}; }
+
+ private:
+  std::string name_;
+  std::function<Tensor(const Tensor&)> adjoint_;
+};
+}  // namespace
+
+void record_adjoint(Tensor& result, const Tensor& grad, std::string name,
+                    std::function<Tensor(const Tensor&)> adjoint) {
+  if (!should_record({&grad})) return;
+  record(result, std::make_shared<AdjointBackward>(std::move(name), std::move(adjoint)), {&grad});
 }
 
 }  // namespace kiln

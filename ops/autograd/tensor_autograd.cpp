@@ -59,8 +59,8 @@ void Tensor::zero_grad() {
   set_grad(Tensor());
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  run_backward({*this}, {gradient}, retain_graph);
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
+  run_backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
 Tensor Tensor::detach() const {

@@ -554,27 +554,25 @@ std::vector<OpEntry> convolution_entries() {
       conv("conv2d channels-last stride 2 dilation 2 groups 2", strided, false, true),
       conv("conv2d channels-last 1x1 on a single channel", {{2, 1, 5, 5}, {3, 1, 1, 1}}, false,
            true),
-      with(not_differentiable(
-               {"conv2d_backward_input", OpFamily::convolution,
-                [=](uint64_t seed) {
-                  return Inputs{uniform({1, 4, 4, 4}, seed), uniform(strided.w, seed + 1)};
-                },
-                [=](const Args& in) {
-                  return Outputs{conv2d_backward_input(in[0], in[1], strided.x, strided.stride,
-                                                       strided.padding, strided.dilation,
-                                                       strided.groups)};
-                }}),
+      with({"conv2d_backward_input", OpFamily::convolution,
+            [=](uint64_t seed) {
+              return Inputs{uniform({1, 4, 4, 4}, seed), uniform(strided.w, seed + 1)};
+            },
+            [=](const Args& in) {
+              return Outputs{conv2d_backward_input(in[0], in[1], strided.x, strided.stride,
+                                                   strided.padding, strided.dilation,
+                                                   strided.groups)};
+            }},
            cudnn_f16),
-      with(not_differentiable(
-               {"conv2d_backward_weight", OpFamily::convolution,
-                [=](uint64_t seed) {
-                  return Inputs{uniform({1, 4, 4, 4}, seed), uniform(strided.x, seed + 1)};
-                },
-                [=](const Args& in) {
-                  return Outputs{conv2d_backward_weight(in[0], in[1], strided.w, strided.stride,
-                                                        strided.padding, strided.dilation,
-                                                        strided.groups)};
-                }}),
+      with({"conv2d_backward_weight", OpFamily::convolution,
+            [=](uint64_t seed) {
+              return Inputs{uniform({1, 4, 4, 4}, seed), uniform(strided.x, seed + 1)};
+            },
+            [=](const Args& in) {
+              return Outputs{conv2d_backward_weight(in[0], in[1], strided.w, strided.stride,
+                                                    strided.padding, strided.dilation,
+                                                    strided.groups)};
+            }},
            cudnn_f16),
       with({"conv_transpose2d stride 2 output_padding 1 groups 2 with bias", OpFamily::convolution,
             [](uint64_t seed) {
