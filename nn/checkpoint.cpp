@@ -19,7 +19,7 @@ auto run_of(const Sequential& seq, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) modules.push_back(seq[static_cast<size_t>(i)]);
   return [modules = std::move(modules)](const Tensor& x) {
     Tensor h = x;
-    for (const auto& m : modules) h = m->forward(h);
+    for (const auto& m : modules) h = (*m)(h);
     return h;
   };
 }

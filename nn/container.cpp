@@ -20,8 +20,13 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& m : modules_) h = m->forward(h);
+  for (auto& m : modules_) h = (*m)(h);
   return h;
+}
+
+void Sequential::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  Module::replace_child(name, module);
+  modules_.at(std::stoul(name)) = std::move(module);
 }
 
 std::shared_ptr<Module> Sequential::operator[](size_t i) const {
@@ -38,6 +43,11 @@ ModuleList& ModuleList::push_back(std::shared_ptr<Module> module) {
   add_child(std::to_string(modules_.size()), module);
   modules_.push_back(std::move(module));
   return *this;
+}
+
+void ModuleList::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  Module::replace_child(name, module);
+  modules_.at(std::stoul(name)) = std::move(module);
 }
 
 std::shared_ptr<Module> ModuleList::operator[](size_t i) const {
@@ -61,6 +71,12 @@ bool ModuleDict::contains(const std::string& key) const {
   for (const auto& [k, m] : modules_)
     if (k == key) return true;
   return false;
+}
+
+void ModuleDict::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  Module::replace_child(name, module);
+  for (auto& [key, m] : modules_)
+    if (key == name) m = std::move(module);
 }
 
 std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {

@@ -22,6 +22,9 @@ class Sequential : public Module {
   size_t size() const { return modules_.size(); }
   std::shared_ptr<Module> operator[](size_t i) const;
 
+ protected:
+  void replace_child(const std::string& name, std::shared_ptr<Module> module) override;
+
  private:
   std::vector<std::shared_ptr<Module>> modules_;
 };
@@ -37,6 +40,9 @@ class ModuleList : public Module {
   std::shared_ptr<Module> operator[](size_t i) const;
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
+
+ protected:
+  void replace_child(const std::string& name, std::shared_ptr<Module> module) override;
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
@@ -57,6 +63,9 @@ class ModuleDict : public Module {
   std::vector<std::string> keys() const;
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
+
+ protected:
+  void replace_child(const std::string& name, std::shared_ptr<Module> module) override;
 
  private:
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules_;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -22,6 +23,78 @@ namespace kiln::nn {
 
 Tensor Module::forward(const Tensor&) {
   throw NotImplementedError(fmt::format("{}: this module has no one-tensor forward", name()));
+}
+
+struct ModuleHooks {
+  uint64_t next_id = 0;
+  std::map<uint64_t, ForwardPreHook> pre;
+  std::map<uint64_t, ForwardHook> post;
+};
+
+void HookHandle::remove() {
+  if (std::shared_ptr<ModuleHooks> hooks = hooks_.lock()) {
+    hooks->pre.erase(id_);
+    hooks->post.erase(id_);
+  }
+  hooks_.reset();
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  if (!hooks_ || (hooks_->pre.empty() && hooks_->post.empty())) return forward(x);
+  // Copies: a hook may remove itself, or register another, while they run.
+  const std::map<uint64_t, ForwardPreHook> pre = hooks_->pre;
+  const std::map<uint64_t, ForwardHook> post = hooks_->post;
+  Tensor input = x;
+  for (const auto& [id, hook] : pre) {
+    Tensor replaced = hook(*this, input);
+    if (replaced.defined()) input = replaced;
+  }
+  Tensor output = forward(input);
+  for (const auto& [id, hook] : post) {
+    Tensor replaced = hook(*this, input, output);
+    if (replaced.defined()) output = replaced;
+  }
+  return output;
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  KILN_CHECK(hook != nullptr, ValueError, "{}: register_forward_pre_hook: the hook is empty",
+             name());
+  if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
+  const uint64_t id = hooks_->next_id++;
+  hooks_->pre.emplace(id, std::move(hook));
+  return HookHandle(hooks_, id);
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  KILN_CHECK(hook != nullptr, ValueError, "{}: register_forward_hook: the hook is empty", name());
+  if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
+  const uint64_t id = hooks_->next_id++;
+  hooks_->post.emplace(id, std::move(hook));
+  return HookHandle(hooks_, id);
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [n, child] : children_) child->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  KILN_CHECK(module != nullptr, ValueError, "{}: replace_module: the new module '{}' is null",
+             this->name(), name);
+  for (auto& [n, child] : children_) {
+    if (n != name) continue;
+    child = std::move(module);
+    return;
+  }
+  std::string known;
+  for (const auto& [n, child] : children_) {
+    if (!known.empty()) known += ", ";
+    known += n;
+  }
+  throw ValueError(fmt::format("{}: replace_module: no submodule named '{}' (it has: {})",
+                               this->name(), name, known.empty() ? "none" : known));
 }
 
 // Parameters, buffers and submodules share one namespace (they are all attributes in PyTorch), and

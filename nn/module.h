@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,13 +24,54 @@ struct LoadResult {
   std::vector<std::string> converted_keys;
 };
 
+class Module;
+struct ModuleHooks;
+
+// Forward hooks, as PyTorch's: a pre-hook sees a module's input before its forward and may return
+// a replacement (Tensor() keeps it); a forward hook sees the input and the output after it and may
+// return a replacement output. They run when the module is called, module(x), not when forward(x)
+// is called directly.
+using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+using ForwardHook =
+    std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+
+// What register_forward_hook and register_forward_pre_hook return, as PyTorch's RemovableHandle:
+// remove() takes the hook off (once; later calls, or calls after the module is gone, do nothing).
+class HookHandle {
+ public:
+  HookHandle() = default;
+  void remove();
+
+ private:
+  friend class Module;
+  HookHandle(std::weak_ptr<ModuleHooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<ModuleHooks> hooks_;
+  uint64_t id_ = 0;
+};
+
 class Module : public std::enable_shared_from_this<Module> {
  public:
   virtual ~Module() = default;
 
   // The layer's computation; modules that take something other than one tensor leave it alone.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x) with the module's hooks around it, as calling a module in PyTorch.
+  Tensor operator()(const Tensor& x);
+  // Hooks run in the order registered.
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  HookHandle register_forward_hook(ForwardHook hook);
+  // Calls fn on every submodule, depth first, each after its own children, then on this module,
+  // as PyTorch's module.apply(fn) (custom weight initialisation). Returns this module.
+  Module& apply(const std::function<void(Module&)>& fn);
+  // Puts `module` in place of the submodule registered as `name`, keeping its place in the
+  // registration order (so in state_dict), as libtorch's replace_module; the old module's
+  // parameters leave the tree. A pointer the parent keeps to the old module in a field of its own
+  // is the parent's to update: forward uses what the parent's code names.
+  template <class M>
+  std::shared_ptr<M> replace_module(const std::string& name, std::shared_ptr<M> module) {
+    replace_child(name, module);
+    return module;
+  }
   // The type name shown by str() and in errors: "Conv2d", "ResNet". By default the class's own
   // name without its namespaces, as PyTorch prints a module; override it to show another.
   virtual std::string name() const;
@@ -80,6 +122,9 @@ class Module : public std::enable_shared_from_this<Module> {
     return module;
   }
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // Containers that keep their own list of children (Sequential, ModuleList, ModuleDict) update it
+  // too.
+  virtual void replace_child(const std::string& name, std::shared_ptr<Module> module);
 
  private:
   void check_new_name(const char* kind, const std::string& name) const;
@@ -89,6 +134,7 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::shared_ptr<ModuleHooks> hooks_;  // made by the first registered hook
   bool training_ = true;
 };
 

@@ -35,9 +35,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride,
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = bn1_->forward_relu(conv1_->forward(x));
-  Tensor identity = downsample_ ? downsample_->forward(x) : x;
-  return bn2_->forward_add_relu(conv2_->forward(out), identity);
+  Tensor out = bn1_->forward_relu((*conv1_)(x));
+  Tensor identity = downsample_ ? (*downsample_)(x) : x;
+  return bn2_->forward_add_relu((*conv2_)(out), identity);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
@@ -52,10 +52,10 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = bn1_->forward_relu(conv1_->forward(x));
-  out = bn2_->forward_relu(conv2_->forward(out));
-  Tensor identity = downsample_ ? downsample_->forward(x) : x;
-  return bn3_->forward_add_relu(conv3_->forward(out), identity);
+  Tensor out = bn1_->forward_relu((*conv1_)(x));
+  out = bn2_->forward_relu((*conv2_)(out));
+  Tensor identity = downsample_ ? (*downsample_)(x) : x;
+  return bn3_->forward_add_relu((*conv3_)(out), identity);
 }
 
 ResNet::ResNet(const std::string& block, std::vector<int64_t> layers, std::vector<int64_t> widths,
@@ -134,11 +134,11 @@ std::shared_ptr<Sequential> ResNet::make_stage(int64_t planes, int64_t blocks, i
 Tensor ResNet::forward(const Tensor& x) {
   KILN_CHECK(x.dim() == 4, ShapeError, "ResNet: expected input [N, C, H, W], got shape {}",
              shape_str(x.shape()));
-  Tensor h = bn1_->forward_relu(conv1_->forward(x));
-  if (maxpool_) h = maxpool_->forward(h);
-  for (auto& stage : stages_) h = stage->forward(h);
-  h = avgpool_->forward(h).flatten(1);
-  return fc_->forward(h);
+  Tensor h = bn1_->forward_relu((*conv1_)(x));
+  if (maxpool_) h = (*maxpool_)(h);
+  for (auto& stage : stages_) h = (*stage)(h);
+  h = (*avgpool_)(h).flatten(1);
+  return (*fc_)(h);
 }
 
 std::shared_ptr<ResNet> resnet18(ResNetOptions o) {

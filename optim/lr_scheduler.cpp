@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -234,6 +235,49 @@ void ReduceLROnPlateau::step(double metric) {
     cooldown_counter_ = options_.cooldown;
     num_bad_epochs_ = 0;
   }
+}
+
+SequentialLR::SequentialLR(Optimizer& optimizer,
+                           std::vector<std::shared_ptr<LRScheduler>> schedulers,
+                           std::vector<int64_t> milestones)
+    : LRScheduler(optimizer),
+      schedulers_(std::move(schedulers)),
+      milestones_(std::move(milestones)) {
+  KILN_CHECK(!schedulers_.empty(), ValueError, "SequentialLR: expected at least one scheduler");
+  KILN_CHECK(milestones_.size() + 1 == schedulers_.size(), ValueError,
+             "SequentialLR: {} schedulers need {} milestones, got {}", schedulers_.size(),
+             schedulers_.size() - 1, milestones_.size());
+  for (size_t i = 0; i < milestones_.size(); ++i)
+    KILN_CHECK(milestones_[i] > (i == 0 ? 0 : milestones_[i - 1]), ValueError,
+               "SequentialLR: milestones must be positive and increasing, got {} after {}",
+               milestones_[i], i == 0 ? 0 : milestones_[i - 1]);
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    KILN_CHECK(schedulers_[i] != nullptr, ValueError, "SequentialLR: scheduler {} is null", i);
+    KILN_CHECK(&schedulers_[i]->optimizer_ == &optimizer, ValueError,
+               "SequentialLR: scheduler {} steps another optimizer than the SequentialLR's", i);
+  }
+  // Each scheduler wrote its step-0 rate when made: all start from the first one's base rates,
+  // the optimizer's rates before any scheduler touched them.
+  base_lrs_ = schedulers_[0]->base_lrs_;
+  for (auto& s : schedulers_) s->base_lrs_ = base_lrs_;
+  start();
+}
+
+std::pair<LRScheduler*, int64_t> SequentialLR::at(int64_t step) const {
+  size_t i = 0;
+  while (i < milestones_.size() && step >= milestones_[i]) ++i;
+  return {schedulers_[i].get(), i == 0 ? step : step - milestones_[i - 1]};
+}
+
+double SequentialLR::lr_at(size_t g, int64_t step) const {
+  auto [scheduler, local] = at(step);
+  return scheduler->lr_at(g, local);
+}
+
+void SequentialLR::apply_extra(size_t g, int64_t step) {
+  auto [scheduler, local] = at(step);
+  scheduler->last_epoch_ = local;
+  scheduler->apply_extra(g, local);
 }
 
 }  // namespace kiln::optim

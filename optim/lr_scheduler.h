@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "kiln/optim/optimizer.h"
@@ -25,6 +27,7 @@ class LRScheduler {
   void check_last_epoch(int64_t epoch) const;
 
  protected:
+  friend class SequentialLR;  // runs its schedulers' formulas
   explicit LRScheduler(Optimizer& optimizer);
   // Sets the rates for step 0; derived constructors call it once their fields are set.
   void start();
@@ -155,6 +158,28 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
  private:
   int64_t t_0_, t_mult_;
   double eta_min_;
+};
+
+// One schedule after another, as PyTorch's SequentialLR: schedulers[i] runs from milestones[i - 1]
+// (0 for the first), its own step counted from there. Every scheduler must be on `optimizer`; each
+// starts from the rates the optimizer had before the first was made (PyTorch's initial_lr), so
+// warm-up then cosine is
+//   SequentialLR(opt, {make_shared<LinearLR>(opt, 0.1, 1.0, 5),
+//                      make_shared<CosineAnnealingLR>(opt, 95)}, {5})
+class SequentialLR : public LRScheduler {
+ public:
+  SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+               std::vector<int64_t> milestones);
+
+ protected:
+  double lr_at(size_t group, int64_t step) const override;
+  void apply_extra(size_t group, int64_t step) override;
+
+ private:
+  // The scheduler that runs at `step`, and its own step there.
+  std::pair<LRScheduler*, int64_t> at(int64_t step) const;
+  std::vector<std::shared_ptr<LRScheduler>> schedulers_;
+  std::vector<int64_t> milestones_;
 };
 
 struct ReduceLROnPlateauOptions {  // PyTorch's defaults

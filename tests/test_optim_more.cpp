@@ -151,3 +151,69 @@ TEST_CASE("ReduceLROnPlateau lowers the rate where PyTorch's does") {
   optim::ReduceLROnPlateau schedule(opt);
   CHECK_THROWS_WITH(schedule.step(std::nan("")), Contains("NaN"));
 }
+
+TEST_CASE("SequentialLR runs its schedules one after another, as PyTorch 1.13's") {
+  const json s = torch_reference("optimizers.json").at("schedules");
+  const size_t n = s.at("SequentialLR_warmup_cosine").size();
+  using Ptr = std::unique_ptr<optim::LRScheduler>;
+  check_against_torch(tensor(rates(
+                          [](optim::Optimizer& o) -> Ptr {
+                            return std::make_unique<optim::SequentialLR>(
+                                o,
+                                std::vector<std::shared_ptr<optim::LRScheduler>>{
+                                    std::make_shared<optim::LinearLR>(o, 0.1, 1.0, 4),
+                                    std::make_shared<optim::CosineAnnealingLR>(o, 12, 0.001)},
+                                std::vector<int64_t>{5});
+                          },
+                          n)),
+                      doubles(s.at("SequentialLR_warmup_cosine")), 1e-12);
+  check_against_torch(tensor(rates(
+                          [](optim::Optimizer& o) -> Ptr {
+                            return std::make_unique<optim::SequentialLR>(
+                                o,
+                                std::vector<std::shared_ptr<optim::LRScheduler>>{
+                                    std::make_shared<optim::ExponentialLR>(o, 0.8),
+                                    std::make_shared<optim::StepLR>(o, 3, 0.5),
+                                    std::make_shared<optim::LinearLR>(o, 0.5, 1.0, 6)},
+                                std::vector<int64_t>{4, 13});
+                          },
+                          n)),
+                      doubles(s.at("SequentialLR_three")), 1e-12);
+
+  // A resumed schedule (its step is its whole state) lands where the uninterrupted one is.
+  Tensor p = zeros({1}).requires_grad_(true);
+  optim::SGD opt({p}, {.lr = 0.1});
+  auto make = [&] {
+    return optim::SequentialLR(opt,
+                               {std::make_shared<optim::LinearLR>(opt, 0.1, 1.0, 4),
+                                std::make_shared<optim::ExponentialLR>(opt, 0.9)},
+                               {5});
+  };
+  optim::SequentialLR first = make();
+  for (int i = 0; i < 9; ++i) first.step();
+  const double expected = opt.lr(0);
+  optim::SGD fresh_opt({p}, {.lr = 0.1});
+  optim::SequentialLR resumed(fresh_opt,
+                              {std::make_shared<optim::LinearLR>(fresh_opt, 0.1, 1.0, 4),
+                               std::make_shared<optim::ExponentialLR>(fresh_opt, 0.9)},
+                              {5});
+  resumed.set_last_epoch(9);
+  CHECK(fresh_opt.lr(0) == Approx(expected).epsilon(1e-15));
+  CHECK(expected == Approx(0.1 * std::pow(0.9, 4)).epsilon(1e-12));
+
+  optim::SGD other({p}, {.lr = 0.1});
+  CHECK_THROWS_WITH(
+      optim::SequentialLR(opt, {std::make_shared<optim::ExponentialLR>(opt, 0.9)}, {3}),
+      Contains("1 schedulers need 0 milestones"));
+  CHECK_THROWS_WITH(optim::SequentialLR(opt,
+                                        {std::make_shared<optim::ExponentialLR>(opt, 0.9),
+                                         std::make_shared<optim::ExponentialLR>(other, 0.9)},
+                                        {3}),
+                    Contains("scheduler 1 steps another optimizer"));
+  CHECK_THROWS_WITH(optim::SequentialLR(opt,
+                                        {std::make_shared<optim::ExponentialLR>(opt, 0.9),
+                                         std::make_shared<optim::ExponentialLR>(opt, 0.9),
+                                         std::make_shared<optim::ExponentialLR>(opt, 0.9)},
+                                        {3, 3}),
+                    Contains("increasing"));
+}

@@ -125,6 +125,12 @@ def main():
             lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01)),
         "CosineAnnealingWarmRestarts_1": rates(
             lambda o: S.CosineAnnealingWarmRestarts(o, T_0=4)),
+        "SequentialLR_warmup_cosine": rates(lambda o: S.SequentialLR(
+            o, [S.LinearLR(o, start_factor=0.1, total_iters=4),
+                S.CosineAnnealingLR(o, T_max=12, eta_min=0.001)], milestones=[5])),
+        "SequentialLR_three": rates(lambda o: S.SequentialLR(
+            o, [S.ExponentialLR(o, gamma=0.8), S.StepLR(o, step_size=3, gamma=0.5),
+                S.LinearLR(o, start_factor=0.5, total_iters=6)], milestones=[4, 13])),
     }
     g = torch.tensor([-3.0, -0.5, 0.0, 0.2, 7.0], dtype=torch.float64)
     p = torch.zeros(5, dtype=torch.float64, requires_grad=True)
