@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/sim/block_runner.h"
+#include "kiln/sim/metrics/recorder.h"
 
 namespace kiln::sim {
 
@@ -83,10 +84,12 @@ class WorkerPool {
       working_ = helpers;
       ++generation_;
     }
+    metrics::begin_grid(launch.kernel);
     start_.notify_all();
     work();
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return working_ == 0; });
+    metrics::end_grid();
     launch_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
