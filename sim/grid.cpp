@@ -84,7 +84,8 @@ class WorkerPool {
       working_ = helpers;
       ++generation_;
     }
-    metrics::begin_grid(launch.kernel);
+    metrics::begin_grid(launch.kernel, launch.block.x * launch.block.y * launch.block.z,
+                        launch.shared_bytes);
     start_.notify_all();
     work();
     std::unique_lock<std::mutex> lock(mutex_);

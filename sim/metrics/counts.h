@@ -10,6 +10,7 @@
 // and a test of a thread-local pointer.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ namespace kiln::sim {
 struct KernelCounts {
   std::string kernel;  // as KILN_LAUNCH names it
   std::uint64_t launches = 0;
+  // The launch's shape, the largest over the launches: threads a block, dynamic shared bytes.
+  unsigned threads_per_block = 0;
+  std::uint64_t dynamic_shared_bytes = 0;
   // Global memory, one request per warp-level instruction. bytes: the distinct bytes its lanes
   // asked for, so bytes / (32 x sectors) is the coalescing efficiency.
   std::uint64_t load_requests = 0, load_sectors = 0, load_bytes = 0;
@@ -35,9 +39,28 @@ struct KernelCounts {
   // block's last warp), so active_lanes / lane_slots is the lanes' efficiency under divergence.
   std::uint64_t instructions = 0, active_lanes = 0, lane_slots = 0;
 
-  KernelCounts& operator+=(const KernelCounts& other);
+  KernelCounts& operator+=(const KernelCounts& other);  // the sums; kernel stays
   bool operator==(const KernelCounts& other) const = default;
 };
+
+inline KernelCounts& KernelCounts::operator+=(const KernelCounts& o) {
+  launches += o.launches;
+  threads_per_block = std::max(threads_per_block, o.threads_per_block);
+  dynamic_shared_bytes = std::max(dynamic_shared_bytes, o.dynamic_shared_bytes);
+  load_requests += o.load_requests, load_sectors += o.load_sectors, load_bytes += o.load_bytes;
+  store_requests += o.store_requests, store_sectors += o.store_sectors,
+      store_bytes += o.store_bytes;
+  atomic_requests += o.atomic_requests, atomic_sectors += o.atomic_sectors,
+      atomic_bytes += o.atomic_bytes;
+  unique_read_bytes += o.unique_read_bytes, unique_write_bytes += o.unique_write_bytes;
+  shared_load_requests += o.shared_load_requests,
+      shared_load_wavefronts += o.shared_load_wavefronts, shared_load_ideal += o.shared_load_ideal;
+  shared_store_requests += o.shared_store_requests,
+      shared_store_wavefronts += o.shared_store_wavefronts,
+      shared_store_ideal += o.shared_store_ideal;
+  instructions += o.instructions, active_lanes += o.active_lanes, lane_slots += o.lane_slots;
+  return *this;
+}
 
 // Whether launches are counted now (first read from KILN_SIM_METRICS: 1 on, 0 or unset off).
 bool counting();

@@ -24,23 +24,6 @@
 
 namespace kiln::sim {
 
-KernelCounts& KernelCounts::operator+=(const KernelCounts& o) {
-  launches += o.launches;
-  load_requests += o.load_requests, load_sectors += o.load_sectors, load_bytes += o.load_bytes;
-  store_requests += o.store_requests, store_sectors += o.store_sectors,
-      store_bytes += o.store_bytes;
-  atomic_requests += o.atomic_requests, atomic_sectors += o.atomic_sectors,
-      atomic_bytes += o.atomic_bytes;
-  unique_read_bytes += o.unique_read_bytes, unique_write_bytes += o.unique_write_bytes;
-  shared_load_requests += o.shared_load_requests,
-      shared_load_wavefronts += o.shared_load_wavefronts, shared_load_ideal += o.shared_load_ideal;
-  shared_store_requests += o.shared_store_requests,
-      shared_store_wavefronts += o.shared_store_wavefronts,
-      shared_store_ideal += o.shared_store_ideal;
-  instructions += o.instructions, active_lanes += o.active_lanes, lane_slots += o.lane_slots;
-  return *this;
-}
-
 namespace metrics {
 
 namespace {
@@ -235,12 +218,14 @@ void note_counted_file() {
   files.fetch_add(1, std::memory_order_relaxed);
 }
 
-void begin_grid(const char* kernel) {
+void begin_grid(const char* kernel, unsigned threads_per_block, std::size_t shared_bytes) {
   Grid& g = grid();
   std::lock_guard<std::mutex> lock(g.mutex);
   g.counted = switch_state().load(std::memory_order_relaxed);
   g.counts = KernelCounts{};
   g.counts.kernel = kernel;
+  g.counts.threads_per_block = threads_per_block;
+  g.counts.dynamic_shared_bytes = shared_bytes;
   g.read_sectors.clear();
   g.write_sectors.clear();
 }

@@ -18,7 +18,7 @@ void note_counted_file();
 
 // From the worker pool, one grid at a time: whether this grid is counted (counting() when it
 // starts), and its totals once every block has ended.
-void begin_grid(const char* kernel);
+void begin_grid(const char* kernel, unsigned threads_per_block, std::size_t shared_bytes);
 void end_grid();
 // From the block runner, around each block; dynamic shared memory is [shared, shared + bytes).
 void begin_block(unsigned threads_per_block, const void* shared, std::size_t bytes);
