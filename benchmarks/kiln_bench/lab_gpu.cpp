@@ -623,9 +623,8 @@ int run_lab_gpu(const LabOptions& options) {
   const bool memory_bound = options.family != "gemm" && options.family != "gemm_tc";
   if (memory_bound && !cuda::is_simulated()) lab.measure_copy();
   if (cuda::is_simulated())
-    std::printf(
-        "on the CUDA simulator: times are the CPU's, and say little about a GPU%s\n",
-        options.metrics ? "; the counts are what a GPU's warps would issue" : "");
+    std::printf("on the CUDA simulator: times are the CPU's, and say little about a GPU%s\n",
+                options.metrics ? "; the counts are what a GPU's warps would issue" : "");
   lab.open_csv();
   const auto start = std::chrono::steady_clock::now();
   if (options.family == "all")

@@ -1,12 +1,12 @@
 #include "lab_metrics.h"
 
-#include "lab_kernel_resources.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "lab_kernel_resources.h"
 
 namespace kiln::bench {
 
@@ -22,9 +22,8 @@ double theoretical_occupancy(int registers, unsigned threads, std::uint64_t shar
   constexpr std::uint64_t kRegisters = 65536, kSharedPerSm = 228 * 1024, kReserved = 1024;
   const int warps = static_cast<int>((threads + 31) / 32);
   if (warps == 0 || warps > kWarpsPerSm) return 0;
-  const std::uint64_t per_warp =
-      (static_cast<std::uint64_t>(registers) * 32 + kRegisterUnit - 1) / kRegisterUnit *
-      kRegisterUnit;
+  const std::uint64_t per_warp = (static_cast<std::uint64_t>(registers) * 32 + kRegisterUnit - 1) /
+                                 kRegisterUnit * kRegisterUnit;
   const auto by_registers = static_cast<int>(kRegisters / (per_warp * warps));
   const auto by_shared = static_cast<int>(kSharedPerSm / (shared_bytes + kReserved));
   const int blocks = std::min({by_registers, by_shared, kWarpsPerSm / warps, kBlocksPerSm});
@@ -42,8 +41,7 @@ std::string base_name(const std::string& launched) {
 
 }  // namespace
 
-VersionCounts sum_counts(const std::vector<sim::KernelCounts>& kernels,
-                         const std::string& family) {
+VersionCounts sum_counts(const std::vector<sim::KernelCounts>& kernels, const std::string& family) {
   VersionCounts v;
   const sim::KernelCounts* busiest = nullptr;
   for (const sim::KernelCounts& k : kernels) {
@@ -174,8 +172,8 @@ void write_counts_csv_row(std::FILE* csv, const std::string& family, const std::
   std::fprintf(csv, "%s,%s,%s,%d,%d,%.0f,%.3f,%.2f,%.0f,%.3f,%.2f,%s,%.0f,%.0f,%.0f,%.4f",
                family.c_str(), problem.c_str(), version.c_str(), v.kernels, v.counted_kernels,
                d.requests, d.sectors_per_request, d.coalescing_pct, d.shared_requests,
-               d.conflicts_per_request, d.lanes_pct, occupancy(v).c_str(), d.sector_bytes,
-               d.bytes, v.flops, d.intensity);
+               d.conflicts_per_request, d.lanes_pct, occupancy(v).c_str(), d.sector_bytes, d.bytes,
+               v.flops, d.intensity);
   for (const GpuPeaks& gpu : published_gpus())
     std::fprintf(csv, ",%s", v.counted_kernels ? roofline(v, d, gpu).c_str() : "");
   std::fprintf(csv, ",%.3f\n", v.cpu_seconds);

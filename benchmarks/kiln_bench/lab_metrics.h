@@ -24,11 +24,11 @@ const std::vector<GpuPeaks>& published_gpus();
 // One version's counts: the sum over the kernels it launched, and what the sum cannot say.
 struct VersionCounts {
   sim::KernelCounts total;
-  int kernels = 0;            // kernels launched
-  int counted_kernels = 0;    // of those, compiled for counting
-  double flops = 0;           // the problem's nominal FLOPs (the family's formula)
-  bool tensor = false;        // the FLOPs run on tensor cores
-  double cpu_seconds = 0;     // the counted run on the simulator, host time
+  int kernels = 0;          // kernels launched
+  int counted_kernels = 0;  // of those, compiled for counting
+  double flops = 0;         // the problem's nominal FLOPs (the family's formula)
+  bool tensor = false;      // the FLOPs run on tensor cores
+  double cpu_seconds = 0;   // the counted run on the simulator, host time
   // Of the kernel with the most counted instructions, from lab_kernel_resources.h (the most
   // registers of its instantiations) and the launch's shared memory; -1: not in the table.
   double occupancy = -1;

@@ -1,10 +1,10 @@
 // cuda::is_simulated() and the simulator's launch counts: CMakeLists.txt defines
 // KILN_CUDA_SIMULATED for core/cuda_runtime in a KILN_CUDA=SIM build, whose cudart is the
 // simulator's (sim/runtime).
-#include "kiln/core/cuda_simulated.h"
-
 #include <stdexcept>
 #include <vector>
+
+#include "kiln/core/cuda_simulated.h"
 
 #if KILN_CUDA_SIMULATED
 #include "kiln/sim/grid.h"

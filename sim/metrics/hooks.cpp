@@ -31,18 +31,30 @@ void __tsan_func_exit() {}
 void __tsan_vptr_update(void**, void*) {}
 void __tsan_vptr_read(void**) {}
 
-#define KILN_ACCESS(bytes)                                                                  \
-  void __tsan_read##bytes(void* p) { note(p, bytes, Kind::load, KILN_SITE); }               \
-  void __tsan_write##bytes(void* p) { note(p, bytes, Kind::store, KILN_SITE); }             \
-  void __tsan_unaligned_read##bytes(void* p) { note(p, bytes, Kind::load, KILN_SITE); }     \
-  void __tsan_unaligned_write##bytes(void* p) { note(p, bytes, Kind::store, KILN_SITE); }   \
-  void __tsan_volatile_read##bytes(void* p) { note(p, bytes, Kind::load, KILN_SITE); }      \
-  void __tsan_volatile_write##bytes(void* p) { note(p, bytes, Kind::store, KILN_SITE); }    \
-  void __tsan_unaligned_volatile_read##bytes(void* p) {                                     \
-    note(p, bytes, Kind::load, KILN_SITE);                                                  \
-  }                                                                                         \
-  void __tsan_unaligned_volatile_write##bytes(void* p) {                                    \
-    note(p, bytes, Kind::store, KILN_SITE);                                                 \
+#define KILN_ACCESS(bytes)                               \
+  void __tsan_read##bytes(void* p) {                     \
+    note(p, bytes, Kind::load, KILN_SITE);               \
+  }                                                      \
+  void __tsan_write##bytes(void* p) {                    \
+    note(p, bytes, Kind::store, KILN_SITE);              \
+  }                                                      \
+  void __tsan_unaligned_read##bytes(void* p) {           \
+    note(p, bytes, Kind::load, KILN_SITE);               \
+  }                                                      \
+  void __tsan_unaligned_write##bytes(void* p) {          \
+    note(p, bytes, Kind::store, KILN_SITE);              \
+  }                                                      \
+  void __tsan_volatile_read##bytes(void* p) {            \
+    note(p, bytes, Kind::load, KILN_SITE);               \
+  }                                                      \
+  void __tsan_volatile_write##bytes(void* p) {           \
+    note(p, bytes, Kind::store, KILN_SITE);              \
+  }                                                      \
+  void __tsan_unaligned_volatile_read##bytes(void* p) {  \
+    note(p, bytes, Kind::load, KILN_SITE);               \
+  }                                                      \
+  void __tsan_unaligned_volatile_write##bytes(void* p) { \
+    note(p, bytes, Kind::store, KILN_SITE);              \
   }
 KILN_ACCESS(1)
 KILN_ACCESS(2)
@@ -66,57 +78,55 @@ void __tsan_atomic_signal_fence(int) {
 }
 
 // T: the operand type of one width (tsan's a8 .. a64).
-#define KILN_ATOMICS(bits, T)                                                                    \
-  T __tsan_atomic##bits##_load(const volatile T* a, int) {                                     \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                \
-  }                                                                                             \
-  void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                   \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                   \
-  }                                                                                             \
-  T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                   \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                         \
-  }                                                                                             \
-  T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) {                                  \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                          \
-  }                                                                                             \
-  T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) {                                  \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                          \
-  }                                                                                             \
-  T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) {                                  \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                          \
-  }                                                                                             \
-  T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) {                                   \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                           \
-  }                                                                                             \
-  T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) {                                  \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                          \
-  }                                                                                             \
-  T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) {                                 \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                         \
-  }                                                                                             \
-  int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* expected, T v, int, int) { \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_compare_exchange_n(a, expected, v, false, __ATOMIC_SEQ_CST,                 \
-                                       __ATOMIC_SEQ_CST);                                       \
-  }                                                                                             \
-  int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* expected, T v, int, int) {   \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    return __atomic_compare_exchange_n(a, expected, v, true, __ATOMIC_SEQ_CST,                  \
-                                       __ATOMIC_SEQ_CST);                                       \
-  }                                                                                             \
-  T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T expected, T v, int, int) {      \
-    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                \
-    __atomic_compare_exchange_n(a, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);    \
-    return expected;                                                                            \
+#define KILN_ATOMICS(bits, T)                                                                      \
+  T __tsan_atomic##bits##_load(const volatile T* a, int) {                                         \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                   \
+  }                                                                                                \
+  void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                      \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                      \
+  }                                                                                                \
+  T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                      \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                            \
+  }                                                                                                \
+  T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) {                                     \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) {                                     \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) {                                     \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) {                                      \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                              \
+  }                                                                                                \
+  T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) {                                     \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                             \
+  }                                                                                                \
+  T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) {                                    \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                            \
+  }                                                                                                \
+  int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* expected, T v, int, int) {   \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_compare_exchange_n(a, expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+  }                                                                                                \
+  int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* expected, T v, int, int) {     \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    return __atomic_compare_exchange_n(a, expected, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);  \
+  }                                                                                                \
+  T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T expected, T v, int, int) {         \
+    note(a, sizeof(T), Kind::atomic, KILN_SITE);                                                   \
+    __atomic_compare_exchange_n(a, &expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
+    return expected;                                                                               \
   }
 KILN_ATOMICS(8, char)
 KILN_ATOMICS(16, short)

@@ -177,8 +177,7 @@ void group(ThreadRecorder& r, KernelCounts& counts, std::vector<std::uint64_t>& 
       const GlobalCost cost = global_cost(lanes);
       const bool reads = head.kind != Kind::store, writes = head.kind != Kind::load;
       for (const LaneAccess& a : lanes)
-        for (std::uint64_t s = a.address / kSector; s <= (a.address + a.bytes - 1) / kSector;
-             ++s) {
+        for (std::uint64_t s = a.address / kSector; s <= (a.address + a.bytes - 1) / kSector; ++s) {
           if (reads) read_sectors.push_back(s);
           if (writes) write_sectors.push_back(s);
         }

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -161,8 +162,9 @@ TEST_CASE("counts are the same under every schedule") {
   std::vector<kiln::sim::KernelCounts> seen;
   for (const kiln::sim::Schedule& schedule : all_schedules()) {
     ScheduleScope scope(schedule);
-    seen.push_back(counted(
-        [&] { KILN_LAUNCH(blocks, kThreads, 0, nullptr, tree_kernel)(in.get(), out.get()); }));
+    seen.push_back(counted([&] {
+      KILN_LAUNCH(blocks, kThreads, 0, nullptr, tree_kernel)(in.get(), out.get());
+    }));
   }
   const kiln::sim::KernelCounts& first = seen.front();
   CHECK(first.shared_load_wavefronts > first.shared_load_ideal);  // stride-2 pairs conflict
