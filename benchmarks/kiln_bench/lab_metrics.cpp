@@ -161,7 +161,8 @@ void write_counts_csv_header(std::FILE* csv) {
   std::fprintf(csv,
                "family,problem,version,kernels,counted_kernels,global_requests,"
                "sectors_per_request,coalescing_pct,shared_requests,conflicts_per_request,"
-               "lanes_pct,occupancy_pct,sector_bytes,bytes,flops,intensity");
+               "lanes_pct,occupancy_pct,sector_bytes,bytes,flops,intensity,shared_load_requests,"
+               "shared_load_ways,shared_store_requests,shared_store_ways");
   for (const GpuPeaks& gpu : published_gpus()) std::fprintf(csv, ",%s_estimate", gpu.name);
   std::fprintf(csv, ",cpu_seconds\n");
 }
@@ -174,6 +175,13 @@ void write_counts_csv_row(std::FILE* csv, const std::string& family, const std::
                d.requests, d.sectors_per_request, d.coalescing_pct, d.shared_requests,
                d.conflicts_per_request, d.lanes_pct, occupancy(v).c_str(), d.sector_bytes, d.bytes,
                v.flops, d.intensity);
+  const sim::KernelCounts& t = v.total;
+  std::fprintf(csv, ",%llu,%.3f,%llu,%.3f", static_cast<unsigned long long>(t.shared_load_requests),
+               ratio(static_cast<double>(t.shared_load_wavefronts),
+                     static_cast<double>(t.shared_load_ideal)),
+               static_cast<unsigned long long>(t.shared_store_requests),
+               ratio(static_cast<double>(t.shared_store_wavefronts),
+                     static_cast<double>(t.shared_store_ideal)));
   for (const GpuPeaks& gpu : published_gpus())
     std::fprintf(csv, ",%s", v.counted_kernels ? roofline(v, d, gpu).c_str() : "");
   std::fprintf(csv, ",%.3f\n", v.cpu_seconds);
