@@ -15,6 +15,9 @@
 //   3. a row: ms, TFLOP/s (GEMMs) or GB/s (the rest, from the bytes the problem must move at
 //      least), % of version 0's speed and % of the device's peak.
 //
+// With --metrics (the CUDA simulator only) step 2 is replaced by counting step 1's run
+// (lab_metrics.h): the row is then its counts and the roofline estimates made from them.
+//
 // The peaks are computed from the device's attributes, never typed: DRAM bandwidth as
 // 2 x memory clock x bus width (double data rate), FLOP rates as SMs x clock x FLOPs per clock and
 // SM, the last from a table by compute capability (kArchRates). The memory-bound families are

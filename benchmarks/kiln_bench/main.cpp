@@ -14,6 +14,8 @@
 //
 // Each takes --csv FILE, --repeats N, --only NAME (repeatable) and --smoke. Without a GPU (or with
 // --smoke) it runs the host-side checks and CPU references instead, and exits 0 when they pass.
+// On the CUDA simulator, --metrics counts each version's run instead of timing it (lab_metrics.h),
+// and a family runs at the simulator's sizes unless sizes are given.
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
