@@ -66,6 +66,9 @@ class WorkerPool {
 
   void run(const GridLaunch& launch, const Schedule& schedule) {
     std::lock_guard<std::mutex> one_grid(grid_mutex_);
+    // Before the grid is published: what it throws (a bad KILN_SIM_METRICS) leaves nothing running.
+    metrics::begin_grid(launch.kernel, launch.block.x * launch.block.y * launch.block.z,
+                        launch.shared_bytes);
     const std::uint64_t blocks =
         static_cast<std::uint64_t>(launch.grid.x) * launch.grid.y * launch.grid.z;
     const std::size_t helpers = static_cast<std::size_t>(
@@ -84,8 +87,6 @@ class WorkerPool {
       working_ = helpers;
       ++generation_;
     }
-    metrics::begin_grid(launch.kernel, launch.block.x * launch.block.y * launch.block.z,
-                        launch.shared_bytes);
     start_.notify_all();
     work();
     std::unique_lock<std::mutex> lock(mutex_);
