@@ -17,19 +17,6 @@ const std::vector<GpuPeaks>& published_gpus() {
   return gpus;
 }
 
-double theoretical_occupancy(int registers, unsigned threads, std::uint64_t shared_bytes) {
-  constexpr int kWarpsPerSm = 64, kBlocksPerSm = 32, kRegisterUnit = 256;
-  constexpr std::uint64_t kRegisters = 65536, kSharedPerSm = 228 * 1024, kReserved = 1024;
-  const int warps = static_cast<int>((threads + 31) / 32);
-  if (warps == 0 || warps > kWarpsPerSm) return 0;
-  const std::uint64_t per_warp = (static_cast<std::uint64_t>(registers) * 32 + kRegisterUnit - 1) /
-                                 kRegisterUnit * kRegisterUnit;
-  const auto by_registers = static_cast<int>(kRegisters / (per_warp * warps));
-  const auto by_shared = static_cast<int>(kSharedPerSm / (shared_bytes + kReserved));
-  const int blocks = std::min({by_registers, by_shared, kWarpsPerSm / warps, kBlocksPerSm});
-  return static_cast<double>(blocks * warps) / kWarpsPerSm;
-}
-
 namespace {
 
 // "vectorized_kernel<kVector>" and "detail::vectorized_kernel" -> "vectorized_kernel".

@@ -3,6 +3,7 @@
 // on named GPUs from those counts. Estimates from counts, not measurements.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -39,7 +40,27 @@ VersionCounts sum_counts(const std::vector<sim::KernelCounts>& kernels, const st
 // The fraction of an sm_90 multiprocessor's 64 warps that blocks of this kernel can hold at once,
 // limited by registers (allocated 256 a warp), shared memory (228 KiB, 1 KiB of it reserved a
 // block), threads (2048) and blocks (32). 0 when a block does not fit.
-double theoretical_occupancy(int registers, unsigned threads, std::uint64_t shared_bytes);
+constexpr double theoretical_occupancy(int registers, unsigned threads,
+                                       std::uint64_t shared_bytes) {
+  constexpr int kWarpsPerSm = 64, kBlocksPerSm = 32, kRegisterUnit = 256;
+  constexpr std::uint64_t kRegisters = 65536, kSharedPerSm = 228 * 1024, kReserved = 1024;
+  const int warps = static_cast<int>((threads + 31) / 32);
+  if (warps == 0 || warps > kWarpsPerSm) return 0;
+  const std::uint64_t per_warp = (static_cast<std::uint64_t>(registers) * 32 + kRegisterUnit - 1) /
+                                 kRegisterUnit * kRegisterUnit;
+  const auto by_registers = static_cast<int>(kRegisters / (per_warp * warps));
+  const auto by_shared = static_cast<int>(kSharedPerSm / (shared_bytes + kReserved));
+  const int blocks = std::min({by_registers, by_shared, kWarpsPerSm / warps, kBlocksPerSm});
+  return static_cast<double>(blocks * warps) / kWarpsPerSm;
+}
+// Cases worked by hand: 255 registers x 128 threads take 2 x 4 x 8192 of the 65536 registers
+// (two blocks, 8 warps of 64); 32 registers x 1024 threads, two blocks, every warp; 64 KiB of
+// shared memory a block leaves room for 3; 162 registers (5376 a warp, rounded) x 256 threads fit
+// once.
+static_assert(theoretical_occupancy(255, 128, 0) == 0.125);
+static_assert(theoretical_occupancy(32, 1024, 0) == 1.0);
+static_assert(theoretical_occupancy(32, 256, 64 * 1024) == 0.375);
+static_assert(theoretical_occupancy(162, 256, 8192) == 0.125);
 
 // The table: a header, then a row a version. `out` may be a CSV file (csv true) or the terminal.
 void print_counts_header(std::FILE* out);
