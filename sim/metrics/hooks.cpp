@@ -14,7 +14,8 @@ namespace {
 using kiln::sim::metrics::Kind;
 
 inline void note(const volatile void* address, std::size_t bytes, Kind kind, const void* site) {
-  kiln::sim::metrics::record(const_cast<const void*>(address), bytes, kind, site);
+  if (kiln::sim::metrics::active)  // a counted block runs on this OS thread
+    kiln::sim::metrics::record(const_cast<const void*>(address), bytes, kind, site);
 }
 
 }  // namespace

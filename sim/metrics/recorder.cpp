@@ -78,6 +78,8 @@ Totals& totals() {
   return t;
 }
 
+}  // namespace
+
 // One OS thread's recording of the block it runs.
 struct ThreadRecorder {
   unsigned threads_per_block = 0;
@@ -120,11 +122,14 @@ struct ThreadRecorder {
   }
 };
 
+thread_local ThreadRecorder* active [[gnu::tls_model("initial-exec")]] = nullptr;
+
+namespace {
+
 ThreadRecorder& here() {
   static thread_local ThreadRecorder recorder;
   return recorder;
 }
-thread_local ThreadRecorder* active = nullptr;  // set while a counted block runs
 
 // The block's accesses as warp instructions, added to `counts` and the grid's sector sets.
 void group(ThreadRecorder& r, KernelCounts& counts, std::vector<std::uint64_t>& read_sectors,
