@@ -122,7 +122,7 @@ struct ThreadRecorder {
   }
 };
 
-thread_local ThreadRecorder* active [[gnu::tls_model("initial-exec")]] = nullptr;
+thread_local ThreadRecorder* active = nullptr;
 
 namespace {
 

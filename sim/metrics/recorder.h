@@ -13,10 +13,8 @@ enum class Kind : std::uint8_t { load, store, atomic };
 
 // This OS thread's recording while a counted block runs on it, else null: the hooks test it before
 // anything else, so that an access costs a call and this test when nothing is counted.
-// Initial-exec: kiln_cudasim is loaded with the program, and the test then needs no call to find
-// the variable.
 struct ThreadRecorder;
-extern thread_local ThreadRecorder* active [[gnu::tls_model("initial-exec")]];
+extern thread_local ThreadRecorder* active;
 
 // From the hooks: an access by the running CUDA thread, at `site` (the instrumented instruction).
 // Nothing unless a counted block runs on this OS thread.
