@@ -417,6 +417,8 @@ class Lab {
       row.pct_peak = 100.0 * row.rate / ceilings_.dram_gbps;
       if (ceilings_.copy_gbps > 0) row.pct_copy = 100.0 * row.rate / ceilings_.copy_gbps;
     }
+    // A CPU's time against a GPU's peak says nothing: the simulator's rows leave it out.
+    if (cuda::is_simulated()) row.pct_peak = kNaN;
   }
 
   void print(const Row& row, const Work& work) const {
