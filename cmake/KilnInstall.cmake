@@ -24,6 +24,12 @@ install(DIRECTORY core kernels ops nn optim data train dist
   PATTERN "cuda_runtime" EXCLUDE)  # the runtime's internal header needs CUDA's; not kiln's API
 # kernels/cuda/launch.h's launch macro (nvcc's half, and the simulator's behind its #if).
 install(FILES sim/kernel_macros.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/sim)
+# core/cuda_simulated.h's counts (plain C++, in every build), and what kiln_sim_counted_sources()
+# force-includes.
+install(FILES sim/metrics/counts.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/sim/metrics)
+if(KILN_CUDA_SIM)
+  install(FILES sim/metrics/counted_shared.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/sim/metrics)
+endif()
 if(KILN_CUDA_SIM)
   # What sim/cuda_sim.h, force-included into a .cu file, includes; not the scheduler's internals.
   install(FILES sim/atomics.h sim/cuda_sim.h sim/device_api.h sim/device_math.h sim/grid.h

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "kiln/sim/metrics/counts.h"
 
 namespace kiln::cuda {
 
@@ -22,5 +25,13 @@ struct SimulatedLaunches {
   std::map<std::string, std::uint64_t> by_name;
 };
 SimulatedLaunches simulated_launches();
+
+// On the simulator, its counting (sim/metrics/counts.h, docs/simulator.md "Counting"): whether
+// this build compiled anything for it (the kernel lab, unless KILN_SANITIZE), switching it on and
+// off, and the counts since the last take, one entry a kernel. Elsewhere: false, nothing, and
+// set_simulator_counting(true) throws.
+bool simulator_can_count();
+void set_simulator_counting(bool on);
+std::vector<sim::KernelCounts> take_simulator_counts();
 
 }  // namespace kiln::cuda

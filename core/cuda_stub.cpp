@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_graph.h"
@@ -34,6 +35,15 @@ bool is_simulated() {
   return false;
 }
 SimulatedLaunches simulated_launches() {
+  return {};
+}
+bool simulator_can_count() {
+  return false;
+}
+void set_simulator_counting(bool on) {
+  if (on) not_built("cuda::set_simulator_counting");
+}
+std::vector<sim::KernelCounts> take_simulator_counts() {
   return {};
 }
 int device_count() {

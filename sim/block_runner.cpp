@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include "kiln/sim/metrics/recorder.h"
+
 namespace kiln::sim {
 
 namespace {
@@ -132,6 +134,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block, const Schedule& sch
   current::block_dim = launch.block;
   current::grid_dim = launch.grid;
 
+  metrics::begin_block(threads_per_block_, shared_.get(), shared_bytes_);
   make_order(0);
   if (fiberless_) {
     for (const unsigned t : order_) {
@@ -150,6 +153,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block, const Schedule& sch
         [this](boost::context::fiber&& main) { return this->schedule(std::move(main)); });
     switch_to(std::move(scheduler), {scheduler_stack_.bottom(), scheduler_stack_.size()});
   }
+  metrics::end_block();
   launch_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/sim/block_runner.h"
+#include "kiln/sim/metrics/recorder.h"
 
 namespace kiln::sim {
 
@@ -65,6 +66,9 @@ class WorkerPool {
 
   void run(const GridLaunch& launch, const Schedule& schedule) {
     std::lock_guard<std::mutex> one_grid(grid_mutex_);
+    // Before the grid is published: what it throws (a bad KILN_SIM_METRICS) leaves nothing running.
+    metrics::begin_grid(launch.kernel, launch.block.x * launch.block.y * launch.block.z,
+                        launch.shared_bytes);
     const std::uint64_t blocks =
         static_cast<std::uint64_t>(launch.grid.x) * launch.grid.y * launch.grid.z;
     const std::size_t helpers = static_cast<std::size_t>(
@@ -87,6 +91,7 @@ class WorkerPool {
     work();
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return working_ == 0; });
+    metrics::end_grid();
     launch_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }

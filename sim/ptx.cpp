@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/sim/device_api.h"
+#include "kiln/sim/metrics/recorder.h"
 
 namespace kiln::sim::ptx {
 
@@ -102,6 +103,8 @@ void land(const PendingCopy& c) {
 
 void ldmatrix_x4(unsigned (&r)[4], SharedAddress address, bool transposed,
                  const std::source_location& where) {
+  // Counted (sim/metrics) as a shared load of the 16-byte row each lane gives.
+  metrics::record(address, 16, metrics::Kind::load, __builtin_return_address(0));
   const Lane me = this_lane();
   WarpSlots& warp = slots[me.warp];
   warp[me.lane][0] = reinterpret_cast<std::uintptr_t>(address);
@@ -152,6 +155,10 @@ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
 }
 
 void cp_async_16(void* dst, const void* src, unsigned src_bytes) {
+  // Counted (sim/metrics) at its issue, as a global load and a shared store.
+  const void* site = __builtin_return_address(0);
+  metrics::record(src, src_bytes > 16 ? 16 : src_bytes, metrics::Kind::load, site);
+  metrics::record(dst, 16, metrics::Kind::store, site);
   std::memset(dst, 0xff, 16);  // NaN until the wait that lands it
   my_copies().open.push_back({dst, src, src_bytes > 16 ? 16 : src_bytes});
 }

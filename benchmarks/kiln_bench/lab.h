@@ -21,7 +21,16 @@ struct LabOptions {
   std::vector<std::string> only;  // run these versions (and version 0); empty: all
   std::string csv;                // write the rows here as CSV
   bool smoke = false;             // the host-side checks only, even where a GPU is visible
+  // On the CUDA simulator: count each version's run instead of timing it (lab_metrics.h); --csv
+  // then writes the counts.
+  bool metrics = false;
+  bool simulated = false;  // on the simulator: its sizes where none were given
 };
+
+// The simulator's sizes, where a GPU's would take minutes there (`kiln-bench lab softmax` at
+// 65536 x 4096 ran 5 minutes without a row): each family's problem in a few seconds.
+inline constexpr int64_t kSimGemmSize = 256, kSimRows = 64, kSimCols = 4096;
+inline constexpr int64_t kSimVectorCols = int64_t{1} << 20;
 
 // The families `all` runs, in order.
 inline const std::vector<std::string>& lab_families() {
@@ -38,6 +47,11 @@ inline constexpr int64_t kDefaultElements = int64_t{1} << 28;
 // makes 2^28 elements with it (at least 1), so `softmax --rows 1024` runs 1024 x 262144.
 inline void fill_family_defaults(const std::string& family, LabOptions& options) {
   if (options.rows > 0 && options.cols > 0) return;
+  if (options.simulated && options.rows == 0 && options.cols == 0) {
+    options.rows = family == "reduction" ? 1 : kSimRows;
+    options.cols = family == "reduction" ? kSimVectorCols : kSimCols;
+    return;
+  }
   if (options.rows > 0) {
     options.cols = std::max<int64_t>(1, kDefaultElements / options.rows);
   } else if (options.cols > 0) {

@@ -15,6 +15,9 @@
 //   3. a row: ms, TFLOP/s (GEMMs) or GB/s (the rest, from the bytes the problem must move at
 //      least), % of version 0's speed and % of the device's peak.
 //
+// With --metrics (the CUDA simulator only) step 2 is replaced by counting step 1's run
+// (lab_metrics.h): the row is then its counts and the roofline estimates made from them.
+//
 // The peaks are computed from the device's attributes, never typed: DRAM bandwidth as
 // 2 x memory clock x bus width (double data rate), FLOP rates as SMs x clock x FLOPs per clock and
 // SM, the last from a table by compute capability (kArchRates). The memory-bound families are
@@ -47,6 +50,7 @@
 #include "kiln/kernels/cuda/lab/softmax/versions.h"
 #include "kiln/kiln.h"
 #include "lab.h"
+#include "lab_metrics.h"
 
 namespace kiln::bench {
 
@@ -221,6 +225,9 @@ struct Work {
   double flops = 0;  // GEMMs
   double bytes = 0;  // what the problem must move at least
   Bound bound = Bound::memory;
+  // --metrics: the FLOPs the family's formula gives the problem, for its arithmetic intensity
+  // (GEMMs: 2mnk; the others: per element, an exp or a division counted as one)
+  double nominal_flops = 0;
 };
 
 struct Row {
@@ -264,8 +271,20 @@ class Lab {
                 ceilings_.copy_gbps);
   }
 
+  ~Lab() {
+    if (counts_csv_) std::fclose(counts_csv_);
+  }
+  Lab(const Lab&) = delete;
+  Lab& operator=(const Lab&) = delete;
+
   void open_csv() {
     if (options_.csv.empty()) return;
+    if (options_.metrics) {
+      counts_csv_ = std::fopen(options_.csv.c_str(), "w");
+      if (!counts_csv_) throw Error("kiln-bench lab: cannot write " + options_.csv);
+      write_counts_csv_header(counts_csv_);
+      return;
+    }
     csv_.open(options_.csv);
     if (!csv_) throw Error("kiln-bench lab: cannot write " + options_.csv);
     const Ceilings& c = ceilings_;
@@ -299,15 +318,19 @@ class Lab {
            const std::vector<Output>& outputs, const Work& work,
            const std::vector<Tensor>& scratch = {}) {
     std::printf("\n%s  %s\n", family.c_str(), problem.c_str());
-    std::printf("  %-22s %10s %12s %8s %8s %8s  %s\n", "version", "ms",
-                work.flops > 0 ? "TFLOP/s" : "GB/s", "% v0", "% peak",
-                work.bound == Bound::memory ? "% copy" : "", "check");
+    if (options_.metrics)
+      print_counts_header(stdout);
+    else
+      std::printf("  %-22s %10s %12s %8s %8s %8s  %s\n", "version",
+                  cuda::is_simulated() ? "CPU ms" : "ms", work.flops > 0 ? "TFLOP/s" : "GB/s",
+                  "% v0", "% peak", work.bound == Bound::memory ? "% copy" : "", "check");
     std::vector<Tensor> reference;
     double v0_ms = kNaN;
     for (size_t i = 0; i < versions.size(); ++i) {
       const lab::LabVersion<Args>& version = versions[i];
       if (i > 0 && !selected(version.name)) continue;
       Row row;
+      VersionCounts counts;
       row.family = family;
       row.problem = problem;
       row.name = version.name;
@@ -321,8 +344,24 @@ class Lab {
           poisoned.fill_(kNaN);
         }
         for (Tensor bytes : scratch) bytes.fill_(0xFF);  // a partial left unwritten reads as NaN
+        cuda::synchronize();
+        if (options_.metrics) {
+          cuda::take_simulator_counts();
+          cuda::set_simulator_counting(true);
+        }
+        const auto started = std::chrono::steady_clock::now();
         version.run(args);
         cuda::synchronize();
+        if (options_.metrics) {
+          cuda::set_simulator_counting(false);
+          // layernorm_forward and layernorm_backward are both kernels/cuda/lab/layernorm's.
+          const bool layernorm = family.rfind("layernorm", 0) == 0;
+          counts = sum_counts(cuda::take_simulator_counts(), layernorm ? "layernorm" : family);
+          counts.flops = work.nominal_flops;
+          counts.tensor = work.bound == Bound::tensor_math;
+          counts.cpu_seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        }
         bool passed = true;
         if (i == 0) {
           for (const Output& o : outputs) reference.push_back(o.tensor.clone());
@@ -334,18 +373,26 @@ class Lab {
           if (!passed) failed_ = true;
           row.checked += " (worst " + number(result.worst, 3) + " of tol)";
         }
-        if (passed) {
+        if (passed && !options_.metrics) {
           row.ms = timer_.median_ms([&] { version.run(args); });
           if (i == 0) v0_ms = row.ms;
           fill_rates(row, work, v0_ms);
         }
       } catch (const std::exception& e) {
+        if (options_.metrics) cuda::set_simulator_counting(false);
         row.checked = std::string("ERROR ") + e.what();
         failed_ = true;
       }
-      print(row, work);
-      write_csv(row);
-      if (i == 0 && !std::isfinite(row.ms)) {
+      if (options_.metrics) {
+        print_counts_row(stdout, version.name, counts);
+        if (row.checked != "reference" && row.checked.rfind("pass", 0) != 0)
+          std::printf("  %-22s %s\n", "", row.checked.c_str());
+        if (counts_csv_) write_counts_csv_row(counts_csv_, family, problem, version.name, counts);
+      } else {
+        print(row, work);
+        write_csv(row);
+      }
+      if (i == 0 && row.checked != "reference") {
         std::printf("  (version 0 did not run: the others have no reference)\n");
         return;
       }
@@ -370,6 +417,8 @@ class Lab {
       row.pct_peak = 100.0 * row.rate / ceilings_.dram_gbps;
       if (ceilings_.copy_gbps > 0) row.pct_copy = 100.0 * row.rate / ceilings_.copy_gbps;
     }
+    // A CPU's time against a GPU's peak says nothing: the simulator's rows leave it out.
+    if (cuda::is_simulated()) row.pct_peak = kNaN;
   }
 
   void print(const Row& row, const Work& work) const {
@@ -403,10 +452,19 @@ class Lab {
   Ceilings ceilings_;
   Timer timer_;
   std::ofstream csv_;
+  std::FILE* counts_csv_ = nullptr;  // --metrics --csv
   bool failed_ = false;
 };
 
 // ---- the families ----
+
+// The nominal FLOPs of the memory-bound families are so many an element: a sum 1; softmax 5 (the
+// max, x - max, its exp, the sum, the scaling); layer norm forward 8 (the mean's add, the
+// variance's subtract, multiply and add, (x - mean) * rstd * weight + bias), backward 13 (x-hat
+// 2, weight * dy 1, the two row sums 3, dx 4, dweight 2 and dbias 1).
+double elements(int64_t rows, int64_t cols) {
+  return static_cast<double>(rows) * static_cast<double>(cols);
+}
 
 void run_gemm(Lab& lab, int64_t m, int64_t n, int64_t k) {
   const Device d = lab.device();
@@ -418,7 +476,8 @@ void run_gemm(Lab& lab, int64_t m, int64_t n, int64_t k) {
   const double tol = 1e-5 * std::sqrt(static_cast<double>(k));
   lab.run("gemm", fmt::format("m={} n={} k={}", m, n, k), lab::gemm_versions(), args,
           {{"C", c, tol, tol}},
-          {lab::gemm::flops(m, n, k), lab::gemm::bytes_moved(m, n, k, 4, 4), Bound::f32_math});
+          {lab::gemm::flops(m, n, k), lab::gemm::bytes_moved(m, n, k, 4, 4), Bound::f32_math,
+           lab::gemm::flops(m, n, k)});
 }
 
 void run_gemm_tc(Lab& lab, int64_t m, int64_t n, int64_t k, const std::string& dtype_name) {
@@ -432,7 +491,8 @@ void run_gemm_tc(Lab& lab, int64_t m, int64_t n, int64_t k, const std::string& d
   const double tol = 5e-5 * std::sqrt(static_cast<double>(k));
   lab.run("gemm_tc", fmt::format("{} m={} n={} k={}", dtype_name, m, n, k), lab::gemm_tc_versions(),
           args, {{"C", c, tol, tol}},
-          {lab::gemm::flops(m, n, k), lab::gemm::bytes_moved(m, n, k, 2, 4), Bound::tensor_math});
+          {lab::gemm::flops(m, n, k), lab::gemm::bytes_moved(m, n, k, 2, 4), Bound::tensor_math,
+           lab::gemm::flops(m, n, k)});
 }
 
 void run_reduction(Lab& lab, int64_t rows, int64_t cols) {
@@ -451,7 +511,8 @@ void run_reduction(Lab& lab, int64_t rows, int64_t cols) {
   const Tensor partials = workspace.slice(0, static_cast<int64_t>(layout.first_offset),
                                           static_cast<int64_t>(layout.bytes));
   lab.run("reduction", fmt::format("rows={} cols={}", rows, cols), lab::reduction_versions(), args,
-          {{"out", out, 0.5, 0.0}}, {0, lab::reduction::bytes_moved(rows, cols), Bound::memory},
+          {{"out", out, 0.5, 0.0}},
+          {0, lab::reduction::bytes_moved(rows, cols), Bound::memory, elements(rows, cols)},
           {partials});
 }
 
@@ -463,7 +524,8 @@ void run_softmax(Lab& lab, int64_t rows, int64_t cols) {
   // Each output is relative to its row's sum of cols exponentials.
   const double rtol = 2e-6 * std::sqrt(static_cast<double>(cols));
   lab.run("softmax", fmt::format("rows={} cols={}", rows, cols), lab::softmax_versions(), args,
-          {{"y", y, 1e-10, rtol}}, {0, lab::softmax::bytes_moved(rows, cols), Bound::memory});
+          {{"y", y, 1e-10, rtol}},
+          {0, lab::softmax::bytes_moved(rows, cols), Bound::memory, 5 * elements(rows, cols)});
 }
 
 void run_layernorm(Lab& lab, int64_t rows, int64_t cols) {
@@ -488,7 +550,7 @@ void run_layernorm(Lab& lab, int64_t rows, int64_t cols) {
           {{"y", y, row_tol, row_tol},
            {"mean", mean, row_tol, row_tol},
            {"rstd", rstd, row_tol, row_tol}},
-          {0, lab::layernorm::forward_bytes(rows, cols), Bound::memory});
+          {0, lab::layernorm::forward_bytes(rows, cols), Bound::memory, 8 * elements(rows, cols)});
 
   // The backward from version 0's statistics.
   lab::layernorm::v0_kiln(forward);
@@ -515,7 +577,8 @@ void run_layernorm(Lab& lab, int64_t rows, int64_t cols) {
           {{"dx", dx, dx_tol, dx_tol},
            {"dweight", dweight, column_tol, column_tol},
            {"dbias", dbias, column_tol, column_tol}},
-          {0, lab::layernorm::backward_bytes(rows, cols), Bound::memory}, {workspace});
+          {0, lab::layernorm::backward_bytes(rows, cols), Bound::memory, 13 * elements(rows, cols)},
+          {workspace});
 }
 
 void run_family(Lab& lab, const std::string& family, LabOptions o) {
@@ -531,6 +594,10 @@ void run_family(Lab& lab, const std::string& family, LabOptions o) {
 // `all`: the sizes of the tables in docs/kernels/, chosen to fit in about 5 minutes on an H200
 // (the naive GEMMs at 8192^3 take the longest, a second or two a call).
 void run_all(Lab& lab, const LabOptions& options) {
+  if (options.simulated) {  // each family once at the simulator's sizes
+    for (const std::string& family : lab_families()) run_family(lab, family, options);
+    return;
+  }
   const auto with = [&](int64_t rows, int64_t cols) {
     LabOptions o = options;
     o.rows = rows;
@@ -559,7 +626,10 @@ int run_lab_gpu(const LabOptions& options) {
   Lab lab(options, device);
   lab.print_device();
   const bool memory_bound = options.family != "gemm" && options.family != "gemm_tc";
-  if (memory_bound) lab.measure_copy();
+  if (memory_bound && !cuda::is_simulated()) lab.measure_copy();
+  if (cuda::is_simulated())
+    std::printf("on the CUDA simulator: times are the CPU's, and say little about a GPU%s\n",
+                options.metrics ? "; the counts are what a GPU's warps would issue" : "");
   lab.open_csv();
   const auto start = std::chrono::steady_clock::now();
   if (options.family == "all")

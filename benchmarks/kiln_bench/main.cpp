@@ -14,12 +14,17 @@
 //
 // Each takes --csv FILE, --repeats N, --only NAME (repeatable) and --smoke. Without a GPU (or with
 // --smoke) it runs the host-side checks and CPU references instead, and exits 0 when they pass.
+// On the CUDA simulator, --metrics counts each version's run instead of timing it (lab_metrics.h),
+// and a family runs at the simulator's sizes unless sizes are given.
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kiln/core/cuda.h"
+#include "kiln/core/cuda_simulated.h"
 #include "lab.h"
 #include "main_guard.h"
 #include "ops.h"
@@ -39,6 +44,9 @@ void add_common(CLI::App* command, LabOptions& options) {
                       "run only these versions (v0 always runs: it is the reference)");
   command->add_flag("--smoke", options.smoke,
                     "only the host-side checks and CPU references, even with a GPU");
+  command->add_flag("--metrics", options.metrics,
+                    "on the CUDA simulator: count each version's memory accesses and estimate "
+                    "its time on H100, H200 and A100 from the counts, instead of timing it");
 }
 
 int run(int argc, char** argv) {
@@ -63,6 +71,7 @@ int run(int argc, char** argv) {
 
   LabOptions options;
   int64_t vector_n = 0;
+  bool gemm_size_given = false;
   struct Family {
     const char* name;
     const char* help;
@@ -80,9 +89,17 @@ int run(int argc, char** argv) {
     add_common(command, options);
     const std::string name = family.name;
     if (name == "gemm" || name == "gemm_tc") {
-      command->add_option("--m", options.m)->capture_default_str()->check(CLI::PositiveNumber);
-      command->add_option("--n", options.n)->capture_default_str()->check(CLI::PositiveNumber);
-      command->add_option("--k", options.k)->capture_default_str()->check(CLI::PositiveNumber);
+      for (auto [flag, value] : {std::pair{"--m", &options.m}, std::pair{"--n", &options.n},
+                                 std::pair{"--k", &options.k}})
+        command
+            ->add_option_function<int64_t>(
+                flag,
+                [value, &gemm_size_given](int64_t given) {
+                  *value = given;
+                  gemm_size_given = true;
+                },
+                "(default 4096; 256 on the simulator)")
+            ->check(CLI::PositiveNumber);
     }
     if (name == "gemm_tc")
       command->add_option("--dtype", options.dtype, "the inputs' dtype")
@@ -106,6 +123,17 @@ int run(int argc, char** argv) {
     options.cols = vector_n;
   }
 
+  options.simulated = kiln::cuda::is_simulated() && !options.smoke;
+  if (options.simulated && !gemm_size_given)
+    options.m = options.n = options.k = kiln::bench::kSimGemmSize;
+  if (options.metrics && !options.simulated)
+    throw std::invalid_argument(
+        "kiln-bench lab --metrics: the counts come from the CUDA simulator (a -DKILN_CUDA=SIM "
+        "build, without --smoke); on a GPU, Nsight Compute measures them");
+  if (options.metrics && !kiln::cuda::simulator_can_count())
+    throw std::invalid_argument(
+        "kiln-bench lab --metrics: this simulator build compiled nothing for counting (it needs "
+        "GCC, -DKILN_SIM_METRICS=ON and no KILN_SANITIZE)");
   if (!options.smoke && !kiln::cuda::is_available()) {
     std::printf(
         "kiln-bench lab: %s, and the lab's kernels need one; running the host-side "

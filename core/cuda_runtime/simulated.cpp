@@ -1,6 +1,9 @@
 // cuda::is_simulated() and the simulator's launch counts: CMakeLists.txt defines
 // KILN_CUDA_SIMULATED for core/cuda_runtime in a KILN_CUDA=SIM build, whose cudart is the
 // simulator's (sim/runtime).
+#include <stdexcept>
+#include <vector>
+
 #include "kiln/core/cuda_simulated.h"
 
 #if KILN_CUDA_SIMULATED
@@ -20,6 +23,30 @@ bool is_simulated() {
 SimulatedLaunches simulated_launches() {
 #if KILN_CUDA_SIMULATED
   return {sim::grids_run(), sim::library_calls(), sim::launches_by_name()};
+#else
+  return {};
+#endif
+}
+
+bool simulator_can_count() {
+#if KILN_CUDA_SIMULATED
+  return sim::counted_files() > 0;
+#else
+  return false;
+#endif
+}
+
+void set_simulator_counting(bool on) {
+#if KILN_CUDA_SIMULATED
+  sim::set_counting(on);
+#else
+  if (on) throw std::logic_error("cuda::set_simulator_counting: this build has no simulator");
+#endif
+}
+
+std::vector<sim::KernelCounts> take_simulator_counts() {
+#if KILN_CUDA_SIMULATED
+  return sim::take_counts();
 #else
   return {};
 #endif
