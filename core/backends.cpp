@@ -16,6 +16,7 @@ std::atomic<bool> matmul_tf32{false};
 std::atomic<bool> conv_tf32{true};
 std::atomic<bool> benchmark{false};
 std::atomic<bool> deterministic{false};
+std::atomic<bool> fused_attention{true};
 
 CudnnApi api_from_environment() {
   const char* value = std::getenv("KILN_CUDNN_API");
@@ -66,6 +67,13 @@ bool cudnn_benchmark() {
 }
 void set_cudnn_benchmark(bool on) {
   benchmark.store(on, std::memory_order_relaxed);
+}
+
+bool fused_attention_enabled() {
+  return fused_attention.load(std::memory_order_relaxed);
+}
+void set_fused_attention_enabled(bool on) {
+  fused_attention.store(on, std::memory_order_relaxed);
 }
 
 bool cudnn_deterministic() {

@@ -30,6 +30,12 @@ void set_cudnn_benchmark(bool on);
 bool cudnn_deterministic();
 void set_cudnn_deterministic(bool on);
 
+// scaled_dot_product_attention runs fused kernels where the device has them (the CPU: no L x S
+// scores stored) and the call allows it; off, it always composes matmul and softmax (PyTorch's
+// "math" backend, torch.backends.cuda.enable_math_sdp alone). Default true.
+bool fused_attention_enabled();
+void set_fused_attention_enabled(bool on);
+
 // Which cuDNN API conv2d calls. v9: the graph (backend) API, engines ranked by cuDNN 9's
 // heuristics (mode A), as PyTorch's default since its cuDNN v8 API; a problem whose graph or plan
 // cuDNN rejects falls back to v7 for the rest of the process. v7: the legacy API

@@ -2,6 +2,7 @@
 // switch (ops/dispatch.h) turns a request for one into a DeviceError naming the op. Compiled only
 // when KILN_WITH_CUDA is off (CMakeLists.txt); with CUDA, kernels/cuda/<family> defines each.
 #include "kiln/kernels/amp.h"
+#include "kiln/kernels/attention.h"
 #include "kiln/kernels/conv2d.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cross_entropy.h"
@@ -25,6 +26,7 @@ namespace kiln {
 const AmpKernels* const AmpKernels::cuda = nullptr;
 const Conv2dKernels* const Conv2dKernels::cuda = nullptr;
 const CopyKernels* const CopyKernels::cuda = nullptr;
+const AttentionKernels* const AttentionKernels::cuda = nullptr;
 const CrossEntropyKernels* const CrossEntropyKernels::cuda = nullptr;
 const DropoutKernels* const DropoutKernels::cuda = nullptr;
 const ElementwiseKernels* const ElementwiseKernels::cuda = nullptr;

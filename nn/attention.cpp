@@ -124,9 +124,13 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
     mask = mask.defined() ? add(mask, padding) : padding;
   }
   const double p = is_training() ? options_.dropout : 0.0;
-  AttentionResult attended = scaled_dot_product_attention_with_weights(
-      q, k, v, {.attn_mask = mask, .dropout_p = p, .scale = 1.0});
-  Tensor out = out_proj->forward(attended.output.transpose(1, 2).reshape({N, L, embed_dim_}));
+  // Without need_weights the weights are never formed: the fused kernels take the call where
+  // they can (ops/attention.h), as PyTorch's fast path.
+  const AttentionOptions attention{.attn_mask = mask, .dropout_p = p, .scale = 1.0};
+  AttentionResult attended =
+      masks.need_weights ? scaled_dot_product_attention_with_weights(q, k, v, attention)
+                         : AttentionResult{scaled_dot_product_attention(q, k, v, attention), {}};
+  Tensor out = (*out_proj)(attended.output.transpose(1, 2).reshape({N, L, embed_dim_}));
   if (!batched)
     out = out.view({L, embed_dim_});
   else if (!options_.batch_first)
@@ -168,24 +172,23 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const EncoderMasks& masks) {
   auto attend = [&](const Tensor& x) {
-    return dropout1->forward(self_attn
-                                 ->forward(x, x, x,
-                                           {.key_padding_mask = masks.src_key_padding_mask,
-                                            .need_weights = false,
-                                            .attn_mask = masks.mask})
-                                 .output);
+    return (*dropout1)(self_attn
+                           ->forward(x, x, x,
+                                     {.key_padding_mask = masks.src_key_padding_mask,
+                                      .need_weights = false,
+                                      .attn_mask = masks.mask})
+                           .output);
   };
   auto feed_forward = [&](const Tensor& x) {
-    const Tensor h = linear1->forward(x);
-    return dropout2->forward(
-        linear2->forward(dropout->forward(options_.activation == "relu" ? relu(h) : gelu(h))));
+    const Tensor h = (*linear1)(x);
+    return (*dropout2)((*linear2)((*dropout)(options_.activation == "relu" ? relu(h) : gelu(h))));
   };
   if (options_.norm_first) {
-    const Tensor x = add(src, attend(norm1->forward(src)));
-    return add(x, feed_forward(norm2->forward(x)));
+    const Tensor x = add(src, attend((*norm1)(src)));
+    return add(x, feed_forward((*norm2)(x)));
   }
-  const Tensor x = norm1->forward(add(src, attend(src)));
-  return norm2->forward(add(x, feed_forward(x)));
+  const Tensor x = (*norm1)(add(src, attend(src)));
+  return (*norm2)(add(x, feed_forward(x)));
 }
 
 TransformerEncoder::TransformerEncoder(int64_t d_model, int64_t nhead, int64_t num_layers,
@@ -205,7 +208,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const EncoderMasks& masks)
   Tensor x = src;
   for (const auto& layer : *layers)
     x = std::static_pointer_cast<TransformerEncoderLayer>(layer)->forward(x, masks);
-  return norm ? norm->forward(x) : x;
+  return norm ? (*norm)(x) : x;
 }
 
 }  // namespace kiln::nn

@@ -71,7 +71,8 @@ TEST_CASE("autograd::Function: several outputs, one backward call, gradients as 
 
   // An output the loss does not use gets a zero gradient.
   Tensor x2 = tensor({0.3, -1.2}).requires_grad_();
-  std::vector<Tensor> only_cos = autograd::apply(std::make_shared<SinCos>(), {x2, tensor({1.0, 1.0})});
+  std::vector<Tensor> only_cos =
+      autograd::apply(std::make_shared<SinCos>(), {x2, tensor({1.0, 1.0})});
   only_cos[1].sum().backward();
   CHECK(allclose(x2.grad(), neg(sin(tensor({0.3, -1.2})))));
 

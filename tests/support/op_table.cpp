@@ -489,6 +489,35 @@ std::vector<OpEntry> linalg_entries() {
                 return einsum("bhqd,bhkd->bhqk", {q, k});
               },
               {2, 2, 3, 4}, {2, 2, 5, 4}),
+      {"scaled_dot_product_attention L 7 S 5", OpFamily::linalg,
+       [](uint64_t seed) {
+         return Inputs{uniform({2, 3, 7, 8}, seed), uniform({2, 3, 5, 8}, seed + 1),
+                       uniform({2, 3, 5, 6}, seed + 2)};
+       },
+       [](const Args& in) { return Outputs{scaled_dot_product_attention(in[0], in[1], in[2])}; }},
+      {"scaled_dot_product_attention causal, length 1 and 9", OpFamily::linalg,
+       [](uint64_t seed) {
+         return Inputs{uniform({2, 9, 4}, seed),     uniform({2, 9, 4}, seed + 1),
+                       uniform({2, 9, 3}, seed + 2), uniform({1, 1, 4}, seed + 3),
+                       uniform({1, 9, 4}, seed + 4), uniform({1, 9, 3}, seed + 5)};
+       },
+       [](const Args& in) {
+         return Outputs{scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true}),
+                        scaled_dot_product_attention(in[3], in[4], in[5], {.is_causal = true})};
+       }},
+      {"scaled_dot_product_attention bool and float masks, scale", OpFamily::linalg,
+       [](uint64_t seed) {
+         return Inputs{uniform({3, 6, 5}, seed), uniform({3, 4, 5}, seed + 1),
+                       uniform({3, 4, 2}, seed + 2), mask({6, 4}, seed + 3),
+                       fixed(uniform({3, 1, 4}, seed + 4))};
+       },
+       [](const Args& in) {
+         // Every row keeps its first key, so no row is fully masked.
+         const Tensor keep = logical_or(in[3], eq(arange(4).unsqueeze(0), 0));
+         return Outputs{
+             scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = keep}),
+             scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = in[4], .scale = 0.3})};
+       }},
       product("einsum ellipsis with broadcasting",
               [](const Tensor& a, const Tensor& b) {
                 return einsum("...ij,...jk", {a, b});
