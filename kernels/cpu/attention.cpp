@@ -1,7 +1,10 @@
-// Fused attention on the CPU (kernels/attention.h). The forward parallelises over query rows, each
-// row walking the keys in tiles of kTile scores; the backward runs twice over the pairs, once per
-// query row for dq and once per key row for dk and dv, recomputing each probability from the
-// row's logsumexp both times, so that no thread writes another's row and no L x S buffer exists.
+// Fused attention on the CPU (kernels/attention.h), FlashAttention's loop with the products as
+// tile GEMMs (kernels/cpu/gemm.h). The forward takes blocks of kBlock query rows in parallel; each
+// walks the keys in tiles of kBlock: scores = q kᵀ for the tile, the online softmax per row (the
+// running maximum, the sum and the accumulated output rescaled when the maximum grows), then
+// acc += p v. The backward runs twice over the tiles, once per query block for dq and once per key
+// block for dk and dv, recomputing each probability from its row's logsumexp both times, so that
+// no thread writes another's rows and nothing of size L x S exists.
 #include "kiln/kernels/attention.h"
 
 #include <algorithm>
@@ -10,20 +13,14 @@
 #include <limits>
 #include <vector>
 
+#include "kiln/kernels/cpu/gemm.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln {
 
 namespace {
 
-constexpr int64_t kTile = 64;
-
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
-  T sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+constexpr int64_t kBlock = 64;
 
 // The problem's sizes and the mask's strides ([B, L, S] view, 0 where it broadcasts).
 struct Geometry {
@@ -39,21 +36,37 @@ struct Geometry {
       mask_b = m.stride(0), mask_l = m.stride(1), mask_s = m.stride(2);
     }
   }
-  // Keys query i sees: all, or 0..i under causal.
-  int64_t keys_for(int64_t i) const { return causal ? std::min(S, i + 1) : S; }
+  // The keys query rows [i0, i0 + rows) see: all, or up to the last row's under causal.
+  int64_t key_end(int64_t i0, int64_t rows) const { return causal ? std::min(S, i0 + rows) : S; }
+  // The first query row that sees key j0.
+  int64_t query_begin(int64_t j0) const { return causal ? j0 : 0; }
 };
 
-// Row i of batch b: score j = scale * q_i . k_j + mask.
+// The tile's scores, scale * q kᵀ + mask (-inf where causal hides a key), [rows, cols] at s.
 template <class T>
-void scores(const Geometry& g, const T* q, const T* k, T scale, int64_t b, int64_t i, int64_t j0,
-            int64_t count, T* out) {
-  const T* qi = q + (b * g.L + i) * g.E;
-  const T* kb = k + b * g.S * g.E;
-  const T* m = g.mask ? static_cast<const T*>(g.mask) + b * g.mask_b + i * g.mask_l : nullptr;
-  for (int64_t t = 0; t < count; ++t) {
-    const int64_t j = j0 + t;
-    out[t] = scale * dot(qi, kb + j * g.E, g.E) + (m ? m[j * g.mask_s] : T(0));
+void tile_scores(const Geometry& g, const T* q, const T* k, T scale, int64_t b, int64_t i0,
+                 int64_t rows, int64_t j0, int64_t cols, T* s) {
+  cpu::gemm<T>(false, true, rows, cols, g.E, q + (b * g.L + i0) * g.E, g.E,
+               k + (b * g.S + j0) * g.E, g.E, s, cols, false);
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  const T* mask = static_cast<const T*>(g.mask);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    T* row = s + r * cols;
+    const T* m = mask ? mask + b * g.mask_b + i * g.mask_l + j0 * g.mask_s : nullptr;
+    for (int64_t c = 0; c < cols; ++c) {
+      row[c] *= scale;
+      if (m) row[c] += m[c * g.mask_s];
+      if (g.causal && j0 + c > i) row[c] = minus_inf;
+    }
   }
+}
+
+// The probabilities of a tile from its rows' logsumexp, in place: p = exp(score - lse).
+template <class T>
+void probabilities(T* s, int64_t rows, int64_t cols, const T* lse) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) s[r * cols + c] = std::exp(s[r * cols + c] - lse[r]);
 }
 
 template <class T>
@@ -67,40 +80,49 @@ void forward_typed(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, cons
   T* lse = lse_t.data<T>();
   const T scale = static_cast<T>(scale_d);
   const T minus_inf = -std::numeric_limits<T>::infinity();
-  cpu::parallel_for(g.B * g.L, g.S * (g.E + g.Ev), [&](int64_t begin, int64_t end) {
-    std::vector<T> tile(kTile), acc(g.Ev);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / g.L, i = row % g.L;
-      const int64_t keys = g.keys_for(i);
-      const T* vb = v + b * g.S * g.Ev;
+  const int64_t blocks = (g.L + kBlock - 1) / kBlock;
+  cpu::parallel_for(g.B * blocks, kBlock * g.S * (g.E + g.Ev), [&](int64_t begin, int64_t end) {
+    std::vector<T> s(kBlock * kBlock), acc(kBlock * g.Ev), run_max(kBlock), run_sum(kBlock);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / blocks, i0 = (item % blocks) * kBlock;
+      const int64_t rows = std::min(kBlock, g.L - i0);
       std::fill(acc.begin(), acc.end(), T(0));
-      T running_max = minus_inf, running_sum = 0;
-      for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-        const int64_t count = std::min(kTile, keys - j0);
-        scores(g, q, k, scale, b, i, j0, count, tile.data());
-        T tile_max = minus_inf;
-        for (int64_t t = 0; t < count; ++t) tile_max = std::max(tile_max, tile[t]);
-        if (tile_max == minus_inf) continue;  // every score of the tile removed
-        const T new_max = std::max(running_max, tile_max);
-        const T correction = std::exp(running_max - new_max);
-        running_sum *= correction;
-        for (int64_t e = 0; e < g.Ev; ++e) acc[e] *= correction;
-        running_max = new_max;
-        for (int64_t t = 0; t < count; ++t) {
-          const T p = std::exp(tile[t] - running_max);
-          running_sum += p;
-          const T* vj = vb + (j0 + t) * g.Ev;
-          for (int64_t e = 0; e < g.Ev; ++e) acc[e] += p * vj[e];
+      std::fill(run_max.begin(), run_max.end(), minus_inf);
+      std::fill(run_sum.begin(), run_sum.end(), T(0));
+      const int64_t key_end = g.key_end(i0, rows);
+      for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
+        const int64_t cols = std::min(kBlock, key_end - j0);
+        tile_scores(g, q, k, scale, b, i0, rows, j0, cols, s.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = s.data() + r * cols;
+          const T tile_max = *std::max_element(row, row + cols);
+          const T new_max = std::max(run_max[r], tile_max);
+          if (new_max == minus_inf) {  // nothing seen yet in this row: the tile adds nothing
+            std::fill(row, row + cols, T(0));
+            continue;
+          }
+          const T correction = std::exp(run_max[r] - new_max);
+          run_max[r] = new_max;
+          run_sum[r] *= correction;
+          for (int64_t e = 0; e < g.Ev; ++e) acc[r * g.Ev + e] *= correction;
+          T sum = 0;
+          for (int64_t c = 0; c < cols; ++c) sum += row[c] = std::exp(row[c] - new_max);
+          run_sum[r] += sum;
         }
+        cpu::gemm<T>(false, false, rows, g.Ev, cols, s.data(), cols, v + (b * g.S + j0) * g.Ev,
+                     g.Ev, acc.data(), g.Ev, true);
       }
-      T* o = out + row * g.Ev;
-      if (running_sum == T(0)) {  // no key left: softmax of nothing, NaN as the composition's
-        std::fill(o, o + g.Ev, std::numeric_limits<T>::quiet_NaN());
-        lse[row] = std::numeric_limits<T>::quiet_NaN();
-        continue;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t row = b * g.L + i0 + r;
+        T* o = out + row * g.Ev;
+        if (run_sum[r] == T(0)) {  // no key left: softmax of nothing, NaN as the composition's
+          std::fill(o, o + g.Ev, std::numeric_limits<T>::quiet_NaN());
+          lse[row] = std::numeric_limits<T>::quiet_NaN();
+          continue;
+        }
+        for (int64_t e = 0; e < g.Ev; ++e) o[e] = acc[r * g.Ev + e] / run_sum[r];
+        lse[row] = run_max[r] + std::log(run_sum[r]);
       }
-      for (int64_t e = 0; e < g.Ev; ++e) o[e] = acc[e] / running_sum;
-      lse[row] = running_max + std::log(running_sum);
     }
   });
 }
@@ -123,51 +145,62 @@ void backward_typed(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, con
   const T scale = static_cast<T>(scale_d);
   // delta_i = dout_i . out_i: the softmax backward's row term.
   std::vector<T> delta(g.B * g.L);
-  for (int64_t row = 0; row < g.B * g.L; ++row)
-    delta[row] = dot(dout + row * g.Ev, out + row * g.Ev, g.Ev);
-  const int64_t cost = g.S * (g.E + g.Ev);
-  // dq_i = scale * sum_j ds_ij k_j, ds_ij = p_ij (dout_i . v_j - delta_i).
-  cpu::parallel_for(g.B * g.L, cost, [&](int64_t begin, int64_t end) {
-    std::vector<T> tile(kTile);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / g.L, i = row % g.L;
-      T* dqi = dq + row * g.E;
-      std::fill(dqi, dqi + g.E, T(0));
-      const T* doi = dout + row * g.Ev;
-      for (int64_t j0 = 0; j0 < g.keys_for(i); j0 += kTile) {
-        const int64_t count = std::min(kTile, g.keys_for(i) - j0);
-        scores(g, q, k, scale, b, i, j0, count, tile.data());
-        for (int64_t t = 0; t < count; ++t) {
-          const int64_t j = j0 + t;
-          const T p = std::exp(tile[t] - lse[row]);
-          const T ds = p * (dot(doi, v + (b * g.S + j) * g.Ev, g.Ev) - delta[row]);
-          const T* kj = k + (b * g.S + j) * g.E;
-          for (int64_t e = 0; e < g.E; ++e) dqi[e] += scale * ds * kj[e];
-        }
+  for (int64_t row = 0; row < g.B * g.L; ++row) {
+    T sum = 0;
+    for (int64_t e = 0; e < g.Ev; ++e) sum += dout[row * g.Ev + e] * out[row * g.Ev + e];
+    delta[row] = sum;
+  }
+  // ds = p (dout vᵀ - delta) for the tile [rows, cols] at s (which holds p), through dp.
+  auto score_gradients = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* s,
+                             T* dp) {
+    tile_scores(g, q, k, scale, b, i0, rows, j0, cols, s);
+    probabilities(s, rows, cols, lse + b * g.L + i0);
+    cpu::gemm<T>(false, true, rows, cols, g.Ev, dout + (b * g.L + i0) * g.Ev, g.Ev,
+                 v + (b * g.S + j0) * g.Ev, g.Ev, dp, cols, false);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        dp[r * cols + c] = s[r * cols + c] * (dp[r * cols + c] - delta[b * g.L + i0 + r]);
+  };
+  const int64_t cost = kBlock * g.S * (2 * g.E + 2 * g.Ev);
+  // dq = scale * ds k, per query block.
+  const int64_t q_blocks = (g.L + kBlock - 1) / kBlock;
+  cpu::parallel_for(g.B * q_blocks, cost, [&](int64_t begin, int64_t end) {
+    std::vector<T> s(kBlock * kBlock), ds(kBlock * kBlock);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / q_blocks, i0 = (item % q_blocks) * kBlock;
+      const int64_t rows = std::min(kBlock, g.L - i0);
+      T* dq_block = dq + (b * g.L + i0) * g.E;
+      std::fill(dq_block, dq_block + rows * g.E, T(0));
+      const int64_t key_end = g.key_end(i0, rows);
+      for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
+        const int64_t cols = std::min(kBlock, key_end - j0);
+        score_gradients(b, i0, rows, j0, cols, s.data(), ds.data());
+        cpu::gemm<T>(false, false, rows, g.E, cols, ds.data(), cols, k + (b * g.S + j0) * g.E, g.E,
+                     dq_block, g.E, true);
       }
+      for (int64_t x = 0; x < rows * g.E; ++x) dq_block[x] *= scale;
     }
   });
-  // dk_j = scale * sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i, per key row.
-  cpu::parallel_for(g.B * g.S, cost, [&](int64_t begin, int64_t end) {
-    T score = 0;
-    for (int64_t key = begin; key < end; ++key) {
-      const int64_t b = key / g.S, j = key % g.S;
-      T* dkj = dk + key * g.E;
-      T* dvj = dv + key * g.Ev;
-      std::fill(dkj, dkj + g.E, T(0));
-      std::fill(dvj, dvj + g.Ev, T(0));
-      const T* vj = v + key * g.Ev;
-      for (int64_t i = g.causal ? j : 0; i < g.L; ++i) {
-        const int64_t row = b * g.L + i;
-        scores(g, q, k, scale, b, i, j, 1, &score);
-        const T p = std::exp(score - lse[row]);
-        if (p == T(0)) continue;
-        const T* doi = dout + row * g.Ev;
-        const T ds = p * (dot(doi, vj, g.Ev) - delta[row]);
-        const T* qi = q + row * g.E;
-        for (int64_t e = 0; e < g.E; ++e) dkj[e] += scale * ds * qi[e];
-        for (int64_t e = 0; e < g.Ev; ++e) dvj[e] += p * doi[e];
+  // dv = pᵀ dout and dk = scale * dsᵀ q, per key block.
+  const int64_t k_blocks = (g.S + kBlock - 1) / kBlock;
+  cpu::parallel_for(g.B * k_blocks, cost, [&](int64_t begin, int64_t end) {
+    std::vector<T> s(kBlock * kBlock), ds(kBlock * kBlock);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / k_blocks, j0 = (item % k_blocks) * kBlock;
+      const int64_t cols = std::min(kBlock, g.S - j0);
+      T* dk_block = dk + (b * g.S + j0) * g.E;
+      T* dv_block = dv + (b * g.S + j0) * g.Ev;
+      std::fill(dk_block, dk_block + cols * g.E, T(0));
+      std::fill(dv_block, dv_block + cols * g.Ev, T(0));
+      for (int64_t i0 = g.query_begin(j0) / kBlock * kBlock; i0 < g.L; i0 += kBlock) {
+        const int64_t rows = std::min(kBlock, g.L - i0);
+        score_gradients(b, i0, rows, j0, cols, s.data(), ds.data());
+        cpu::gemm<T>(true, false, cols, g.Ev, rows, s.data(), cols, dout + (b * g.L + i0) * g.Ev,
+                     g.Ev, dv_block, g.Ev, true);
+        cpu::gemm<T>(true, false, cols, g.E, rows, ds.data(), cols, q + (b * g.L + i0) * g.E, g.E,
+                     dk_block, g.E, true);
       }
+      for (int64_t x = 0; x < cols * g.E; ++x) dk_block[x] *= scale;
     }
   });
 }
