@@ -35,6 +35,16 @@ bool onednn_from_environment() {
   throw ValueError(std::string("KILN_ONEDNN: expected 0 or 1, got '") + value + "'");
 }
 
+bool fused_optimizer_from_environment() {
+  const char* value = std::getenv("KILN_FUSED_OPTIMIZER");
+  if (value == nullptr || *value == '\0' || std::string(value) == "0") return false;
+  if (std::string(value) == "1") return true;
+  throw ValueError(std::string("KILN_FUSED_OPTIMIZER: expected 0 or 1, got '") + value + "'");
+}
+
+// -1 until the first use reads KILN_FUSED_OPTIMIZER.
+std::atomic<int> fused_optimizer{-1};
+
 // -1 until the first use reads KILN_ONEDNN.
 std::atomic<int> onednn{-1};
 std::atomic<int64_t> onednn_runs{0};
@@ -74,6 +84,18 @@ bool fused_attention_enabled() {
 }
 void set_fused_attention_enabled(bool on) {
   fused_attention.store(on, std::memory_order_relaxed);
+}
+
+bool fused_optimizer_on_gpu() {
+  int value = fused_optimizer.load(std::memory_order_relaxed);
+  if (value < 0) {
+    value = fused_optimizer_from_environment() ? 1 : 0;
+    fused_optimizer.store(value, std::memory_order_relaxed);
+  }
+  return value == 1;
+}
+void set_fused_optimizer_on_gpu(bool on) {
+  fused_optimizer.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 bool cudnn_deterministic() {

@@ -36,6 +36,15 @@ void set_cudnn_deterministic(bool on);
 bool fused_attention_enabled();
 void set_fused_attention_enabled(bool on);
 
+// The optimizers' fused steps (foreach, kernels/cuda/optim.cu) on a GPU. They have run only on the
+// CUDA simulator, and code that never ran on a GPU is not a default on one (docs/results.md,
+// "Where each GPU path ran"): by default a GPU parameter steps op by op, with kernels that ran,
+// and the first such step says so once on stderr. On: the fused kernels, as on the CPU. Default
+// what the environment variable KILN_FUSED_OPTIMIZER (0 or 1) says when first read, else off.
+// A capturable optimizer (CUDA graphs, itself opt-in) always uses them.
+bool fused_optimizer_on_gpu();
+void set_fused_optimizer_on_gpu(bool on);
+
 // Which cuDNN API conv2d calls. v9: the graph (backend) API, engines ranked by cuDNN 9's
 // heuristics (mode A), as PyTorch's default since its cuDNN v8 API; a problem whose graph or plan
 // cuDNN rejects falls back to v7 for the rest of the process. v7: the legacy API

@@ -128,7 +128,8 @@ void Adam::update(const Tensor& found_inf) {
       Tensor& m = state["exp_avg"];
       Tensor& v = state["exp_avg_sq"];
       const Tensor v_max = amsgrad ? state["max_exp_avg_sq"] : Tensor();
-      if (o.foreach && fusable(p, g, {&m, &v, &v_max})) {
+      if (o.foreach && fuses_on(p.device(), capturable(), name().c_str()) &&
+          fusable(p, g, {&m, &v, &v_max})) {
         FusedBatch& batch = batches.of(p, t);
         batch.params.push_back(p);
         batch.grads.push_back(g);

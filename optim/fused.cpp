@@ -1,9 +1,12 @@
 #include "kiln/optim/fused.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 
+#include "kiln/core/backends.h"
 #include "kiln/core/storage.h"
 
 namespace kiln::optim {
@@ -19,6 +22,19 @@ bool fusable(const Tensor& p, const Tensor& grad, std::initializer_list<const Te
   for (const Tensor* s : state)
     if (s->defined() && !fits(*s)) return false;
   return true;
+}
+
+bool fuses_on(Device device, bool capturable, const char* optimizer) {
+  if (!device.is_cuda() || capturable || backends::fused_optimizer_on_gpu()) return true;
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    std::fprintf(stderr,
+                 "kiln: %s on %s steps op by op: the fused optimizer kernels have not run on a GPU "
+                 "yet (docs/results.md, \"Where each GPU path ran\"); KILN_FUSED_OPTIMIZER=1 or "
+                 "backends::set_fused_optimizer_on_gpu(true) uses them\n",
+                 optimizer, device.str().c_str());
+  });
+  return false;
 }
 
 void FusedBatch::bump_versions() const {

@@ -16,6 +16,11 @@ namespace kiln::optim {
 // contiguous, of p's floating dtype, on p's device.
 bool fusable(const Tensor& p, const Tensor& grad, std::initializer_list<const Tensor*> state = {});
 
+// Whether `optimizer`'s step fuses on `device`: always on the CPU and when capturable; on a GPU
+// only when backends::fused_optimizer_on_gpu() (they have not run on one), saying once on stderr
+// that it steps op by op.
+bool fuses_on(Device device, bool capturable, const char* optimizer);
+
 struct FusedBatch {
   Device device;
   DType dtype;

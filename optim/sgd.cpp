@@ -84,7 +84,7 @@ void SGD::update(const Tensor& found_inf) {
       auto& state = state_of(p);
       auto it = state.find("momentum_buffer");
       const Tensor buffer = it == state.end() ? Tensor() : it->second;
-      if (o.foreach && fusable(p, g, {&buffer})) {
+      if (o.foreach && fuses_on(p.device(), capturable(), "SGD.step") && fusable(p, g, {&buffer})) {
         FusedBatch& batch = batches.of(p);
         batch.params.push_back(p);
         batch.grads.push_back(g);

@@ -1,7 +1,8 @@
 // The fused optimizer updates on the GPU (kernels/cuda/optim.cu) against the CPU's op-by-op
 // update: 100 parameters (so SGD's 64 and Adam's 48 per launch are crossed), empty ones among
 // them, a few steps, f32 and the 16-bit floats; and the first-step flags of momentum buffers that
-// start in different steps.
+// start in different steps. Each runs with the fused kernels switched on
+// (backends::set_fused_optimizer_on_gpu) and with the default, op by op.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -32,7 +33,29 @@ std::vector<Tensor> make_params(DType dtype, Device device) {
 
 using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>, bool)>;
 
+// The fused kernels on the GPU, or (their default there: they have not run on a GPU) op by op.
+class FusedOnGpu {
+ public:
+  explicit FusedOnGpu(bool on) : previous_(backends::fused_optimizer_on_gpu()) {
+    backends::set_fused_optimizer_on_gpu(on);
+  }
+  ~FusedOnGpu() { backends::set_fused_optimizer_on_gpu(previous_); }
+
+ private:
+  bool previous_;
+};
+
+void compare_once(const Make& make, DType dtype, int steps, bool skip_some_first);
+
 void compare(const Make& make, DType dtype, int steps, bool skip_some_first) {
+  for (const bool fused_kernels : {true, false}) {
+    INFO((fused_kernels ? "fused kernels on the GPU" : "op by op on the GPU (the default)"));
+    FusedOnGpu scope(fused_kernels);
+    compare_once(make, dtype, steps, skip_some_first);
+  }
+}
+
+void compare_once(const Make& make, DType dtype, int steps, bool skip_some_first) {
   std::vector<Tensor> gpu = make_params(dtype, kGpu), cpu = make_params(dtype, Device::cpu());
   auto fused = make(gpu, true), plain = make(cpu, false);
   for (int s = 0; s < steps; ++s) {
