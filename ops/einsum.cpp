@@ -11,6 +11,9 @@
 #include "kiln/core/error.h"
 #include "kiln/core/profiler.h"
 #include "kiln/core/shape.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
+#include "kiln/ops/index.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/reduce.h"
 
@@ -73,6 +76,43 @@ struct Labeled {
   Tensor t;
   Labels labels;
 };
+
+// A subscript repeated within one operand ("ii->i", "bii->b") takes the diagonal of those dims:
+// they move last, flatten to n * n, and index_select keeps the positions k * (n + 1), so the
+// gradient flows back through index_select. Repeated until every label of the operand is distinct.
+Labeled diagonals(Labeled in, const std::string& equation, size_t operand) {
+  for (;;) {
+    size_t a = 0, b = 0;
+    for (size_t p = 0; p < in.labels.size() && b == 0; ++p)
+      for (size_t q = p + 1; q < in.labels.size(); ++q)
+        if (in.labels[p] == in.labels[q]) {
+          a = p, b = q;
+          break;
+        }
+    if (b == 0) return in;
+    const int64_t n = in.t.size(static_cast<int64_t>(a));
+    if (in.t.size(static_cast<int64_t>(b)) != n)
+      throw ShapeError("einsum: \"" + equation + "\": operand " + std::to_string(operand) +
+                       " repeats a subscript over dims of sizes " + std::to_string(n) + " and " +
+                       std::to_string(in.t.size(static_cast<int64_t>(b))));
+    std::vector<int64_t> perm;
+    Labels labels;
+    Shape shape;
+    for (size_t d = 0; d < in.labels.size(); ++d) {
+      if (d == a || d == b) continue;
+      perm.push_back(static_cast<int64_t>(d));
+      labels.push_back(in.labels[d]);
+      shape.push_back(in.t.size(static_cast<int64_t>(d)));
+    }
+    perm.push_back(static_cast<int64_t>(a));
+    perm.push_back(static_cast<int64_t>(b));
+    labels.push_back(in.labels[a]);
+    shape.push_back(n * n);
+    const Tensor flat = in.t.permute(perm).reshape(shape);
+    const Tensor positions = mul(arange(n, DType::i64, in.t.device()), static_cast<double>(n + 1));
+    in = Labeled{index_select(flat, flat.dim() - 1, positions), labels};
+  }
+}
 
 // Sums out the dims whose labels are not in `keep`.
 Labeled sum_except(const Labeled& x, const std::set<int>& keep) {
@@ -168,6 +208,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     bad(equation, std::to_string(terms.size()) + " operands in the equation, " +
                       std::to_string(operands.size()) + " given");
   std::vector<Labeled> inputs;
+  std::vector<Labels> written;  // each operand's labels as written, repeats included
   int64_t ellipsis_dims = 0;
   for (size_t i = 0; i < terms.size(); ++i) {
     const Tensor& x = operands[i];
@@ -183,13 +224,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
                        " subscripts");
     const int64_t mine = x.dim() - letters;
     ellipsis_dims = std::max(ellipsis_dims, mine);
-    Labeled in{x, expand(terms[i], mine)};
-    std::set<int> seen(in.labels.begin(), in.labels.end());
-    if (seen.size() != in.labels.size())
-      throw NotImplementedError("einsum: \"" + equation +
-                                "\": a subscript repeated within operand " + std::to_string(i) +
-                                " (a diagonal) is not supported");
-    inputs.push_back(in);
+    written.push_back(expand(terms[i], mine));
+    inputs.push_back(diagonals(Labeled{x, written.back()}, equation, i));
   }
   Labels output;
   if (arrow != std::string::npos) {
@@ -204,9 +240,11 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     if (std::set<int>(output.begin(), output.end()).size() != output.size())
       bad(equation, "an output subscript appears twice");
   } else {
+    // Implicit output: the labels written once in the whole equation (a repeat within one operand
+    // counts too: "ii" is the trace, as in NumPy and torch).
     std::map<int, int> count;
-    for (const Labeled& in : inputs)
-      for (int l : in.labels) ++count[l];
+    for (const Labels& labels : written)
+      for (int l : labels) ++count[l];
     for (int64_t i = ellipsis_dims - 1; i >= 0; --i)
       output.push_back(kEllipsis + static_cast<int>(i));
     Labels once;

@@ -12,8 +12,9 @@
 
 namespace kiln {
 
-// A label repeated within one operand (a diagonal, "ii->i") is a NotImplementedError; a label
-// whose sizes differ between operands (neither being 1) is a ShapeError naming both.
+// A label repeated within one operand takes that operand's diagonal ("ii->i", "bii->bi"; "ii" is
+// the trace), through index_select; a label whose sizes differ between operands (neither being 1)
+// is a ShapeError naming both.
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 }  // namespace kiln

@@ -518,6 +518,11 @@ std::vector<OpEntry> linalg_entries() {
              scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = keep}),
              scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = in[4], .scale = 0.3})};
        }},
+      product("einsum diagonal ii, then a product",
+              [](const Tensor& a, const Tensor& b) {
+                return einsum("bii,ij->bj", {a, b});
+              },
+              {2, 3, 3}, {3, 4}),
       product("einsum ellipsis with broadcasting",
               [](const Tensor& a, const Tensor& b) {
                 return einsum("...ij,...jk", {a, b});
