@@ -11,6 +11,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"
+#include "kiln/ops/rearrange.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/sort.h"
 
@@ -83,6 +84,46 @@ UniqueResult unique(const Tensor& x) {
                           0);
   return {index_select(s.values, 0, first),
           index_select(group, 0, argsort(s.indices)).reshape(x.shape()), sub(ends, first)};
+}
+
+UniqueResult unique(const Tensor& x, int64_t dim) {
+  const char* op = "unique";
+  profiler::OpScope profile(op, {&x});
+  require_defined(op, x);
+  KILN_CHECK(x.dim() >= 1, ShapeError, "unique: a dim of a 0-dim tensor ({}); use unique(x)",
+             describe(x));
+  const int64_t d = wrap_dim(op, dim, x.dim());
+  const int64_t n = x.size(d);
+  const Tensor front = x.detach().transpose(0, d).contiguous();  // [n, rest...]
+  Shape rest(front.shape().begin() + 1, front.shape().end());
+  auto back = [&](const Tensor& rows, int64_t count) {
+    Shape shape{count};
+    shape.insert(shape.end(), rest.begin(), rest.end());
+    return rows.reshape(shape).transpose(0, d);
+  };
+  const int64_t m = shape_numel(rest);
+  if (n == 0 || m == 0) {  // no slice, or slices without elements: all alike
+    const int64_t count = n == 0 ? 0 : 1;
+    return {back(front.narrow(0, 0, count).reshape({count, m}), count),
+            zeros({n}, DType::i64, x.device()),
+            full({count}, static_cast<double>(n), DType::i64, x.device())};
+  }
+  const Tensor rows = front.reshape({n, m});
+  // Lexicographic order of the rows: stable sorts by each column, the last first.
+  Tensor order = arange(n, DType::i64, x.device());
+  for (int64_t c = m - 1; c >= 0; --c)
+    order = index_select(order, 0, argsort(index_select(rows.select(1, c), 0, order), 0));
+  const Tensor sorted = index_select(rows, 0, order);
+  Tensor starts = ones({1}, DType::boolean, x.device());
+  if (n > 1)
+    starts = cat({starts, any(ne(sorted.narrow(0, 1, n - 1), sorted.narrow(0, 0, n - 1)), {1})}, 0);
+  const Tensor group = sub(cumsum(starts, 0), ones({1}, DType::i64, x.device()));
+  const Tensor first = true_positions(starts);
+  const Tensor ends = cat({first.narrow(0, 1, first.numel() - 1),
+                           full({1}, static_cast<double>(n), DType::i64, x.device())},
+                          0);
+  return {back(index_select(sorted, 0, first), first.numel()),
+          index_select(group, 0, argsort(order)), sub(ends, first)};
 }
 
 }  // namespace kiln

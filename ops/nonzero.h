@@ -4,6 +4,8 @@
 // back; masked_select and unique are built on it, sort and index_select.
 #pragma once
 
+#include <cstdint>
+
 #include "kiln/core/tensor.h"
 
 namespace kiln {
@@ -21,5 +23,9 @@ struct UniqueResult {
 };
 // torch.unique(x, sorted=True, return_inverse=True, return_counts=True) over the flattened x.
 UniqueResult unique(const Tensor& x);
+// The same along `dim` (torch.unique(x, dim=dim, ...)): the distinct slices x.select(dim, i), in
+// lexicographic order, as values with `dim` their count; inverse and counts are [x.size(dim)] and
+// [count]. Composed of stable sorts, one per element of a slice, so every device runs it.
+UniqueResult unique(const Tensor& x, int64_t dim);
 
 }  // namespace kiln
