@@ -143,6 +143,12 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   return result;
 }
 
+Tensor MultiheadAttention::forward_many(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return forward(inputs[0]);
+  expect_inputs(inputs, 3);
+  return forward(inputs[0], inputs[1], inputs[2], {.need_weights = false}).output;
+}
+
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                  TransformerEncoderLayerOptions options)
     : options_(options) {

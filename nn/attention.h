@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/core/tensor.h"
 #include "kiln/nn/container.h"
@@ -47,6 +48,8 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options = {});
   // Self-attention of x with no mask, the output alone (so a Sequential can hold it).
   Tensor forward(const Tensor& x) override;
+  // mha({query, key, value}): the output, without masks or weights, with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override;
   AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                           const AttentionMasks& masks = {});
   std::string name() const override { return "MultiheadAttention"; }

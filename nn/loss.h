@@ -1,10 +1,11 @@
 // Losses as modules, as torch.nn.CrossEntropyLoss and friends: configured once, called with
-// (input, target).
+// (input, target), or as module({input, target}) with the module's hooks around the call.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kiln/nn/module.h"
 #include "kiln/ops/loss.h"
@@ -25,6 +26,12 @@ class CrossEntropyLoss : public Module {
     return cross_entropy(logits, target, options_.weight, options_.ignore_index, options_.reduction,
                          options_.label_smoothing);
   }
+  using Module::operator();
+  // module({logits, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
+  }
   std::string name() const override { return "CrossEntropyLoss"; }
 
  private:
@@ -38,6 +45,12 @@ class NLLLoss : public Module {
       : weight_(std::move(weight)), ignore_index_(ignore_index), reduction_(reduction) {}
   Tensor operator()(const Tensor& log_probs, const Tensor& target) const {
     return nll_loss(log_probs, target, weight_, ignore_index_, reduction_);
+  }
+  using Module::operator();
+  // module({log_probs, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
   }
   std::string name() const override { return "NLLLoss"; }
 
@@ -53,6 +66,12 @@ class MSELoss : public Module {
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return mse_loss(input, target, reduction_);
   }
+  using Module::operator();
+  // module({input, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
+  }
   std::string name() const override { return "MSELoss"; }
 
  private:
@@ -66,6 +85,12 @@ class L1Loss : public Module {
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return l1_loss(input, target, reduction_);
   }
+  using Module::operator();
+  // module({input, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
+  }
   std::string name() const override { return "L1Loss"; }
 
  private:
@@ -78,6 +103,12 @@ class SmoothL1Loss : public Module {
       : reduction_(reduction), beta_(beta) {}
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return smooth_l1_loss(input, target, reduction_, beta_);
+  }
+  using Module::operator();
+  // module({input, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
   }
   std::string name() const override { return "SmoothL1Loss"; }
 
@@ -93,6 +124,12 @@ class HuberLoss : public Module {
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return huber_loss(input, target, reduction_, delta_);
   }
+  using Module::operator();
+  // module({input, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
+  }
   std::string name() const override { return "HuberLoss"; }
 
  private:
@@ -106,6 +143,12 @@ class BCELoss : public Module {
       : weight_(std::move(weight)), reduction_(reduction) {}
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return binary_cross_entropy(input, target, weight_, reduction_);
+  }
+  using Module::operator();
+  // module({input, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
   }
   std::string name() const override { return "BCELoss"; }
 
@@ -128,6 +171,12 @@ class BCEWithLogitsLoss : public Module {
     return binary_cross_entropy_with_logits(logits, target, options_.weight, options_.reduction,
                                             options_.pos_weight);
   }
+  using Module::operator();
+  // module({logits, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
+  }
   std::string name() const override { return "BCEWithLogitsLoss"; }
 
  private:
@@ -140,6 +189,12 @@ class KLDivLoss : public Module {
       : reduction_(reduction), log_target_(log_target) {}
   Tensor operator()(const Tensor& input, const Tensor& target) const {
     return kl_div(input, target, reduction_, log_target_);
+  }
+  using Module::operator();
+  // module({input, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 2);
+    return (*this)(inputs[0], inputs[1]);
   }
   std::string name() const override { return "KLDivLoss"; }
 
@@ -154,6 +209,12 @@ class CosineEmbeddingLoss : public Module {
       : margin_(margin), reduction_(reduction) {}
   Tensor operator()(const Tensor& input1, const Tensor& input2, const Tensor& target) const {
     return cosine_embedding_loss(input1, input2, target, margin_, reduction_);
+  }
+  using Module::operator();
+  // module({input1, input2, target}), with the hooks around it.
+  Tensor forward_many(const std::vector<Tensor>& inputs) override {
+    expect_inputs(inputs, 3);
+    return (*this)(inputs[0], inputs[1], inputs[2]);
   }
   std::string name() const override { return "CosineEmbeddingLoss"; }
 

@@ -27,8 +27,8 @@ Tensor Module::forward(const Tensor&) {
 
 struct ModuleHooks {
   uint64_t next_id = 0;
-  std::map<uint64_t, ForwardPreHook> pre;
-  std::map<uint64_t, ForwardHook> post;
+  std::map<uint64_t, ForwardPreHookMany> pre;
+  std::map<uint64_t, ForwardHookMany> post;
 };
 
 void HookHandle::remove() {
@@ -39,25 +39,55 @@ void HookHandle::remove() {
   hooks_.reset();
 }
 
-Tensor Module::operator()(const Tensor& x) {
-  if (!hooks_ || (hooks_->pre.empty() && hooks_->post.empty())) return forward(x);
-  // Copies: a hook may remove itself, or register another, while they run.
-  const std::map<uint64_t, ForwardPreHook> pre = hooks_->pre;
-  const std::map<uint64_t, ForwardHook> post = hooks_->post;
-  Tensor input = x;
+Tensor Module::forward_many(const std::vector<Tensor>& inputs) {
+  KILN_CHECK(inputs.size() == 1, NotImplementedError,
+             "{}: this module's forward takes one tensor, got {}", name(), inputs.size());
+  return forward(inputs[0]);
+}
+
+void Module::expect_inputs(const std::vector<Tensor>& inputs, size_t count) const {
+  KILN_CHECK(inputs.size() == count, ValueError, "{}: expected {} input tensors, got {}", name(),
+             count, inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    KILN_CHECK(inputs[i].defined(), ValueError, "{}: input {} is an undefined tensor", name(), i);
+}
+
+namespace {
+
+// The hooks around `run`: pre-hooks may replace the inputs, hooks the output. Copies of the
+// tables, since a hook may remove itself, or register another, while they run.
+template <class Run>
+Tensor hooked(Module& module, const ModuleHooks& hooks, std::vector<Tensor> inputs, Run run) {
+  const std::map<uint64_t, ForwardPreHookMany> pre = hooks.pre;
+  const std::map<uint64_t, ForwardHookMany> post = hooks.post;
   for (const auto& [id, hook] : pre) {
-    Tensor replaced = hook(*this, input);
-    if (replaced.defined()) input = replaced;
+    std::vector<Tensor> replaced = hook(module, inputs);
+    if (!replaced.empty()) inputs = std::move(replaced);
   }
-  Tensor output = forward(input);
+  Tensor output = run(inputs);
   for (const auto& [id, hook] : post) {
-    Tensor replaced = hook(*this, input, output);
+    Tensor replaced = hook(module, inputs, output);
     if (replaced.defined()) output = replaced;
   }
   return output;
 }
 
-HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+}  // namespace
+
+Tensor Module::operator()(const Tensor& x) {
+  if (!hooks_ || (hooks_->pre.empty() && hooks_->post.empty())) return forward(x);
+  return hooked(*this, *hooks_, {x}, [&](const std::vector<Tensor>& in) {
+    return in.size() == 1 ? forward(in[0]) : forward_many(in);
+  });
+}
+
+Tensor Module::operator()(const std::vector<Tensor>& inputs) {
+  if (!hooks_ || (hooks_->pre.empty() && hooks_->post.empty())) return forward_many(inputs);
+  return hooked(*this, *hooks_, inputs,
+                [&](const std::vector<Tensor>& in) { return forward_many(in); });
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHookMany hook) {
   KILN_CHECK(hook != nullptr, ValueError, "{}: register_forward_pre_hook: the hook is empty",
              name());
   if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
@@ -66,12 +96,32 @@ HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
   return HookHandle(hooks_, id);
 }
 
-HookHandle Module::register_forward_hook(ForwardHook hook) {
+HookHandle Module::register_forward_hook(ForwardHookMany hook) {
   KILN_CHECK(hook != nullptr, ValueError, "{}: register_forward_hook: the hook is empty", name());
   if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
   const uint64_t id = hooks_->next_id++;
   hooks_->post.emplace(id, std::move(hook));
   return HookHandle(hooks_, id);
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  KILN_CHECK(hook != nullptr, ValueError, "{}: register_forward_pre_hook: the hook is empty",
+             name());
+  return register_forward_pre_hook(ForwardPreHookMany(
+      [hook = std::move(hook)](Module& m, const std::vector<Tensor>& in) -> std::vector<Tensor> {
+        if (in.size() != 1) return {};
+        Tensor replaced = hook(m, in[0]);
+        if (!replaced.defined()) return {};
+        return {replaced};
+      }));
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  KILN_CHECK(hook != nullptr, ValueError, "{}: register_forward_hook: the hook is empty", name());
+  return register_forward_hook(ForwardHookMany(
+      [hook = std::move(hook)](Module& m, const std::vector<Tensor>& in, const Tensor& out) {
+        return in.size() == 1 ? hook(m, in[0], out) : Tensor();
+      }));
 }
 
 Module& Module::apply(const std::function<void(Module&)>& fn) {

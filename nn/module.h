@@ -2,6 +2,7 @@
 // registration order, so names come out as PyTorch's ("layer1.0.conv1.weight").
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -34,6 +35,13 @@ struct ModuleHooks;
 using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
 using ForwardHook =
     std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+// The same for a forward of several tensors (module({a, b})), as PyTorch's hooks see the args
+// tuple: a pre-hook may return replacement inputs ({} keeps them). A one-tensor hook runs on
+// one-tensor calls only; these run on every call, seeing {x} for module(x).
+using ForwardPreHookMany =
+    std::function<std::vector<Tensor>(Module& module, const std::vector<Tensor>& inputs)>;
+using ForwardHookMany =
+    std::function<Tensor(Module& module, const std::vector<Tensor>& inputs, const Tensor& output)>;
 
 // What register_forward_hook and register_forward_pre_hook return, as PyTorch's RemovableHandle:
 // remove() takes the hook off (once; later calls, or calls after the module is gone, do nothing).
@@ -57,9 +65,17 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual Tensor forward(const Tensor& x);
   // forward(x) with the module's hooks around it, as calling a module in PyTorch.
   Tensor operator()(const Tensor& x);
+  // A forward of several tensors, as PyTorch's forward(*args) (a loss's input and target,
+  // attention's query, key and value): a module that takes them overrides it. By default one
+  // tensor goes to forward(x), and any other count is a NotImplementedError naming the module.
+  virtual Tensor forward_many(const std::vector<Tensor>& inputs);
+  // forward_many(inputs) with the hooks around it: module({input, target}).
+  Tensor operator()(const std::vector<Tensor>& inputs);
   // Hooks run in the order registered.
   HookHandle register_forward_pre_hook(ForwardPreHook hook);
   HookHandle register_forward_hook(ForwardHook hook);
+  HookHandle register_forward_pre_hook(ForwardPreHookMany hook);
+  HookHandle register_forward_hook(ForwardHookMany hook);
   // Calls fn on every submodule, depth first, each after its own children, then on this module,
   // as PyTorch's module.apply(fn) (custom weight initialisation). Returns this module.
   Module& apply(const std::function<void(Module&)>& fn);
@@ -122,6 +138,8 @@ class Module : public std::enable_shared_from_this<Module> {
     return module;
   }
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // For forward_many: throws unless `inputs` holds `count` defined tensors, naming the module.
+  void expect_inputs(const std::vector<Tensor>& inputs, size_t count) const;
   // Containers that keep their own list of children (Sequential, ModuleList, ModuleDict) update it
   // too.
   virtual void replace_child(const std::string& name, std::shared_ptr<Module> module);

@@ -106,3 +106,37 @@ TEST_CASE("replace_module swaps a child in place, in containers too") {
   CHECK_THROWS_WITH(net.replace_module("7", std::make_shared<nn::ReLU>()),
                     Contains("no submodule named '7'") && Contains("0, 1, 2"));
 }
+
+TEST_CASE("module hooks: a forward of several tensors, module({a, b}), with its hooks") {
+  nn::MSELoss mse;
+  Tensor input = tensor({1.0, 2.0, 4.0}), target = tensor({1.0, 0.0, 0.0});
+  CHECK(mse({input, target}).item() == Approx(20.0 / 3));
+  int one_tensor_calls = 0;
+  std::vector<size_t> seen_counts;
+  mse.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor&) {
+    ++one_tensor_calls;
+    return Tensor();
+  });
+  nn::HookHandle scaling =
+      mse.register_forward_pre_hook([&](nn::Module&, const std::vector<Tensor>& in) {
+        seen_counts.push_back(in.size());
+        return std::vector<Tensor>{in[0] * 2.0, in[1]};  // doubles the input
+      });
+  mse.register_forward_hook(
+      [&](nn::Module&, const std::vector<Tensor>&, const Tensor& out) { return out + 1.0; });
+  CHECK(mse({input, target}).item() == Approx((1.0 + 16.0 + 64.0) / 3 + 1.0));
+  CHECK(seen_counts == std::vector<size_t>{2});
+  CHECK(one_tensor_calls == 0);  // a one-tensor hook runs on one-tensor calls only
+  CHECK(mse(input, target).item() == Approx(20.0 / 3));  // the direct call runs no hook
+  scaling.remove();
+
+  // MultiheadAttention({q, k, v}) is its forward's output; a one-tensor module refuses two.
+  manual_seed(1);
+  nn::MultiheadAttention mha(8, 2, {.batch_first = true});
+  Tensor q = randn({2, 3, 8}), kv = randn({2, 5, 8});
+  CHECK(allclose(mha({q, kv, kv}), mha.forward(q, kv, kv).output));
+  nn::Linear linear(8, 4);
+  CHECK(allclose(linear(std::vector<Tensor>{q}), linear(q)));
+  CHECK_THROWS_WITH(linear({q, q}), Contains("Linear: this module's forward takes one tensor"));
+  CHECK_THROWS_WITH(mse(std::vector<Tensor>{input}), Contains("MSELoss: expected 2 input tensors"));
+}
