@@ -334,7 +334,7 @@ TEST_CASE("conv2d: images batched into one product, with a single image left ove
 
 namespace {
 
-// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp, whose
+// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d/direct.cpp, whose
 // micro-kernels exist once per instruction set (core/cpu_isa.h): each set runs these cases. The
 // shapes cover output-channel counts that leave part of a tile's rows, odd tap counts, pads
 // narrower and wider than the kernel's reach, dilation, groups, batches that fill several chunks
@@ -375,7 +375,7 @@ void check_cases(DType dtype, bool all_shapes) {
       {{2, 4, 5, 5}, {72, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},
       {{1, 2, 3, 31}, {33, 2, 1, 3}, {{1, 1}, {0, 1}, {1, 1}, 1}},
       {{2, 3, 9, 9}, {34, 3, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
-      // Shapes the oneDNN rule (kernels/cpu/conv2d_onednn.cpp) sends to oneDNN: ResNet's 14x14
+      // Shapes the oneDNN rule (kernels/cpu/conv2d/onednn.cpp) sends to oneDNN: ResNet's 14x14
       // and 7x7 layers, and wide layers with dilation, groups, uneven padding and odd sizes.
       {{2, 32, 14, 14}, {32, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
       {{2, 32, 7, 7}, {24, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
@@ -467,7 +467,7 @@ TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, through f3
   check_cases_with(CpuIsa::baseline, DType::bf16);
 }
 
-// oneDNN's passes (kernels/cpu/conv2d_onednn.cpp) against the same loops, on the shapes its rule
+// oneDNN's passes (kernels/cpu/conv2d/onednn.cpp) against the same loops, on the shapes its rule
 // gives it (the cases above mix them with shapes kiln's kernels keep).
 TEST_CASE("conv2d: oneDNN's f32 passes match the direct loops", "[may_skip]") {
   if (!onednn_runs_here(DType::f32)) return;
