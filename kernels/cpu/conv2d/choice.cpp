@@ -187,12 +187,15 @@ Conv2dChoice measure(const ConvCall& c, const std::vector<Conv2dImpl>& candidate
   return {c.pass, c.dtype(), c.g, candidates, best, candidates[kept]};
 }
 
-// The forced pick's implementation when it is a candidate, else the rule's.
-Conv2dImpl fixed_pick(backends::CpuConv pick, const std::vector<Conv2dImpl>& candidates) {
+// The forced pick's implementation where it can run the call, else the rule's. im2col runs f32
+// too, but only when forced: 3 to 5 times slower than the direct kernels on every ResNet shape
+// measured (docs/results.md), it would only make the autotuner's first step longer.
+Conv2dImpl fixed_pick(backends::CpuConv pick, const ConvCall& c,
+                      const std::vector<Conv2dImpl>& candidates) {
+  if (pick == backends::CpuConv::im2col && c.dtype() == DType::f32) return Conv2dImpl::im2col;
   Conv2dImpl wanted = candidates.front();
   if (pick == backends::CpuConv::onednn) wanted = Conv2dImpl::onednn;
   if (pick == backends::CpuConv::direct) wanted = Conv2dImpl::direct;
-  if (pick == backends::CpuConv::im2col) wanted = Conv2dImpl::im2col;
   const bool runs_here =
       std::find(candidates.begin(), candidates.end(), wanted) != candidates.end();
   return runs_here ? wanted : candidates.front();
@@ -225,7 +228,6 @@ std::vector<Conv2dImpl> conv2d_candidates(const ConvCall& c) {
   if (onednn_first) candidates.push_back(Conv2dImpl::onednn);
   if (direct) candidates.push_back(Conv2dImpl::direct);
   if (onednn && !onednn_first) candidates.push_back(Conv2dImpl::onednn);
-  if (dtype == DType::f32) candidates.push_back(Conv2dImpl::im2col);
   if (candidates.empty()) candidates.push_back(Conv2dImpl::through_f32);
   return candidates;
 }
@@ -234,7 +236,7 @@ void run_conv2d(const ConvCall& c) {
   const std::vector<Conv2dImpl> candidates = conv2d_candidates(c);
   const backends::CpuConv pick = backends::cpu_conv();
   if (candidates.size() == 1 || pick != backends::CpuConv::autotune) {
-    run_impl(fixed_pick(pick, candidates), c);
+    run_impl(fixed_pick(pick, c, candidates), c);
     return;
   }
   const std::vector<int64_t> key = problem_key(c);

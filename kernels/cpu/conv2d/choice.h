@@ -17,8 +17,9 @@ namespace kiln::cpu {
 enum class Conv2dImpl { onednn, direct, im2col, through_f32 };
 const char* conv2d_impl_name(Conv2dImpl impl);
 
-// The implementations that can run `call` here (the ISA level, whether oneDNN is on and has a JIT
-// kernel for it), in the hand-written rule's order: its pick first.
+// The implementations the autotuner times for `call` here (by the ISA level, whether oneDNN is
+// on and has a JIT kernel for it), in the hand-written rule's order: its pick first. im2col is
+// one for f64 only (it runs f32 when backends::CpuConv::im2col forces it).
 std::vector<Conv2dImpl> conv2d_candidates(const ConvCall& call);
 
 // Runs `call` on the implementation backends::cpu_conv() picks; under autotune, a problem seen for
