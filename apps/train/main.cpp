@@ -293,6 +293,7 @@ void check_momentum_flag(const apps::Recipe& r, bool given) {
 
 int run_training(const apps::Recipe& r) {
   if (r.threads > 0) omp_set_num_threads(r.threads);
+  backends::set_cpu_conv(backends::parse_cpu_conv(r.cpu_conv));
   manual_seed(r.seed);
   Device device = pick_device(r.device);
   check_cuda_graph_recipe(r, device);
