@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
 #include "parity.h"
+#include "temp_dir.h"
 
 using namespace kiln;
 using kiln::testing::check_close;
@@ -631,6 +633,41 @@ TEST_CASE("conv2d: the autotuner times a problem once and chooses the same again
   conv2d(x, w, Tensor(), {1, 1}, {1, 1});
   CHECK(runs() - before == 1);
   CHECK(cpu::conv2d_choices().empty());
+}
+
+// A choice file written by one run is read by the next: the problems it holds are not timed again
+// and run on the implementation it names; a malformed line is a ValueError naming the file.
+TEST_CASE("conv2d: the autotuner's choice file spares a second run the timing", "[may_skip]") {
+  if (!onednn_runs_here(DType::f32)) return;
+  const testing::TempDir dir;
+  const std::string path = dir.file("choices.txt");
+  const Tensor x = random({2, 32, 9, 9}, 530, DType::f32),
+               w = random({32, 32, 3, 3}, 531, DType::f32);
+  auto runs = [] {
+    return cpu::conv2d_runs(cpu::Conv2dImpl::onednn) + cpu::conv2d_runs(cpu::Conv2dImpl::direct);
+  };
+  {
+    const RiggedAutotune rigged(cpu::Conv2dImpl::direct);  // the rule's order puts oneDNN first
+    cpu::use_conv2d_choice_file(path);
+    conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+    REQUIRE(cpu::conv2d_choices().size() == 1);
+  }
+  const RiggedAutotune second_run(cpu::Conv2dImpl::onednn);
+  cpu::use_conv2d_choice_file(path);
+  const int64_t before = runs(), direct_before = cpu::conv2d_runs(cpu::Conv2dImpl::direct);
+  check_close(conv2d(x, w, Tensor(), {1, 1}, {1, 1}),
+              reference_conv(x, w, Tensor(), Conv{{1, 1}, {1, 1}, {1, 1}, 1}),
+              tolerance(DType::f32));
+  CHECK(runs() - before == 1);
+  CHECK(cpu::conv2d_runs(cpu::Conv2dImpl::direct) - direct_before == 1);
+  CHECK(cpu::conv2d_choices().empty());
+  {
+    std::ofstream bad(dir.file("bad.txt"));
+    bad << "conv2d 1 2 3 fastest\n";
+  }
+  CHECK_THROWS_AS(cpu::use_conv2d_choice_file(dir.file("bad.txt")), ValueError);
+  CHECK_THROWS_WITH(cpu::use_conv2d_choice_file(dir.file("bad.txt")),
+                    Catch::Contains("bad.txt:1: not a conv2d choice"));
 }
 
 TEST_CASE("conv2d: an unknown CPU conv2d pick is a ValueError naming the picks") {

@@ -102,8 +102,8 @@ struct Recipe {
   std::string amp = "off";      // mixed precision: off, fp16 (with loss scaling) or bf16
   int64_t profile_steps = 0;    // steps to profile after profile_warmup, 0: none
   int64_t profile_warmup = 2;
-  bool cuda_graph = false;        // capture the training step as a CUDA graph and replay it
-  int64_t cuda_graph_warmup = 3;  // eager steps before the capture
+  bool cuda_graph = false;            // capture the training step as a CUDA graph and replay it
+  int64_t cuda_graph_warmup = 3;      // eager steps before the capture
   std::string cpu_conv = "autotune";  // how CPU conv2d picks its kernels (backends::CpuConv)
 };
 

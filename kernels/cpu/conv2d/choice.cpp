@@ -27,10 +27,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/conv2d.h"
 #include "kiln/kernels/copy.h"
+#include "kiln/kernels/cpu/conv2d/choice_file.h"
 #include "kiln/kernels/cpu/conv2d/direct.h"
 #include "kiln/kernels/cpu/conv2d/im2col.h"
 #include "kiln/kernels/cpu/conv2d/onednn.h"
@@ -154,6 +157,16 @@ double timed_run(Conv2dImpl impl, const ConvCall& c) {
 std::mutex choices_mutex;
 std::map<std::vector<int64_t>, Conv2dImpl> kept_by_key;  // guarded by choices_mutex
 std::vector<Conv2dChoice> choice_log;                    // guarded by choices_mutex
+std::string choice_file;  // where choices are added, empty: nowhere; guarded by choices_mutex
+
+// KILN_CPU_CONV_CACHE, read on the first autotuned call.
+void use_choice_file_from_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* path = std::getenv("KILN_CPU_CONV_CACHE");
+    if (path != nullptr && *path != '\0') use_conv2d_choice_file(path);
+  });
+}
 
 std::vector<int64_t> problem_key(const ConvCall& c) {
   std::vector<int64_t> key{static_cast<int64_t>(c.pass), static_cast<int64_t>(c.dtype()),
@@ -239,6 +252,7 @@ void run_conv2d(const ConvCall& c) {
     run_impl(fixed_pick(pick, c, candidates), c);
     return;
   }
+  use_choice_file_from_environment();
   const std::vector<int64_t> key = problem_key(c);
   std::optional<Conv2dImpl> kept;
   {
@@ -246,14 +260,25 @@ void run_conv2d(const ConvCall& c) {
     const auto found = kept_by_key.find(key);
     if (found != kept_by_key.end()) kept = found->second;
   }
-  if (kept) {
+  // A choice read from a file that can no longer run here (oneDNN gone) is timed again.
+  if (kept && std::find(candidates.begin(), candidates.end(), *kept) != candidates.end()) {
     run_impl(*kept, c);
     return;
   }
-  // Two threads meeting a new problem at once both time it; the first choice stays.
+  // Two threads meeting a new problem at once both time it; the last choice stays.
   Conv2dChoice choice = measure(c, candidates);
   const std::lock_guard<std::mutex> lock(choices_mutex);
-  if (kept_by_key.emplace(key, choice.kept).second) choice_log.push_back(std::move(choice));
+  const Conv2dImpl chosen = choice.kept;
+  kept_by_key.insert_or_assign(key, chosen);
+  choice_log.push_back(std::move(choice));
+  if (!choice_file.empty()) append_conv2d_choice(choice_file, key, chosen);
+}
+
+void use_conv2d_choice_file(const std::string& path) {
+  const std::vector<std::pair<Conv2dChoiceKey, Conv2dImpl>> read = read_conv2d_choice_file(path);
+  const std::lock_guard<std::mutex> lock(choices_mutex);
+  for (const auto& [key, impl] : read) kept_by_key.insert_or_assign(key, impl);
+  choice_file = path;
 }
 
 int64_t conv2d_runs(Conv2dImpl impl) {
@@ -269,6 +294,7 @@ void clear_conv2d_choices() {
   const std::lock_guard<std::mutex> lock(choices_mutex);
   kept_by_key.clear();
   choice_log.clear();
+  choice_file.clear();
 }
 
 void set_conv2d_test_clock(Conv2dTestClock clock) {

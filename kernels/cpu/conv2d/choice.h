@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kiln/core/dtype.h"
@@ -42,8 +43,13 @@ struct Conv2dChoice {
 };
 // The autotuner's choices so far, in the order they were made.
 std::vector<Conv2dChoice> conv2d_choices();
-// Forgets them: the next call of each problem times its candidates again.
+// Forgets them, and the choice file: the next call of each problem times its candidates again.
 void clear_conv2d_choices();
+
+// Takes the choices in the file at `path` (choice_file.h) as made, and adds every later one to
+// it: a second run on the same machine then skips the timing. KILN_CPU_CONV_CACHE=path does this
+// on the first autotuned call. A choice that can no longer run (oneDNN turned off) is timed anew.
+void use_conv2d_choice_file(const std::string& path);
 
 // Replaces what the autotuner reads as a run's time with clock(impl, measured seconds), so a test
 // can make any candidate win; null puts the measured time back.
