@@ -2,9 +2,10 @@
 //
 // The candidates (conv2d_candidates) are the implementations that can run the problem here. Under
 // backends::CpuConv::autotune each problem (pass, dtype, bias or not, ISA level, oneDNN on or
-// off, sizes) is timed on every candidate the first time it is seen: up to kRounds runs each,
-// interleaved so that a noisy neighbour slows them alike, a candidate dropped once its best is
-// kDropFactor times the leader's; the fastest best is kept for the process. Every candidate
+// off, sizes) is timed on every candidate the first time it is seen: kRounds runs each,
+// interleaved so that a noisy neighbour slows them alike, except that after two rounds (the
+// first run of each pays for its buffers) a candidate whose best is kDropFactor times the
+// leader's runs no more; the fastest best is kept for the process. Every candidate
 // computes the whole result, so a mistimed one can only be slower, never wrong, and the result of
 // the timed call is always the kept one's (it runs once more when it was not the last to run).
 //
@@ -191,6 +192,7 @@ Conv2dChoice measure(const ConvCall& c, const std::vector<Conv2dImpl>& candidate
       last = i;
     }
     const double lead = *std::min_element(best.begin(), best.end());
+    if (round == 0) continue;
     for (size_t i = 0; i < n; ++i) live[i] = live[i] && best[i] <= kDropFactor * lead;
   }
   // The first of the fastest: ties go to the rule's order.
