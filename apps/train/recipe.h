@@ -102,9 +102,10 @@ struct Recipe {
   std::string amp = "off";      // mixed precision: off, fp16 (with loss scaling) or bf16
   int64_t profile_steps = 0;    // steps to profile after profile_warmup, 0: none
   int64_t profile_warmup = 2;
-  bool cuda_graph = false;            // capture the training step as a CUDA graph and replay it
-  int64_t cuda_graph_warmup = 3;      // eager steps before the capture
-  std::string cpu_conv = "autotune";  // how CPU conv2d picks its kernels (backends::CpuConv)
+  bool cuda_graph = false;        // capture the training step as a CUDA graph and replay it
+  int64_t cuda_graph_warmup = 3;  // eager steps before the capture
+  // How CPU conv2d picks its kernels (backends::CpuConv); empty: KILN_CPU_CONV, else autotune.
+  std::string cpu_conv;
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
@@ -236,8 +237,8 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   app.add_option("--cpu-conv", r.cpu_conv,
                  "CPU: how conv2d picks its kernels per pass and shape: autotune (time the "
                  "candidates on the first batch, keep the fastest), rule (a fixed choice, the same "
-                 "kernels every run), or onednn, direct, im2col (that one wherever it runs)")
-      ->capture_default_str()
+                 "kernels every run), or onednn, direct, im2col (that one wherever it runs); "
+                 "default: KILN_CPU_CONV if set, else autotune")
       ->check(CLI::IsMember({"autotune", "rule", "onednn", "direct", "im2col"}));
   app.add_option("--cuda-graph-warmup", r.cuda_graph_warmup,
                  "eager steps before --cuda-graph's capture (they make the optimizer's and the "
