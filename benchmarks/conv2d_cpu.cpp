@@ -18,13 +18,16 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <ratio>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "kiln/kernels/cpu/conv2d/choice.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
 #include "main_guard.h"
@@ -70,6 +73,30 @@ double wall_ms() {
       .count();
 }
 
+const char* pass_name(cpu::ConvPass pass) {
+  switch (pass) {
+    case cpu::ConvPass::forward:
+      return "forward";
+    case cpu::ConvPass::input_grad:
+      return "input grad";
+    case cpu::ConvPass::weight_grad:
+      return "weight grad";
+  }
+  return "?";
+}
+
+// The autotuner's choices from the `from`-th on: each candidate's best time and the one kept.
+void print_choices(size_t from) {
+  const std::vector<cpu::Conv2dChoice> choices = cpu::conv2d_choices();
+  for (size_t i = from; i < choices.size(); ++i) {
+    const cpu::Conv2dChoice& c = choices[i];
+    std::printf("    %-11s %s:", pass_name(c.pass), dtype_name(c.dtype));
+    for (size_t k = 0; k < c.candidates.size(); ++k)
+      std::printf(" %s %.2f ms", cpu::conv2d_impl_name(c.candidates[k]), 1e3 * c.seconds[k]);
+    std::printf(" -> %s\n", cpu::conv2d_impl_name(c.kept));
+  }
+}
+
 template <class F>
 double best_ms(int64_t repeats, bool cpu_clock, F&& fn) {
   fn();
@@ -88,6 +115,7 @@ int main(int argc, char** argv) {
   int64_t batch_size = 128, repeats = 10;
   int threads = 2;
   std::string isa_name, clock = "wall", dtype_name_arg = "f32", model = "resnet20", only;
+  std::string cpu_conv = "autotune";
   CLI::App app{"conv2d_cpu: time of kiln's CPU convolution kernels per ResNet-20 layer"};
   app.add_option("--batch-size", batch_size)->capture_default_str();
   app.add_option("--repeats", repeats, "timed calls per kernel; the fastest is reported")
@@ -104,19 +132,24 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--only", only, "time only the layers whose name contains this text");
+  app.add_option("--cpu-conv", cpu_conv,
+                 "autotune (time the implementations per shape), rule, onednn, direct, im2col")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rule", "autotune", "onednn", "direct", "im2col"}));
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("conv2d_cpu", [&] {
     omp_set_num_threads(threads);
     if (!isa_name.empty()) set_cpu_isa(parse_cpu_isa(isa_name));
+    backends::set_cpu_conv(backends::parse_cpu_conv(cpu_conv));
     manual_seed(0);
     const bool cpu_clock = clock == "cpu";
     const DType dtype = dtype_name_arg == "bf16" ? DType::bf16 : DType::f32;
 
     std::printf(
-        "kiln conv2d, %s, batch %lld, %d threads, %s kernels, %s clock: ms per call "
+        "kiln conv2d, %s, batch %lld, %d threads, %s kernels, conv %s, %s clock: ms per call "
         "(GFLOP/s)\n",
         dtype_name(dtype), static_cast<long long>(batch_size), threads, cpu_isa_name(cpu_isa()),
-        clock.c_str());
+        cpu_conv.c_str(), clock.c_str());
     std::printf("%-20s %18s %18s %18s\n", "layer", "forward", "input grad", "weight grad");
     double total_ms = 0;
     const bool resnet50 = model == "resnet50";
@@ -124,6 +157,7 @@ int main(int argc, char** argv) {
          resnet50 ? std::span<const Layer>(kResnet50Layers) : std::span<const Layer>(kLayers)) {
       if (std::string_view(l.name).find(only) == std::string_view::npos) continue;
       const Pair stride{l.stride, l.stride}, padding{l.padding, l.padding};
+      const size_t choices_before = cpu::conv2d_choices().size();
       Tensor x = randn({batch_size, l.in_channels, l.side, l.side}).to(dtype);
       Tensor w = randn({l.out_channels, l.in_channels, l.kernel, l.kernel}).to(dtype);
       Tensor out = conv2d(x, w, Tensor(), stride, padding);
@@ -143,6 +177,7 @@ int main(int argc, char** argv) {
         total_ms += t;
       }
       std::printf("\n");
+      print_choices(choices_before);
     }
     std::printf("total: %.1f ms per batch for one call of each kernel on each layer shape\n",
                 total_ms);

@@ -1,7 +1,7 @@
 # FindOneDNN: oneDNN's C++ API (Debian's libdnnl-dev), as the imported target OneDNN::OneDNN.
 # oneDNN's own CMake package (dnnl-config.cmake) also finds OpenCL, for its GPU runtime, and stops
 # the configure where OpenCL's headers are missing; kiln calls only the CPU engine, so this module
-# finds the header and the library alone. kernels/cpu/conv2d_onednn.cpp is written against the
+# finds the header and the library alone. kernels/cpu/conv2d/onednn.cpp is written against the
 # 2.x API (Debian 12's 2.6.3); 3.x changed how primitives are described, so a 3.x install counts
 # as not found (OneDNN_VERSION says which was seen).
 find_path(OneDNN_INCLUDE_DIR NAMES oneapi/dnnl/dnnl.hpp)

@@ -17,7 +17,8 @@ struct MemoryStats {
   int64_t live_allocations = 0;  // allocations not yet freed
   // What the allocator holds from the system or the driver: live blocks plus its cache. A caching
   // (CUDA) allocator counts current_bytes in whole blocks (rounded sizes), as PyTorch does; the CPU
-  // allocator caches nothing, so there reserved == current and device_allocs == allocations.
+  // allocator keeps only freed blocks of 32 MiB and more (up to 2 GiB of them), which its
+  // reserved_bytes adds to current_bytes; its device_allocs count allocations.
   int64_t reserved_bytes = 0;
   int64_t peak_reserved_bytes = 0;  // the most reserved_bytes has been since the last reset
   int64_t device_allocs = 0;        // calls to the system allocator (cudaMalloc) since start

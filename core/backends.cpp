@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -44,6 +45,21 @@ bool fused_optimizer_from_environment() {
 
 // -1 until the first use reads KILN_FUSED_OPTIMIZER.
 std::atomic<int> fused_optimizer{-1};
+
+CpuConv cpu_conv_from_environment() {
+  const char* value = std::getenv("KILN_CPU_CONV");
+  if (value == nullptr || *value == '\0') return CpuConv::rule;
+  try {
+    return parse_cpu_conv(value);
+  } catch (const ValueError& e) {
+    throw ValueError(std::string("KILN_CPU_CONV: ") + e.what());
+  }
+}
+
+// -1 until the first use reads KILN_CPU_CONV.
+std::atomic<int> cpu_conv_pick{-1};
+
+constexpr const char* kCpuConvNames[] = {"rule", "autotune", "onednn", "direct", "im2col"};
 
 // -1 until the first use reads KILN_ONEDNN.
 std::atomic<int> onednn{-1};
@@ -178,6 +194,35 @@ OneDnnScope::OneDnnScope(bool on) : previous_(onednn_enabled()) {
 
 OneDnnScope::~OneDnnScope() {
   set_onednn_enabled(previous_);
+}
+
+CpuConv cpu_conv() {
+  int value = cpu_conv_pick.load(std::memory_order_relaxed);
+  if (value < 0) {
+    value = static_cast<int>(cpu_conv_from_environment());
+    cpu_conv_pick.store(value, std::memory_order_relaxed);
+  }
+  return static_cast<CpuConv>(value);
+}
+void set_cpu_conv(CpuConv pick) {
+  cpu_conv_pick.store(static_cast<int>(pick), std::memory_order_relaxed);
+}
+const char* cpu_conv_name(CpuConv pick) {
+  return kCpuConvNames[static_cast<int>(pick)];
+}
+CpuConv parse_cpu_conv(const std::string& name) {
+  for (int i = 0; i < static_cast<int>(std::size(kCpuConvNames)); ++i)
+    if (name == kCpuConvNames[i]) return static_cast<CpuConv>(i);
+  throw ValueError("expected a CPU conv2d pick rule, autotune, onednn, direct or im2col, got '" +
+                   name + "'");
+}
+
+CpuConvScope::CpuConvScope(CpuConv pick) : previous_(cpu_conv()) {
+  set_cpu_conv(pick);
+}
+
+CpuConvScope::~CpuConvScope() {
+  set_cpu_conv(previous_);
 }
 
 Tf32Scope::Tf32Scope(bool allow) : matmul_(cuda_matmul_allow_tf32()), cudnn_(cudnn_allow_tf32()) {

@@ -72,11 +72,10 @@ CudnnApiCounts cudnn_api_counts();
 void count_cudnn_run(CudnnApi api);
 void count_cudnn_fallback(const std::string& reason);
 
-// CPU conv2d may hand a pass to oneDNN where its kernels measured faster than kiln's own
-// (kernels/cpu/conv2d_onednn.cpp says which). Default true, as torch.backends.mkldnn.enabled,
-// unless the environment variable KILN_ONEDNN is 0 when first read (1 or unset: true; anything
-// else is a ValueError naming the variable). A build without oneDNN (onednn_available() false)
-// runs kiln's kernels whatever this says.
+// CPU conv2d may hand a pass to oneDNN (which passes: cpu_conv below). Default true, as
+// torch.backends.mkldnn.enabled, unless the environment variable KILN_ONEDNN is 0 when first read
+// (1 or unset: true; anything else is a ValueError naming the variable). A build without oneDNN
+// (onednn_available() false) runs kiln's kernels whatever this says.
 bool onednn_available();
 bool onednn_enabled();
 void set_onednn_enabled(bool on);
@@ -84,6 +83,36 @@ void set_onednn_enabled(bool on);
 // kiln's kernels ran does not count).
 int64_t onednn_conv2d_runs();
 void count_onednn_conv2d_run();
+
+// How CPU conv2d picks, per pass (forward, input gradient, weight gradient), dtype and shape, which
+// of its implementations runs (kernels/cpu/conv2d/choice.cpp): kiln's direct kernels, oneDNN's, or
+// im2col + GEMM. autotune times each one that can run the first time a problem is seen (a few
+// runs, the fastest of each) and keeps the fastest for the process, as cudnn_benchmark does on a
+// GPU: the right pick on every CPU (AMX, AVX-512, AVX2), at the cost of a few steps' time once.
+// rule is a fixed choice made from the sizes alone, written for one Zen 5 (docs/results.md): the
+// same kernels every run, for tests. onednn, direct and im2col run that implementation wherever it
+// can run the problem and the rule elsewhere (tests and benchmarks of one implementation). Every
+// pick computes the same convolution; they differ in speed and in the order of f32 sums. Default
+// rule, or what the environment variable KILN_CPU_CONV (rule, autotune, onednn, direct, im2col)
+// says when first read; kiln-train and the benchmarks set autotune unless told otherwise.
+enum class CpuConv { rule, autotune, onednn, direct, im2col };
+CpuConv cpu_conv();
+void set_cpu_conv(CpuConv pick);
+const char* cpu_conv_name(CpuConv pick);
+// One of the names above; anything else is a ValueError listing them.
+CpuConv parse_cpu_conv(const std::string& name);
+
+// Sets the CPU conv2d pick for a scope and puts the old one back at its end.
+class CpuConvScope {
+ public:
+  explicit CpuConvScope(CpuConv pick);
+  ~CpuConvScope();
+  CpuConvScope(const CpuConvScope&) = delete;
+  CpuConvScope& operator=(const CpuConvScope&) = delete;
+
+ private:
+  CpuConv previous_;
+};
 
 // Sets the oneDNN switch for a scope and puts the old value back at its end, as PyTorch's
 // torch.backends.mkldnn.flags(enabled=...).

@@ -1,10 +1,10 @@
-// The 2-D convolution family, on every device: direct kernels for f32 and bf16 (portable, AVX2 and
-// AVX-512 versions picked at run time), oneDNN for the passes where it measured faster
-// (kernels/cpu/conv2d_onednn.cpp) and im2col + GEMM for f64 on the CPU (kernels/cpu/conv2d.cpp,
-// conv2d_direct.cpp), cuDNN on the GPU (kernels/cuda/conv2d.cpp). Every
-// operand is of one dtype and non-empty (ops/conv.cpp settles the zero-size cases), and
-// contiguous, or, where takes_channels_last, x, weight, out and the gradients all channels-last
-// instead (the 4-D ones; bias is 1-D).
+// The 2-D convolution family, on every device. On the CPU (kernels/cpu/conv2d/, choice.cpp picks
+// per pass and shape, by a fixed rule or by timing): kiln's direct kernels for f32 and bf16
+// (portable, AVX2 and AVX-512 versions picked at run time), oneDNN's, and im2col + GEMM (f32, and
+// the only ones for f64); cuDNN on the GPU (kernels/cuda/conv2d.cpp). Every operand is of one
+// dtype and non-empty (ops/conv.cpp settles the zero-size cases), and contiguous, or, where
+// takes_channels_last, x, weight, out and the gradients all channels-last instead (the 4-D ones;
+// bias is 1-D).
 #pragma once
 
 #include <array>

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/core/error.h"
 #include "kiln/nn/init.h"

@@ -1,9 +1,10 @@
 // conv2d and its two gradient ops: argument checks, the output geometry, the call into the
 // device's kernels, conv2d's backward written with the gradient ops, and theirs (double backward)
-// written with conv2d and each other. Which implementation
-// runs is the kernels' choice: on the CPU (kernels/cpu/conv2d.cpp) oneDNN where it takes the call,
-// else direct loops for f32 and bf16 and im2col + GEMM for f64; on the GPU
-// (kernels/cuda/conv2d.cpp) cuDNN, through its graph API or its legacy one.
+// written with conv2d and each other. Which implementation runs is the kernels' choice: on the
+// CPU kernels/cpu/conv2d/choice.cpp picks per pass and shape among kiln's direct kernels,
+// oneDNN's and im2col + GEMM (f64's only ones), by a fixed rule or by timing them
+// (backends::CpuConv); on the GPU (kernels/cuda/conv2d.cpp) cuDNN, through its graph API or its
+// legacy one.
 #include "kiln/ops/conv.h"
 
 #include <cstdint>

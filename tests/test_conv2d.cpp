@@ -5,16 +5,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu_isa_scope.h"
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
 #include "kiln/kernels/conv2d_graph_plan.h"
+#include "kiln/kernels/cpu/conv2d/choice.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
 #include "parity.h"
+#include "temp_dir.h"
 
 using namespace kiln;
 using kiln::testing::check_close;
@@ -334,7 +338,7 @@ TEST_CASE("conv2d: images batched into one product, with a single image left ove
 
 namespace {
 
-// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d_direct.cpp, whose
+// f32 convolutions run on the padded-layout kernels of kernels/cpu/conv2d/direct.cpp, whose
 // micro-kernels exist once per instruction set (core/cpu_isa.h): each set runs these cases. The
 // shapes cover output-channel counts that leave part of a tile's rows, odd tap counts, pads
 // narrower and wider than the kernel's reach, dilation, groups, batches that fill several chunks
@@ -375,7 +379,7 @@ void check_cases(DType dtype, bool all_shapes) {
       {{2, 4, 5, 5}, {72, 2, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 2}},
       {{1, 2, 3, 31}, {33, 2, 1, 3}, {{1, 1}, {0, 1}, {1, 1}, 1}},
       {{2, 3, 9, 9}, {34, 3, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},
-      // Shapes the oneDNN rule (kernels/cpu/conv2d_onednn.cpp) sends to oneDNN: ResNet's 14x14
+      // Shapes the oneDNN rule (kernels/cpu/conv2d/onednn.cpp) sends to oneDNN: ResNet's 14x14
       // and 7x7 layers, and wide layers with dilation, groups, uneven padding and odd sizes.
       {{2, 32, 14, 14}, {32, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
       {{2, 32, 7, 7}, {24, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},
@@ -467,7 +471,7 @@ TEST_CASE("conv2d: bf16 forward and gradients match the direct loops, through f3
   check_cases_with(CpuIsa::baseline, DType::bf16);
 }
 
-// oneDNN's passes (kernels/cpu/conv2d_onednn.cpp) against the same loops, on the shapes its rule
+// oneDNN's passes (kernels/cpu/conv2d/onednn.cpp) against the same loops, on the shapes its rule
 // gives it (the cases above mix them with shapes kiln's kernels keep).
 TEST_CASE("conv2d: oneDNN's f32 passes match the direct loops", "[may_skip]") {
   if (!onednn_runs_here(DType::f32)) return;
@@ -527,6 +531,150 @@ TEST_CASE("conv2d: the oneDNN rule, its switch and kiln's ISA cap", "[may_skip]"
       CHECK(passes({2, 32, 8, 8}, {32, 32, 3, 3}, p) == Runs{0, 0, 0});
     });
   }
+}
+
+namespace {
+
+// The dtypes the CPU's implementations differ in here: f32, and bf16 where kiln has bf16 kernels.
+std::vector<DType> choice_dtypes() {
+  std::vector<DType> dtypes{DType::f32};
+  if (cpu_isa() >= CpuIsa::avx512_bf16) dtypes.push_back(DType::bf16);
+  return dtypes;
+}
+
+// The implementation the test clock makes fastest; the others take twice as long (within the
+// autotuner's drop factor, so all of them run every round).
+cpu::Conv2dImpl clock_winner = cpu::Conv2dImpl::direct;
+double winner_fastest(cpu::Conv2dImpl impl, double) {
+  return impl == clock_winner ? 1.0 : 2.0;
+}
+
+// Autotuning with the test clock for the scope, the choices forgotten before and after.
+struct RiggedAutotune {
+  explicit RiggedAutotune(cpu::Conv2dImpl winner) : pick(backends::CpuConv::autotune) {
+    clock_winner = winner;
+    cpu::clear_conv2d_choices();
+    cpu::set_conv2d_test_clock(winner_fastest);
+  }
+  ~RiggedAutotune() {
+    cpu::set_conv2d_test_clock(nullptr);
+    cpu::clear_conv2d_choices();
+  }
+  backends::CpuConvScope pick;
+};
+
+}  // namespace
+
+// Every implementation the CPU may run, forced wherever it can run, against the direct loops on
+// the odd shapes: oneDNN on every shape it has a JIT kernel for (the rule gives it only some),
+// kiln's direct kernels, im2col + GEMM in f32 (f64's only implementation, tested above).
+TEST_CASE("conv2d: each CPU implementation, forced, matches the direct loops") {
+  const std::pair<backends::CpuConv, cpu::Conv2dImpl> forced[] = {
+      {backends::CpuConv::onednn, cpu::Conv2dImpl::onednn},
+      {backends::CpuConv::direct, cpu::Conv2dImpl::direct},
+      {backends::CpuConv::im2col, cpu::Conv2dImpl::im2col}};
+  for (const auto& [pick, impl] : forced)
+    for (DType dtype : choice_dtypes()) {
+      if (impl == cpu::Conv2dImpl::im2col && dtype != DType::f32) continue;
+      if (impl == cpu::Conv2dImpl::onednn && !onednn_runs_here(dtype)) continue;
+      INFO(backends::cpu_conv_name(pick) << " " << dtype_name(dtype));
+      const backends::CpuConvScope scope(pick);
+      const int64_t before = cpu::conv2d_runs(impl);
+      check_cases(dtype, false);
+      CHECK(cpu::conv2d_runs(impl) > before);
+    }
+}
+
+// The autotuner keeps whichever candidate its clock says is fastest: made to believe each one in
+// turn is, it keeps that one wherever it is a candidate, and the results (each call's, the first
+// included, which ran every candidate) still match the direct loops.
+TEST_CASE("conv2d: the autotuner keeps what its clock says is fastest, and any pick is right",
+          "[may_skip]") {
+  if (!onednn_runs_here(DType::f32)) return;  // without oneDNN there is one candidate
+  for (cpu::Conv2dImpl winner : {cpu::Conv2dImpl::onednn, cpu::Conv2dImpl::direct})
+    for (DType dtype : choice_dtypes()) {
+      INFO(cpu::conv2d_impl_name(winner) << " made fastest, " << dtype_name(dtype));
+      const RiggedAutotune rigged(winner);
+      check_cases(dtype, false);
+      const std::vector<cpu::Conv2dChoice> choices = cpu::conv2d_choices();
+      REQUIRE(!choices.empty());
+      for (const cpu::Conv2dChoice& c : choices) {
+        const bool candidate =
+            std::find(c.candidates.begin(), c.candidates.end(), winner) != c.candidates.end();
+        CHECK(c.kept == (candidate ? winner : c.candidates.front()));
+      }
+    }
+}
+
+// Once chosen, a problem runs on the kept implementation alone, and the same clock makes the
+// same choices: the autotuner's choice is a function of its timings.
+TEST_CASE("conv2d: the autotuner times a problem once and chooses the same again", "[may_skip]") {
+  if (!onednn_runs_here(DType::f32)) return;
+  const Tensor x = random({2, 32, 9, 9}, 520, DType::f32),
+               w = random({32, 32, 3, 3}, 521, DType::f32);
+  auto runs = [] {
+    return cpu::conv2d_runs(cpu::Conv2dImpl::onednn) + cpu::conv2d_runs(cpu::Conv2dImpl::direct);
+  };
+  std::vector<cpu::Conv2dImpl> kept;
+  for (int trial = 0; trial < 2; ++trial) {
+    const RiggedAutotune rigged(cpu::Conv2dImpl::onednn);
+    int64_t before = runs();
+    conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+    CHECK(runs() - before > 2);  // every candidate, several times
+    before = runs();
+    conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+    CHECK(runs() - before == 1);
+    REQUIRE(cpu::conv2d_choices().size() == 1);
+    kept.push_back(cpu::conv2d_choices()[0].kept);
+  }
+  CHECK(kept == std::vector<cpu::Conv2dImpl>{cpu::Conv2dImpl::onednn, cpu::Conv2dImpl::onednn});
+  // Under a fixed pick nothing is timed.
+  const int64_t before = runs();
+  conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+  CHECK(runs() - before == 1);
+  CHECK(cpu::conv2d_choices().empty());
+}
+
+// A choice file written by one run is read by the next: the problems it holds are not timed again
+// and run on the implementation it names; a malformed line is a ValueError naming the file.
+TEST_CASE("conv2d: the autotuner's choice file spares a second run the timing", "[may_skip]") {
+  if (!onednn_runs_here(DType::f32)) return;
+  const testing::TempDir dir;
+  const std::string path = dir.file("choices.txt");
+  const Tensor x = random({2, 32, 9, 9}, 530, DType::f32),
+               w = random({32, 32, 3, 3}, 531, DType::f32);
+  auto runs = [] {
+    return cpu::conv2d_runs(cpu::Conv2dImpl::onednn) + cpu::conv2d_runs(cpu::Conv2dImpl::direct);
+  };
+  {
+    const RiggedAutotune rigged(cpu::Conv2dImpl::direct);  // the rule's order puts oneDNN first
+    cpu::use_conv2d_choice_file(path);
+    conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+    REQUIRE(cpu::conv2d_choices().size() == 1);
+  }
+  const RiggedAutotune second_run(cpu::Conv2dImpl::onednn);
+  cpu::use_conv2d_choice_file(path);
+  const int64_t before = runs(), direct_before = cpu::conv2d_runs(cpu::Conv2dImpl::direct);
+  check_close(conv2d(x, w, Tensor(), {1, 1}, {1, 1}),
+              reference_conv(x, w, Tensor(), Conv{{1, 1}, {1, 1}, {1, 1}, 1}),
+              tolerance(DType::f32));
+  CHECK(runs() - before == 1);
+  CHECK(cpu::conv2d_runs(cpu::Conv2dImpl::direct) - direct_before == 1);
+  CHECK(cpu::conv2d_choices().empty());
+  {
+    std::ofstream bad(dir.file("bad.txt"));
+    bad << "conv2d 1 2 3 fastest\n";
+  }
+  CHECK_THROWS_AS(cpu::use_conv2d_choice_file(dir.file("bad.txt")), ValueError);
+  CHECK_THROWS_WITH(cpu::use_conv2d_choice_file(dir.file("bad.txt")),
+                    Catch::Contains("bad.txt:1: not a conv2d choice"));
+}
+
+TEST_CASE("conv2d: an unknown CPU conv2d pick is a ValueError naming the picks") {
+  CHECK(backends::parse_cpu_conv("autotune") == backends::CpuConv::autotune);
+  CHECK_THROWS_AS(backends::parse_cpu_conv("fastest"), ValueError);
+  CHECK_THROWS_WITH(backends::parse_cpu_conv("fastest"),
+                    Catch::Contains("rule, autotune, onednn, direct or im2col, got 'fastest'"));
 }
 
 TEST_CASE("conv2d: the gradient ops match conv2d's backward in f32") {

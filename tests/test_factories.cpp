@@ -361,6 +361,28 @@ TEST_CASE("factories: fresh tensors are 64-byte aligned") {
   }
 }
 
+// Blocks of 32 MiB and more, which glibc would map and unmap anew each time (every page faulted
+// in again), are kept when freed and handed to the next tensor of their size (rounded up to a
+// MiB); the block kept counts as reserved, not as current; smaller sizes never get it.
+TEST_CASE("factories: a freed large tensor's block serves the next one of its size") {
+  const int64_t large = (int64_t{40} << 20) / 4;  // 40 MiB of f32
+  void* first = nullptr;
+  {
+    Tensor t = empty({large});
+    first = t.data_ptr();
+  }
+  const MemoryStats freed = memory_stats();
+  CHECK(freed.reserved_bytes >= freed.current_bytes + (int64_t{40} << 20));
+  {
+    Tensor small = empty({large / 2});
+    CHECK(small.data_ptr() != first);
+  }
+  Tensor again = empty({large - 3});  // 12 bytes short: the same MiB-rounded block
+  CHECK(again.data_ptr() == first);
+  CHECK(reinterpret_cast<uintptr_t>(again.data_ptr()) % 64 == 0);
+  CHECK(memory_stats().current_bytes == freed.current_bytes + (large - 3) * 4);
+}
+
 TEST_CASE("factories: cuda devices throw DeviceError without CUDA") {
   if (cuda::is_available()) return;
   CHECK_THROWS_AS(zeros({2}, DType::f32, Device::cuda()), DeviceError);

@@ -2,6 +2,7 @@
 // removed by their handle, run when a module is called, also inside Sequential and ResNet),
 // apply() visiting children before parents, replace_module keeping the state_dict's order.
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>

@@ -293,6 +293,12 @@ void check_momentum_flag(const apps::Recipe& r, bool given) {
 
 int run_training(const apps::Recipe& r) {
   if (r.threads > 0) omp_set_num_threads(r.threads);
+  // Autotuned unless the flag or KILN_CPU_CONV (which the tests set to rule) says otherwise.
+  const char* cpu_conv_env = std::getenv("KILN_CPU_CONV");
+  if (!r.cpu_conv.empty())
+    backends::set_cpu_conv(backends::parse_cpu_conv(r.cpu_conv));
+  else if (cpu_conv_env == nullptr || *cpu_conv_env == '\0')
+    backends::set_cpu_conv(backends::CpuConv::autotune);
   manual_seed(r.seed);
   Device device = pick_device(r.device);
   check_cuda_graph_recipe(r, device);

@@ -104,6 +104,8 @@ struct Recipe {
   int64_t profile_warmup = 2;
   bool cuda_graph = false;        // capture the training step as a CUDA graph and replay it
   int64_t cuda_graph_warmup = 3;  // eager steps before the capture
+  // How CPU conv2d picks its kernels (backends::CpuConv); empty: KILN_CPU_CONV, else autotune.
+  std::string cpu_conv;
 };
 
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
@@ -232,6 +234,12 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
                "(forward, backward, optimizer, loss scaling) once as a CUDA graph and replay it "
                "for every later batch of the full batch size (a last, smaller batch runs "
                "eagerly); not with --distributed or --profile-steps");
+  app.add_option("--cpu-conv", r.cpu_conv,
+                 "CPU: how conv2d picks its kernels per pass and shape: autotune (time the "
+                 "candidates on the first batch, keep the fastest), rule (a fixed choice, the same "
+                 "kernels every run), or onednn, direct, im2col (that one wherever it runs); "
+                 "default: KILN_CPU_CONV if set, else autotune")
+      ->check(CLI::IsMember({"autotune", "rule", "onednn", "direct", "im2col"}));
   app.add_option("--cuda-graph-warmup", r.cuda_graph_warmup,
                  "eager steps before --cuda-graph's capture (they make the optimizer's and the "
                  "loss scaler's state)")

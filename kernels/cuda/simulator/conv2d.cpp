@@ -1,5 +1,5 @@
 // The CUDA simulator's conv2d (KILN_CUDA=SIM, docs/simulator.md): cuDNN is not simulated, so in
-// this build conv2d on a cuda device runs kiln's CPU kernels (kernels/cpu/conv2d.cpp) on the
+// this build conv2d on a cuda device runs kiln's CPU kernels (kernels/cpu/conv2d/choice.cpp) on the
 // simulated device memory, which is host memory, in the CPU kernels' dtypes. Each call goes
 // through sim::library_call on the current stream, where cuDNN would launch its kernels: it counts
 // as a library call, and on a capturing stream it is recorded to run at each launch of the graph.

@@ -1,6 +1,6 @@
-// The direct convolution's micro-kernels in AVX-512 (conv2d_direct_tiles_impl.h).
+// The direct convolution's micro-kernels in AVX-512 (conv2d/direct_tiles_impl.h).
 #define KILN_SIMD KILN_SIMD_AVX512
-#include "kiln/kernels/cpu/conv2d_direct_tiles_impl.h"
+#include "kiln/kernels/cpu/conv2d/direct_tiles_impl.h"
 
 namespace kiln::cpu {
 

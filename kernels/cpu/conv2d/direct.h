@@ -1,10 +1,8 @@
 // f32 and bf16 convolutions computed straight from a padded copy of the input: no column matrix,
-// no packing of it, no staging of the product. conv2d.cpp sends every f32 convolution here,
-// forward and both gradients, and every bf16 one where the CPU has bf16 dot products
-// (direct_conv2d_takes_bf16), unless oneDNN takes the pass (conv2d_onednn.h); f64 takes im2col +
-// GEMM. The layout and the micro-kernels are
-// described in conv2d_direct.cpp; the bf16 versions sum their products in f32 and round the
-// result once.
+// no packing of it, no staging of the product. One of the candidates choice.cpp picks from: in f32
+// everywhere, in bf16 where the CPU has bf16 dot products (direct_conv2d_takes_bf16). The layout
+// and the micro-kernels are described in direct.cpp; the bf16 versions sum their products in f32
+// and round the result once.
 #pragma once
 
 #include "kiln/core/half.h"

@@ -1,7 +1,7 @@
 // The direct convolution's micro-kernels in portable C++ (any x86-64, or another architecture)
-// (conv2d_direct_tiles_impl.h).
+// (conv2d/direct_tiles_impl.h).
 #define KILN_SIMD KILN_SIMD_BASELINE
-#include "kiln/kernels/cpu/conv2d_direct_tiles_impl.h"
+#include "kiln/kernels/cpu/conv2d/direct_tiles_impl.h"
 
 namespace kiln::cpu {
 

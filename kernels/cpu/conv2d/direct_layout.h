@@ -1,6 +1,6 @@
-// The padded layout of the direct convolution (conv2d_direct.cpp describes it), the packing of its
-// input, and the buffers, shared by the forward (conv2d_direct.cpp) and the weight gradient
-// (conv2d_direct_weight.cpp).
+// The padded layout of the direct convolution (conv2d/direct.cpp describes it), the packing of its
+// input, and the buffers, shared by the forward (conv2d/direct.cpp) and the weight gradient
+// (conv2d/direct_weight.cpp).
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // f32 and bf16 convolution without a column matrix: the forward and the input gradient (the
-// weight gradient is in conv2d_direct_weight.cpp).
+// weight gradient is in conv2d/direct_weight.cpp).
 //
-// The layout (conv2d_direct_layout.h), for stride 1. A chunk of images is copied once into a
+// The layout (conv2d/direct_layout.h), for stride 1. A chunk of images is copied once into a
 // padded buffer, channel by channel. Each channel is a grid of rows `row_stride = W + gap_w` wide:
 // gap_w zeros, then one input row. Images follow each other every `image_rows = H + gap_h` rows,
 // after gap_h rows of zeros. One run of zeros thus pads two neighbours at once: the end of a row
@@ -17,7 +17,7 @@
 // the tap's phase. Phases no tap reads (three of the four of a 1x1 stride-2 shortcut) are not
 // packed.
 //
-// Two forward micro-kernels (conv2d_direct_tiles_impl.h), chosen by the output channels:
+// Two forward micro-kernels (conv2d/direct_tiles_impl.h), chosen by the output channels:
 // - channel tiles, for f32 convolutions with at least 144 taps and a group of at least a tile's
 //   width of output channels (32 with AVX-512, 16 with 8-float vectors): output channels in the
 //   vector lanes, a run of up to 14 positions of one output row per tile (6 with AVX2). Per tap,
@@ -37,7 +37,7 @@
 // The micro-kernels are compiled once per instruction set and the one core/cpu_isa.h chose is
 // called through a table; this file, which packs the layout, splits the work and stores the
 // tiles, is the same for all of them.
-#include "kiln/kernels/cpu/conv2d_direct.h"
+#include "kiln/kernels/cpu/conv2d/direct.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -46,8 +46,8 @@
 #include <vector>
 
 #include "kiln/core/half.h"
-#include "kiln/kernels/cpu/conv2d_direct_layout.h"
-#include "kiln/kernels/cpu/conv2d_direct_tiles.h"
+#include "kiln/kernels/cpu/conv2d/direct_layout.h"
+#include "kiln/kernels/cpu/conv2d/direct_tiles.h"
 #include "kiln/kernels/cpu/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
@@ -348,7 +348,7 @@ void forward_channels(const float* x, const float* weight, const float* bias, fl
 
 // The forward into `view`, bias (f32 copy) optional: in f32, channel tiles where a group has
 // enough output channels to fill one and at least 144 taps; position tiles otherwise, and for
-// bf16 always (see conv2d_direct_tiles_avx512_bf16.cpp).
+// bf16 always (see conv2d/direct_tiles_avx512_bf16.cpp).
 template <class T>
 void forward(const T* x, const T* weight, const float* bias, T* out, const Conv2dGeometry& g,
              const OutputView& view) {

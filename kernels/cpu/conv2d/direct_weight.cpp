@@ -1,6 +1,6 @@
 // The direct convolution's weight gradient, f32 and bf16: grad_weight[o][k] = sum over positions
 // p of grad[o][p] * input[p + offset_k], the forward kernel turned around, on the same padded
-// layout of the input (conv2d_direct_layout.h, described in conv2d_direct.cpp).
+// layout of the input (conv2d/direct_layout.h, described in conv2d/direct.cpp).
 //
 // grad is packed transposed per chunk, [block of output channels][output position][channel] (the
 // positions of whole output rows only, so no padding position is summed); a tile of taps x
@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "kiln/core/half.h"
-#include "kiln/kernels/cpu/conv2d_direct.h"
-#include "kiln/kernels/cpu/conv2d_direct_layout.h"
-#include "kiln/kernels/cpu/conv2d_direct_tiles.h"
+#include "kiln/kernels/cpu/conv2d/direct.h"
+#include "kiln/kernels/cpu/conv2d/direct_layout.h"
+#include "kiln/kernels/cpu/conv2d/direct_tiles.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {

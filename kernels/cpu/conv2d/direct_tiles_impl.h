@@ -1,6 +1,6 @@
 // The direct convolution's micro-kernels, written over simd.h's Vec and compiled once per
-// instruction set by conv2d_direct_tiles_{baseline,avx2,avx512}.cpp, each of which includes this
-// file after defining KILN_SIMD. conv2d_direct.cpp describes the layout they read.
+// instruction set by conv2d/direct_tiles_{baseline,avx2,avx512}.cpp, each of which includes this
+// file after defining KILN_SIMD. conv2d/direct.cpp describes the layout they read.
 //
 // Position tile (forward): 4 output channels x kTileVectors vectors of positions, 12
 // accumulators; per tap, kTileVectors loads of the padded input and 4 broadcast weights feed 12
@@ -16,7 +16,7 @@
 // T broadcasts and V loads per T * V FMAs (12 x 2 with AVX-512, 6 x 2 with 16 registers).
 #include <cstdint>
 
-#include "kiln/kernels/cpu/conv2d_direct_tiles.h"
+#include "kiln/kernels/cpu/conv2d/direct_tiles.h"
 #include "kiln/kernels/cpu/simd.h"
 
 namespace kiln::cpu::KILN_SIMD_NAMESPACE {

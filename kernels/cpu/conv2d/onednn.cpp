@@ -1,26 +1,17 @@
 // oneDNN's convolutions, called as PyTorch 1.13 calls them on the CPU: kiln's NCHW tensors are
 // reordered into the blocked layouts oneDNN's kernels pick (format "any"), the convolution runs,
-// and the result is reordered back, on every call. A plan (the primitive and its reorders) is made
-// once per pass, dtype and shape and kept per thread; the blocked copies live in per-thread
-// buffers that are kept, as the direct kernels' are.
+// and the result is reordered back, on every call (the reorders cost oneDNN about a third of its
+// time inside ResNet-20's steps). A plan (the primitive and its reorders) is made once per pass,
+// dtype and shape and kept per thread; the blocked copies live in per-thread buffers that are
+// kept, as the direct kernels' are.
 //
-// Who runs what was measured inside ResNet-20 training steps, both backends alternating call by
-// call on every layer shape (docs/results.md, "oneDNN per pass"); the reorders cost oneDNN about a
-// third of its time there, more than a benchmark that repeats one call shows. oneDNN takes the
-// convolutions in f32, and in bf16 where the CPU has bf16 dot products, except:
-// - "narrow" layers (stride 1, at most 16 input and 16 output channels a group: ResNet's stem and
-//   first stage), whose forward stays with kiln's position tiles, as does their input gradient
-//   on AVX-512 (on AVX2 oneDNN's was faster);
-// - the weight gradient, which oneDNN takes in f32 on AVX-512 only (kiln's AVX2 kernels were
-//   faster) and in bf16 on narrow layers only (kiln's bf16 kernels were faster on the rest);
-// - bf16 1x1 kernels on at most 64 channels in and out (ResNet-20's shortcuts, where kiln's were
-//   faster; level at 64; oneDNN far ahead on ResNet-50's wider ones, as on every f32 1x1 there).
-// And only through its JIT kernels: a shape oneDNN would run with its reference or GEMM-based code
+// Only oneDNN's JIT kernels count: a shape oneDNN would run with its reference or GEMM-based code
 // stays with kiln. backends::set_onednn_enabled(false) or KILN_ONEDNN=0 turns oneDNN off, as
 // torch.backends.mkldnn.enabled. kiln's ISA cap (KILN_CPU_ISA, set_cpu_isa) caps oneDNN too, once,
-// on oneDNN's first use; while kiln's level differs from the one oneDNN was capped to, kiln's
-// kernels run, so the per-ISA tests compare kiln's own kernels.
-#include "kiln/kernels/cpu/conv2d_onednn.h"
+// on oneDNN's first use; while kiln's level differs from the one oneDNN was capped to, oneDNN
+// runs nothing, so the per-ISA tests compare kiln's own kernels. Uncapped, oneDNN also uses what
+// kiln has no level for: AMX on Xeons that have it, which choice.cpp's timing finds by itself.
+#include "kiln/kernels/cpu/conv2d/onednn.h"
 
 #if KILN_WITH_ONEDNN
 #include <array>
@@ -38,8 +29,9 @@
 #include "kiln/core/backends.h"
 #include "kiln/core/cpu_isa.h"
 #include "kiln/core/dtype.h"
-#include "kiln/core/error.h"
 #endif
+
+#include "kiln/core/error.h"
 
 namespace kiln::cpu {
 
@@ -71,24 +63,6 @@ CpuIsa onednn_level() {
     return now;
   }();
   return level;
-}
-
-// Whether oneDNN takes the pass (see the top of this file).
-bool rule_picks(ConvPass pass, DType dtype, CpuIsa isa, const Conv2dGeometry& g) {
-  if (isa < CpuIsa::avx2) return false;
-  if (dtype == DType::bf16 ? isa < CpuIsa::avx512_bf16 : dtype != DType::f32) return false;
-  const int64_t cg = g.in_channels / g.groups, og = g.out_channels / g.groups;
-  if (dtype == DType::bf16 && g.kernel_h * g.kernel_w == 1 && cg <= 64 && og <= 64) return false;
-  const bool narrow = g.stride_h == 1 && g.stride_w == 1 && cg <= 16 && og <= 16;
-  switch (pass) {
-    case ConvPass::forward:
-      return !narrow;
-    case ConvPass::input_grad:
-      return !narrow || isa == CpuIsa::avx2;
-    case ConvPass::weight_grad:
-      return dtype == DType::f32 ? isa >= CpuIsa::avx512 : narrow;
-  }
-  return false;
 }
 
 memory::data_type data_type(DType dtype) {
@@ -269,30 +243,37 @@ void run(const Plan& plan, void* a, void* b, void* bias, void* result) {
 
 }  // namespace
 
-bool onednn_conv2d(ConvPass pass, const Tensor& a, const Tensor& b, const Tensor& bias,
-                   const Tensor& result, const Conv2dGeometry& g) {
+bool onednn_conv2d_runs(const ConvCall& call) {
   if (!backends::onednn_enabled()) return false;
   const CpuIsa isa = cpu_isa();
-  const DType dtype = a.dtype();
-  if (!rule_picks(pass, dtype, isa, g) || isa != onednn_level()) return false;
-  const Plan& plan = plan_for(pass, dtype, bias.defined(), g);
-  if (!plan.usable) return false;
+  const DType dtype = call.dtype();
+  if (dtype == DType::bf16 ? isa < CpuIsa::avx512_bf16 : dtype != DType::f32 || isa < CpuIsa::avx2)
+    return false;
+  if (isa != onednn_level()) return false;
+  return plan_for(call.pass, dtype, call.bias.defined(), call.g).usable;
+}
+
+void onednn_conv2d(const ConvCall& call) {
+  const Plan& plan = plan_for(call.pass, call.dtype(), call.bias.defined(), call.g);
+  KILN_CHECK(plan.usable, ValueError, "conv2d: oneDNN has no JIT kernel for this problem");
   try {
-    run(plan, a.data_ptr(), b.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-        result.data_ptr());
+    run(plan, call.a.data_ptr(), call.b.data_ptr(),
+        call.bias.defined() ? call.bias.data_ptr() : nullptr, call.result.data_ptr());
   } catch (const dnnl::error& e) {
     throw Error(std::string("conv2d: oneDNN failed (") + e.what() +
                 "); KILN_ONEDNN=0 runs kiln's own kernels");
   }
   backends::count_onednn_conv2d_run();
-  return true;
 }
 
 #else
 
-bool onednn_conv2d(ConvPass, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                   const Conv2dGeometry&) {
+bool onednn_conv2d_runs(const ConvCall&) {
   return false;
+}
+
+void onednn_conv2d(const ConvCall&) {
+  throw Error("conv2d: this build has no oneDNN");
 }
 
 #endif

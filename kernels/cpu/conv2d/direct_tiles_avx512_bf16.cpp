@@ -1,5 +1,5 @@
 // The direct convolution's micro-kernels with AVX512-BF16: the f32 ones of AVX-512
-// (conv2d_direct_tiles_impl.h, compiled again in this file's namespace) and two bf16 ones built
+// (conv2d/direct_tiles_impl.h, compiled again in this file's namespace) and two bf16 ones built
 // on vdpbf16ps, which multiplies 16 pairs of bf16 values by 16 others and adds each pair's two
 // products to an f32 lane. Products of bf16 values are exact in f32, so these round only where
 // the f32 kernels do, in the sums.
@@ -20,7 +20,7 @@
 #define KILN_SIMD KILN_SIMD_AVX512_BF16
 #include <cstdint>
 
-#include "kiln/kernels/cpu/conv2d_direct_tiles_impl.h"
+#include "kiln/kernels/cpu/conv2d/direct_tiles_impl.h"
 
 namespace kiln::cpu::avx512_bf16 {
 

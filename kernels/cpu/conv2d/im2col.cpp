@@ -1,4 +1,7 @@
-#include "kiln/kernels/conv2d.h"
+// im2col + GEMM: each image unfolded into a column matrix and multiplied by the weights with
+// Eigen's GEMM (kernels/cpu/gemm.h). The only kernels for f64; one candidate among several for f32
+// (kernels/cpu/conv2d/choice.cpp).
+#include "kiln/kernels/cpu/conv2d/im2col.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -7,11 +10,9 @@
 #include <vector>
 
 #include "kiln/core/tensor.h"
-#include "kiln/kernels/cpu/conv2d_direct.h"
-#include "kiln/kernels/cpu/conv2d_onednn.h"
+#include "kiln/kernels/conv2d.h"
 #include "kiln/kernels/cpu/gemm.h"
 #include "kiln/kernels/cpu/loops.h"
-#include "kiln/kernels/layout.h"
 
 namespace kiln::cpu {
 
@@ -226,46 +227,10 @@ void scatter_images(const T* matrix, int64_t channels, int64_t group_channels, i
     }
 }
 
-bool is_16_bit(DType dtype) {
-  return dtype == DType::f16 || dtype == DType::bf16;
-}
-
-// An f32 copy of a 16-bit operand (undefined stays undefined), for the f32 kernels.
-Tensor widened(const Tensor& t) {
-  return t.defined() ? contiguous_with(CopyKernels::cpu, t, DType::f32) : Tensor();
-}
-
-// Runs `f32_kernel` on f32 copies of the 16-bit operands and rounds its f32 result into `out`:
-// the way f16 (and bf16 where the CPU has no bf16 dot product) computes on the CPU.
-template <class F>
-void through_f32(const Tensor& out, F&& f32_kernel) {
-  Tensor result = empty(out.shape(), DType::f32);
-  f32_kernel(result);
-  CopyKernels::cpu.copy(result, out);
-}
-
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
-                    const Conv2dGeometry& g) {
-  if (onednn_conv2d(ConvPass::forward, x, weight, bias, out, g)) return;
-  if (x.dtype() == DType::bf16 && direct_conv2d_takes_bf16(g)) {
-    direct_conv2d_forward(x.data<BFloat16>(), weight.data<BFloat16>(),
-                          bias.defined() ? bias.data<BFloat16>() : nullptr, out.data<BFloat16>(),
-                          g);
-    return;
-  }
-  if (is_16_bit(x.dtype())) {
-    through_f32(out, [&](const Tensor& result) {
-      conv2d_forward(widened(x), widened(weight), widened(bias), result, g);
-    });
-    return;
-  }
-  if (x.dtype() == DType::f32) {
-    direct_conv2d_forward(x.data<float>(), weight.data<float>(),
-                          bias.defined() ? bias.data<float>() : nullptr, out.data<float>(), g);
-    return;
-  }
+void im2col_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                           const Tensor& out, const Conv2dGeometry& g) {
   const GemmSizes s = gemm_sizes(g);
   visit_f32_f64("conv2d", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -340,30 +305,13 @@ void conv2d_backward_input_as_forward(const Tensor& grad_out, const Tensor& weig
               f[(((grp * cg + c) * og + o) * kh + i) * kw + j] =
                   w[(((grp * og + o) * cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
   });
-  conv2d_forward(grad_out, flipped, Tensor(), grad_x, t);
+  im2col_conv2d_forward(grad_out, flipped, Tensor(), grad_x, t);
 }
 
 }  // namespace
 
-void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
-                           const Conv2dGeometry& g) {
-  if (onednn_conv2d(ConvPass::input_grad, grad_out, weight, Tensor(), grad_x, g)) return;
-  if (grad_out.dtype() == DType::bf16 && direct_conv2d_takes_bf16(g)) {
-    direct_conv2d_backward_input(grad_out.data<BFloat16>(), weight.data<BFloat16>(),
-                                 grad_x.data<BFloat16>(), g);
-    return;
-  }
-  if (is_16_bit(grad_out.dtype())) {
-    through_f32(grad_x, [&](const Tensor& result) {
-      conv2d_backward_input(widened(grad_out), widened(weight), result, g);
-    });
-    return;
-  }
-  if (grad_out.dtype() == DType::f32) {
-    direct_conv2d_backward_input(grad_out.data<float>(), weight.data<float>(), grad_x.data<float>(),
-                                 g);
-    return;
-  }
+void im2col_conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
+                                  const Tensor& grad_x, const Conv2dGeometry& g) {
   if (backward_input_as_forward(g)) {
     conv2d_backward_input_as_forward(grad_out, weight, grad_x, g);
     return;
@@ -403,25 +351,8 @@ void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const T
   });
 }
 
-void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
-                            const Conv2dGeometry& g) {
-  if (onednn_conv2d(ConvPass::weight_grad, grad_out, x, Tensor(), grad_weight, g)) return;
-  if (x.dtype() == DType::bf16 && direct_conv2d_takes_bf16(g)) {
-    direct_conv2d_backward_weight(grad_out.data<BFloat16>(), x.data<BFloat16>(),
-                                  grad_weight.data<BFloat16>(), g);
-    return;
-  }
-  if (is_16_bit(x.dtype())) {
-    through_f32(grad_weight, [&](const Tensor& result) {
-      conv2d_backward_weight(widened(grad_out), widened(x), result, g);
-    });
-    return;
-  }
-  if (x.dtype() == DType::f32) {
-    direct_conv2d_backward_weight(grad_out.data<float>(), x.data<float>(),
-                                  grad_weight.data<float>(), g);
-    return;
-  }
+void im2col_conv2d_backward_weight(const Tensor& grad_out, const Tensor& x,
+                                   const Tensor& grad_weight, const Conv2dGeometry& g) {
   const GemmSizes s = gemm_sizes(g);
   visit_f32_f64("conv2d_backward_weight", grad_out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -468,13 +399,3 @@ void conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Tenso
 }
 
 }  // namespace kiln::cpu
-
-namespace kiln {
-
-const Conv2dKernels Conv2dKernels::cpu{.forward = cpu::conv2d_forward,
-                                       .backward_input = cpu::conv2d_backward_input,
-                                       .backward_weight = cpu::conv2d_backward_weight,
-                                       .takes_half = true,
-                                       .takes_channels_last = false};
-
-}  // namespace kiln

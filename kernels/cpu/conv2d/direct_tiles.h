@@ -1,7 +1,7 @@
-// The direct convolution's micro-kernels (the tiles of conv2d_direct.cpp), one set per instruction
-// set: conv2d_direct.cpp packs, splits and stores, and calls the set that core/cpu_isa.h chose.
-// The kernels are written once (conv2d_direct_tiles_impl.h) and compiled three times:
-// conv2d_direct_tiles_baseline.cpp (any x86-64), _avx2.cpp (8 floats a vector) and _avx512.cpp
+// The direct convolution's micro-kernels (the tiles of conv2d/direct.cpp), one set per instruction
+// set: conv2d/direct.cpp packs, splits and stores, and calls the set that core/cpu_isa.h chose.
+// The kernels are written once (conv2d/direct_tiles_impl.h) and compiled three times:
+// conv2d/direct_tiles_baseline.cpp (any x86-64), _avx2.cpp (8 floats a vector) and _avx512.cpp
 // (16 floats a vector, 32 registers); _avx512_bf16.cpp adds the bf16 kernels.
 #pragma once
 

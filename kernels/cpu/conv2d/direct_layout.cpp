@@ -1,4 +1,4 @@
-#include "kiln/kernels/cpu/conv2d_direct_layout.h"
+#include "kiln/kernels/cpu/conv2d/direct_layout.h"
 
 #include <algorithm>
 #include <cstddef>
