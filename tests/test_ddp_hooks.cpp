@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,13 @@ namespace {
 
 constexpr int64_t kRows = 8, kIn = 6, kOut = 3;
 
+// The ranks are threads of this process and the default generator is the process's: each
+// seeding and the draws after it are one step, so a rank's net never takes another's numbers
+// (without the lock rank 0's initial parameters, which DDP broadcasts, could differ from the
+// local reference's under another interleaving, as they did under AddressSanitizer).
 std::shared_ptr<nn::Sequential> hook_net(uint64_t seed) {
+  static std::mutex seeding;
+  std::lock_guard<std::mutex> lock(seeding);
   manual_seed(seed);
   return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
       std::make_shared<nn::Linear>(kIn, 16), std::make_shared<nn::ReLU>(),

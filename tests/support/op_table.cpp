@@ -513,7 +513,8 @@ std::vector<OpEntry> linalg_entries() {
        },
        [](const Args& in) {
          // Every row keeps its first key, so no row is fully masked.
-         const Tensor keep = logical_or(in[3], eq(arange(4).unsqueeze(0), 0));
+         const Tensor keep =
+             logical_or(in[3], eq(arange(4, DType::i64, in[3].device()).unsqueeze(0), 0));
          return Outputs{
              scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = keep}),
              scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = in[4], .scale = 0.3})};
