@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -93,6 +94,7 @@ void Adam::update(const Tensor& found_inf) {
     const bool amsgrad = o.amsgrad;
     if (capturable()) refresh_device_options(group_index);
     FusedBatches batches;
+    const std::string optimizer = name();  // once per group, not per parameter
     for (Tensor p : params(group_index)) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -128,7 +130,7 @@ void Adam::update(const Tensor& found_inf) {
       Tensor& m = state["exp_avg"];
       Tensor& v = state["exp_avg_sq"];
       const Tensor v_max = amsgrad ? state["max_exp_avg_sq"] : Tensor();
-      if (o.foreach && fuses_on(p.device(), capturable(), name().c_str()) &&
+      if (o.foreach && fuses_on(p.device(), capturable(), optimizer.c_str()) &&
           fusable(p, g, {&m, &v, &v_max})) {
         FusedBatch& batch = batches.of(p, t);
         batch.params.push_back(p);
