@@ -1,6 +1,7 @@
 #include "kiln/ops/sampling.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -4,7 +4,9 @@
 // is_causal against PyTorch's causal mask; multinomial's draws; generate.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -185,4 +187,41 @@ TEST_CASE("GPT: causal (a later token changes no earlier logit) and generate ext
   const Tensor logits = gpt(greedy.narrow(1, 0, 4));
   CHECK(equal(logits.argmax(-1).narrow(1, 1, 3), greedy.narrow(1, 2, 3)));
   CHECK_THROWS_WITH(nn::generate(gpt, prompt, 1, {.temperature = 0.0}), Contains("temperature"));
+}
+
+TEST_CASE("ViT with what CNNs get: checkpointed blocks, bf16 autocast, channels-last images") {
+  manual_seed(9);
+  auto vit = nn::make_vit("vit-mini", {.num_classes = 4, .in_channels = 3, .image_size = 16});
+  const Tensor images = randn({3, 3, 16, 16});
+  const Tensor labels = tensor({0, 3, 1});
+  auto grads = [&] {
+    std::vector<Tensor> g;
+    for (const Tensor& p : vit->parameters()) g.push_back(p.grad().clone());
+    vit->zero_grad();
+    return g;
+  };
+  cross_entropy((*vit)(images), labels).backward();
+  const std::vector<Tensor> plain = grads();
+
+  // Each encoder layer checkpointed: its activations recomputed in backward, the same gradients.
+  const Tensor patches = vit->conv_proj->forward(images).flatten(2).transpose(1, 2);
+  Tensor x = add(cat({vit->class_token.expand({3, 1, 64}), patches}, 1), vit->pos_embedding);
+  for (const auto& layer : *vit->encoder->layers)
+    x = checkpoint([&](const Tensor& in) { return (*layer)(in); }, x);
+  cross_entropy((*vit->head)((*vit->encoder->norm)(x).select(1, 0)), labels).backward();
+  const std::vector<Tensor> checkpointed = grads();
+  REQUIRE(checkpointed.size() == plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) CHECK(allclose(checkpointed[i], plain[i], 1e-5, 1e-6));
+
+  // Channels-last images give the same logits; under bf16 autocast the logits are bf16's
+  // rounding of the f32 ones.
+  const Tensor logits = (*vit)(images);
+  CHECK(allclose((*vit)(images.to(MemoryFormat::channels_last)), logits, 1e-5, 1e-6));
+  Tensor mixed;
+  {
+    autocast bf16(DType::bf16);
+    mixed = (*vit)(images);
+  }
+  CHECK(mixed.dtype() == DType::bf16);
+  CHECK(allclose(mixed.to(DType::f32), logits, 0.1, 0.1));
 }
