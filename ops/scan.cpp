@@ -3,6 +3,7 @@
 
 #include "kiln/kernels/scan.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
