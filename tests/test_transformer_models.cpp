@@ -225,3 +225,20 @@ TEST_CASE("ViT with what CNNs get: checkpointed blocks, bf16 autocast, channels-
   CHECK(mixed.dtype() == DType::bf16);
   CHECK(allclose(mixed.to(DType::f32), logits, 0.1, 0.1));
 }
+
+TEST_CASE("scaled_dot_product_attention under autocast runs in its 16-bit dtype, fused") {
+  manual_seed(13);
+  const Tensor q = randn({2, 3, 9, 8}), k = randn({2, 3, 11, 8}), v = randn({2, 3, 11, 8});
+  const Tensor mask = randn({9, 11});
+  Tensor mixed;
+  {
+    autocast bf16(DType::bf16);
+    mixed = scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+  }
+  CHECK(mixed.dtype() == DType::bf16);
+  const Tensor by_hand = scaled_dot_product_attention(
+      q.to(DType::bf16), k.to(DType::bf16), v.to(DType::bf16), {.attn_mask = mask.to(DType::bf16)});
+  CHECK(equal(mixed, by_hand));
+  CHECK(allclose(mixed.to(DType::f32), scaled_dot_product_attention(q, k, v, {.attn_mask = mask}),
+                 0.05, 0.05));
+}
