@@ -75,16 +75,16 @@ inline constexpr bool v4_head_dim_supported(int64_t d) {
     if (d == supported) return true;
   return false;
 }
-inline constexpr int v4_stride(int d) {
+KILN_HOST_DEVICE inline constexpr int v4_stride(int d) {
   return d + kV4Pad;
 }
 // ldmatrix's 8 rows of 16 bytes fall on disjoint banks when the stride is an odd number of
 // 16-byte units.
-inline constexpr bool v4_conflict_free(int d) {
+KILN_HOST_DEVICE inline constexpr bool v4_conflict_free(int d) {
   return v4_stride(d) * 2 % 16 == 0 && v4_stride(d) * 2 / 16 % 2 == 1;
 }
 // Q [64][D + 8], K and V [32][D + 8], 16-bit.
-inline constexpr size_t v4_shared_bytes(int d) {
+KILN_HOST_DEVICE inline constexpr size_t v4_shared_bytes(int d) {
   return 2 * static_cast<size_t>(v4_stride(d)) * (kV4QueryTile + 2 * kV4KeyTile);
 }
 inline int64_t v4_blocks(int64_t batch_heads, int64_t l) {
