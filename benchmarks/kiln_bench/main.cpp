@@ -86,7 +86,7 @@ int run(int argc, char** argv) {
       {"layernorm", "layer norm forward and backward, against kiln's kernel"},
       {"attention",
        "scaled dot-product attention forward (f32; bf16/f16 on tensor cores) and backward, "
-       "against kiln's composed op"},
+       "against the kernels of kiln's composed op"},
       {"all", "every family at the fixed sizes of docs/kernels (about 5 minutes on an H200)"},
   };
   for (const Family& family : families) {

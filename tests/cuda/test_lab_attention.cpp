@@ -1,10 +1,12 @@
-// The kernel lab's attention family on the GPU (kernels/cuda/lab/attention/): version 0 (kiln's
-// composed op) against the CPU reference (double), then every other version against version 0,
-// forward (f32, and bf16/f16 on the tensor cores) and backward, with and without the causal mask,
+// The kernel lab's attention family on the GPU (kernels/cuda/lab/attention/): forward, version 0
+// (the kernels of kiln's composed op) against the CPU reference (double) and every other version
+// against version 0, in f32 and bf16/f16 on the tensor cores; backward, both versions against the
+// reference's gradients; with and without the causal mask,
 // on lengths that are no multiple of any tile (1, 7, 33, 129), L != S both ways, and head
 // dimensions that are not multiples of 32. Each version's outputs and its workspace are filled
 // with NaN before every run, so an element or a running state it leaves unwritten fails. Small
 // problems: in CI this runs on the CUDA simulator, where the whole file takes seconds.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -114,7 +116,7 @@ void check_forward(const std::vector<lab::AttentionVersion>& versions, const Pro
 
 }  // namespace
 
-TEST_CASE("lab attention: every f32 version matches kiln's composed op") {
+TEST_CASE("lab attention: every f32 version matches the kernels of kiln's composed op") {
   // Lengths of 1, 7, 33 and 129 (no multiple of v3's 16 and 32 or of a warp), L < S and L > S
   // (with the mask, the queries past S see every key), head dimensions below, at and past 32.
   const Problem shapes[] = {{1, 1, 1, 8, false},   {1, 1, 1, 8, true},      {2, 7, 7, 16, true},
@@ -127,7 +129,7 @@ TEST_CASE("lab attention: every f32 version matches kiln's composed op") {
   }
 }
 
-TEST_CASE("lab attention: the tensor-core version matches kiln's op in f32, bf16 and f16") {
+TEST_CASE("lab attention: the tensor-core version matches v0 in f32, bf16 and f16") {
   // Every head dimension v4 takes; 64-row query tiles and 32-key tiles with ragged edges.
   const Problem shapes[] = {{1, 1, 1, 16, false},    {2, 7, 7, 32, true},
                             {1, 129, 129, 64, true}, {1, 65, 33, 64, false},
@@ -142,7 +144,7 @@ TEST_CASE("lab attention: the tensor-core version matches kiln's op in f32, bf16
   }
 }
 
-TEST_CASE("lab attention: the backward matches kiln's autograd and the reference gradients") {
+TEST_CASE("lab attention: the backward versions match the reference gradients") {
   const Problem shapes[] = {{1, 1, 1, 8, false},    {2, 7, 7, 16, true},  {1, 7, 33, 32, true},
                             {1, 33, 7, 40, false},  {1, 33, 7, 40, true}, {1, 129, 129, 32, true},
                             {1, 20, 50, 100, false}};

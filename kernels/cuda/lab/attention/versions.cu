@@ -10,7 +10,7 @@ namespace kiln::lab {
 
 const std::vector<AttentionVersion>& attention_forward_versions() {
   static const std::vector<AttentionVersion> versions = {
-      {"v0_kiln", "kiln's scaled_dot_product_attention, composed of matmul and softmax",
+      {"v0_kiln", "the kernels of kiln's scaled_dot_product_attention: matmul, softmax",
        attention::v0_kiln},
       {"v1_naive", "three kernels: scores, softmax, P V; the L x S matrix in memory",
        attention::v1_naive},
@@ -24,8 +24,7 @@ const std::vector<AttentionVersion>& attention_forward_versions() {
 
 const std::vector<AttentionVersion>& attention_tc_versions() {
   static const std::vector<AttentionVersion> versions = {
-      {"v0_kiln_f32", "kiln's scaled_dot_product_attention on the inputs' values in f32",
-       attention::v0_kiln},
+      {"v0_kiln_f32", "v0_kiln on the inputs' values in f32", attention::v0_kiln},
       {"v4_mma_fa2", "mma.sync + ldmatrix, FlashAttention-2's split: each warp owns 16 queries",
        attention::v4_mma_fa2},
   };
@@ -34,7 +33,8 @@ const std::vector<AttentionVersion>& attention_tc_versions() {
 
 const std::vector<AttentionBackwardVersion>& attention_backward_versions() {
   static const std::vector<AttentionBackwardVersion> versions = {
-      {"v0_kiln", "kiln's autograd through the composed op", attention::v0_kiln_backward},
+      {"v0_kiln", "the kernels kiln's autograd runs for the composed op (matmuls, softmax)",
+       attention::v0_kiln_backward},
       {"v1_recompute", "P recomputed from the saved lse: a warp per key row, one per query row",
        attention::v1_recompute_backward},
   };

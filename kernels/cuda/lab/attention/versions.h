@@ -8,7 +8,9 @@
 // L != S), and the log-sum-exp of each query's scores saved for the backward.
 //
 //   forward (f32)                            backward (f32)
-//   v0_kiln          kiln's composed op      v0_kiln        kiln's autograd through the same
+//   v0_kiln          the kernels kiln's      v0_kiln        the kernels kiln's autograd runs
+//                    composed op runs                       for the composed op: matmuls,
+//                    (cuBLAS, softmax)                      softmax backward
 //   v1_naive         three kernels: scores,  v1_recompute   P recomputed from the saved lse:
 //                    softmax, P V; the                      dV, dK a warp per key row, dQ a warp
 //                    L x S matrix stored                    per query row; no L x S matrix
@@ -20,7 +22,7 @@
 //                    loop order (K/V outer)
 //
 //   tensor cores (bf16 or f16 inputs, f32 accumulation and output)
-//   v0_kiln_f32      kiln's composed op on the inputs' values in f32
+//   v0_kiln_f32      v0_kiln on the inputs' values converted to f32
 //   v4_mma_fa2       mma.sync m16n8k16 fed by ldmatrix, FlashAttention-2's split: a block per
 //                    64 query rows, each warp owning 16 of them, K/V tiles streamed (sm_80+)
 //
