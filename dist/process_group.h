@@ -44,9 +44,14 @@ struct ProcessGroupOptions {
   // program leaves it at that default: a launcher or a user bounds any program's waits.
   std::chrono::milliseconds timeout = kDefaultTimeout;
   static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
-  // gloo: the address the other ranks reach this one at. Empty: 127.0.0.1 when every rank runs on
-  // this machine, else this machine's host name (init_process_group knows which from the
-  // environment; GLOO_SOCKET_IFNAME names a network interface instead, as in PyTorch).
+  // gloo: the address the other ranks reach this one at (a name or a numeric address; Gloo's
+  // device is bound on it). GLOO_SOCKET_IFNAME, a network interface as in PyTorch, comes first.
+  // Empty: the address of this machine that routes to the master (the machine serving the
+  // store), found from the store's connection; 127.0.0.1 when that is loopback and every rank
+  // runs on this machine (`single_machine`, which init_process_group sets from the environment);
+  // on the master's machine of a job across machines whose master name resolves to loopback
+  // there, the address the other machines reached the store at. In a job across machines each
+  // rank says on stderr which address it listens on and why.
   std::string gloo_hostname;
   bool single_machine = true;
   // nccl: what a rank does when its watchdog finds the communicator failed (an NCCL error, or an

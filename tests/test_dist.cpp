@@ -2,7 +2,10 @@
 // (tests/support/dist_ranks.h). Inputs are small integers, so every sum is exact in every dtype
 // and results are compared bit for bit: rank r's input element i is ((r + 1) * (i % 7) - 3 * r)
 // rounded to the dtype.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -21,8 +24,10 @@
 #include <vector>
 
 #include "dist_ranks.h"
+#include "kiln/dist/net.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/ring.h"
+#include "kiln/dist/store.h"
 #include "kiln/kiln.h"
 #include "temp_dir.h"
 
@@ -324,6 +329,17 @@ TEST_CASE("dist: the launch environment of kiln-run, mpirun and srun, and its er
     CHECK_THAT(e.file_store, Catch::Contains("kiln-store-77"));
   }
   {
+    // Across machines the file store (this machine's temporary folder) would never meet.
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"OMPI_MCA_ess_base_jobid", "77"}});
+    CHECK_THROWS_WITH(dist::launch_env(),
+                      Catch::Contains("across machines (2 of the 4 ranks on this one) without "
+                                      "MASTER_ADDR and MASTER_PORT"));
+  }
+  {
     ScopedEnv env({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
     CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains("RANK=4 is not below WORLD_SIZE=4"));
   }
@@ -525,6 +541,33 @@ TEST_CASE("dist: the file and TCP stores: set, get, wait, add, and a key that ne
     CHECK(s->add("n", 3) == 5);
     CHECK_THROWS_WITH(s->get("never"), Catch::Contains("'never'") && Catch::Contains("300 ms"));
   }
+}
+
+TEST_CASE("dist: the address of this machine that routes to the master") {
+  CHECK(dist::route_source("127.0.0.1", 29735) == "127.0.0.1");
+  CHECK(dist::interface_of("127.0.0.1") == "lo");
+  CHECK(dist::address_of_interface("lo") == "127.0.0.1");
+  CHECK(dist::interface_of("192.0.2.1").empty());  // TEST-NET-1: no machine's address
+  std::string error;
+  CHECK(dist::route_source("no-such-host.invalid", 29735, &error).empty());
+  CHECK_THAT(error, Catch::Contains("cannot resolve no-such-host.invalid"));
+  for (const char* loopback : {"127.0.0.1", "127.0.1.1", "::1", "localhost", "::ffff:127.0.0.1"})
+    CHECK(dist::is_loopback_address(loopback));
+  for (const char* other : {"10.0.0.1", "::ffff:10.0.0.1", "fe80::1", "1.27.0.0"})
+    CHECK_FALSE(dist::is_loopback_address(other));
+  sockaddr_in6 mapped{};
+  mapped.sin6_family = AF_INET6;
+  REQUIRE(::inet_pton(AF_INET6, "::ffff:10.1.2.3", &mapped.sin6_addr) == 1);
+  CHECK(dist::numeric_address(reinterpret_cast<const sockaddr*>(&mapped)) == "10.1.2.3");
+  // Both ends of a store on this machine route through loopback; no client came from elsewhere,
+  // so the server has no address of the master as other machines see it.
+  const auto ms = std::chrono::milliseconds(300);
+  auto server = dist::make_tcp_store("127.0.0.1", 29736, true, ms);
+  auto client = dist::make_tcp_store("127.0.0.1", 29736, false, ms);
+  CHECK(server->local_address() == "127.0.0.1");
+  CHECK(client->local_address() == "127.0.0.1");
+  CHECK_THROWS_WITH(client->get(dist::kStoreReachedAtKey), Catch::Contains("300 ms"));
+  CHECK(dist::make_memory_store(ms)->local_address().empty());
 }
 
 TEST_CASE("dist: an average of integers is refused by gloo and by the ring") {
