@@ -62,6 +62,13 @@ struct ProcessGroupOptions {
   // goes on, and every later collective, wait and is_completed of the group throws DistError
   // with the reason (results of work waited on before the abort are the caller's to distrust).
   bool end_process_on_failure = true;
+  // nccl: Work::wait() blocks the host until the operation has finished, as PyTorch's
+  // TORCH_NCCL_BLOCKING_WAIT=1, and a failure (an NCCL error, or the operation outliving the
+  // timeout) is thrown by that wait, in the caller's thread, as a DistError: the process goes on
+  // (end_process_on_failure counts as false), and what a wait returned is complete. By default a
+  // wait only orders the caller's stream after the operation. For the default group,
+  // KILN_NCCL_BLOCKING_WAIT=1 in the environment sets it. gloo: a wait always blocks the host.
+  bool blocking_wait = false;
 };
 
 class ProcessGroup {
@@ -149,6 +156,8 @@ void init_process_group(const std::string& backend, ProcessGroupOptions options 
 // KILN_DIST_TIMEOUT in seconds, or nullopt when unset; ValueError naming it when it is not a
 // positive number.
 std::optional<std::chrono::milliseconds> timeout_from_env();
+// KILN_NCCL_BLOCKING_WAIT: true for 1, false for 0 or unset; ValueError naming it otherwise.
+bool blocking_wait_from_env();
 // The GPU of a rank among `device_count` visible ones: device 0 when the process sees one GPU
 // (launchers that bind a GPU per process: SLURM's --gpus-per-task=1, MPI wrappers or Kubernetes
 // setting CUDA_VISIBLE_DEVICES), else cuda:LOCAL_RANK as torchrun's users set it, wrapped around

@@ -543,6 +543,28 @@ TEST_CASE("dist: the file and TCP stores: set, get, wait, add, and a key that ne
   }
 }
 
+TEST_CASE("dist: KILN_NCCL_BLOCKING_WAIT from the environment") {
+  {
+    ScopedEnv env(
+        std::vector<std::pair<std::string, std::string>>{{"KILN_NCCL_BLOCKING_WAIT", "1"}});
+    CHECK(dist::blocking_wait_from_env());
+  }
+  {
+    ScopedEnv env(
+        std::vector<std::pair<std::string, std::string>>{{"KILN_NCCL_BLOCKING_WAIT", "0"}});
+    CHECK_FALSE(dist::blocking_wait_from_env());
+  }
+  {
+    ScopedEnv env(
+        std::vector<std::pair<std::string, std::string>>{{"KILN_NCCL_BLOCKING_WAIT", "yes"}});
+    CHECK_THROWS_WITH(
+        dist::blocking_wait_from_env(),
+        Catch::Contains("KILN_NCCL_BLOCKING_WAIT: expected 1") && Catch::Contains("got 'yes'"));
+  }
+  ::unsetenv("KILN_NCCL_BLOCKING_WAIT");
+  CHECK_FALSE(dist::blocking_wait_from_env());
+}
+
 TEST_CASE("dist: the address of this machine that routes to the master") {
   CHECK(dist::route_source("127.0.0.1", 29735) == "127.0.0.1");
   CHECK(dist::interface_of("127.0.0.1") == "lo");
