@@ -17,8 +17,6 @@
 // last hidden behind backward as far as backward lasts (--backward-share of the step). The step
 // time, B (NCCL's bus bandwidth), alpha (its latency per ring step) and the backward share are
 // the caller's numbers, printed as given: nothing on this machine measures them.
-#include <fmt/format.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
@@ -50,8 +48,9 @@ int run(int argc, char** argv) {
   app.add_option("--model", model_name, "resnet18 ... resnet101, resnet20 ... resnet56")
       ->capture_default_str();
   app.add_option("--caps", caps, "bucket caps, MB (DDPOptions::bucket_cap_mb)")->delimiter(',');
-  app.add_option("--side", side, "input side for the profiled step (the buckets do not depend "
-                                 "on it)")
+  app.add_option("--side", side,
+                 "input side for the profiled step (the buckets do not depend "
+                 "on it)")
       ->capture_default_str();
   app.add_option("--batch", batch, "images in the profiled step")->capture_default_str();
   app.add_option("--gpus", gpus, "GPU counts for the model")->delimiter(',');
@@ -65,22 +64,23 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   dist::init_process_group("gloo");  // alone: a group of one
-  const bool small = model_name == "resnet20" || model_name == "resnet32" ||
-                     model_name == "resnet56";
+  const bool small =
+      model_name == "resnet20" || model_name == "resnet32" || model_name == "resnet56";
   std::printf("%s, a group of %d over %s; profiled step: batch %lld of 3x%lldx%lld\n",
               model_name.c_str(), dist::get_world_size(), dist::default_group().backend().c_str(),
               static_cast<long long>(batch), static_cast<long long>(side),
               static_cast<long long>(side));
   const bool model_on = step_ms > 0 && busbw_gbs > 0;
   if (model_on)
-    std::printf("model inputs (given, not measured here): one GPU's step %.1f ms, B = %.0f GB/s, "
-                "alpha = %.1f us, backward %.0f%% of the step\n",
-                step_ms, busbw_gbs, alpha_us, 100 * backward_share);
+    std::printf(
+        "model inputs (given, not measured here): one GPU's step %.1f ms, B = %.0f GB/s, "
+        "alpha = %.1f us, backward %.0f%% of the step\n",
+        step_ms, busbw_gbs, alpha_us, 100 * backward_share);
 
   for (const double cap : caps) {
     manual_seed(0);
-    auto model = nn::make_resnet(model_name, {.num_classes = small ? 10 : 1000,
-                                              .small_input = small});
+    auto model =
+        nn::make_resnet(model_name, {.num_classes = small ? 10 : 1000, .small_input = small});
     std::map<std::string, int64_t> bytes_of;
     for (const auto& [name, p] : model->named_parameters())
       bytes_of[name] = p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
@@ -119,8 +119,8 @@ int run(int argc, char** argv) {
       std::printf("  one step: %lld %s, %.2f MB\n", static_cast<long long>(counted[name].calls),
                   name, counted[name].bytes / 1e6);
     if (!model_on) continue;
-    std::printf("  %4s  %10s  %10s  %10s  %14s  %14s\n", "GPUs", "comm ms", "last ms",
-                "exposed ms", "speedup, none", "speedup, some");
+    std::printf("  %4s  %10s  %10s  %10s  %14s  %14s\n", "GPUs", "comm ms", "last ms", "exposed ms",
+                "speedup, none", "speedup, some");
     for (const int n : gpus) {
       auto ring_ms = [&](int64_t bytes) {
         if (n == 1) return 0.0;
@@ -138,11 +138,11 @@ int run(int argc, char** argv) {
     const double allowed_ms = step_ms * (4 / 3.3 - 1);
     const double latency_ms = static_cast<double>(buckets.size()) * 2 * 3 * alpha_us * 1e-3;
     if (allowed_ms > latency_ms)
-      std::printf("  3.3x on 4 GPUs with no overlap needs B >= %.1f GB/s (%.1f ms of "
-                  "communication a step)\n",
-                  2.0 * 3 / 4 * static_cast<double>(total) / ((allowed_ms - latency_ms) * 1e-3) /
-                      1e9,
-                  allowed_ms);
+      std::printf(
+          "  3.3x on 4 GPUs with no overlap needs B >= %.1f GB/s (%.1f ms of "
+          "communication a step)\n",
+          2.0 * 3 / 4 * static_cast<double>(total) / ((allowed_ms - latency_ms) * 1e-3) / 1e9,
+          allowed_ms);
   }
   dist::destroy_process_group();
   return 0;

@@ -334,9 +334,9 @@ class TcpStore final : public Store {
     fd_ = connect_with_retries(serve ? "localhost" : host, port, timeout);
     // The server's rank reached it through loopback: its route to the master is the one the
     // kernel would take to the master's address, the address itself when it is this machine's.
-    if (serve) {
-      local_address_ = route_source(host, port);
-    } else {
+    // A master's name that does not resolve here leaves the connection's own end (loopback).
+    if (serve) local_address_ = route_source(host, port);
+    if (local_address_.empty()) {
       sockaddr_storage local{};
       socklen_t length = sizeof local;
       if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &length) == 0)
