@@ -181,7 +181,17 @@ Endpoint choose_endpoint(dist::Store& store, const ProcessGroupOptions& options)
     return e;
   }
   if (!route.empty()) {
-    const std::vector<char> seen = store.get(kStoreReachedAtKey);
+    std::vector<char> seen;
+    try {
+      seen = store.get(kStoreReachedAtKey);
+    } catch (const DistError& error) {
+      throw DistError(
+          "dist: on the master's machine the route to the master (" + store.where() +
+          ") is loopback (" + route +
+          "), and no rank from another machine reached the store to show the address they see: "
+          "set GLOO_SOCKET_IFNAME to the interface the other machines reach (" +
+          error.what() + ")");
+    }
     e.attr.hostname.assign(seen.begin(), seen.end());
     e.said = with_interface(e.attr.hostname) +
              ", the address the other machines reached the master at (the route to it from here "

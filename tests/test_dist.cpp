@@ -496,6 +496,65 @@ TEST_CASE("dist: a rank waiting at the rendezvous says how many it waits for, an
                              "at 127.0.0.1:29733, group 'late'): 1 of 2 arrived"));
 }
 
+TEST_CASE(
+    "dist: across machines a rank says where it listens: GLOO_SOCKET_IFNAME and gloo_hostname") {
+  dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::seconds(30);
+  options.single_machine =
+      false;  // as init_process_group sets it when LOCAL_WORLD_SIZE < WORLD_SIZE
+  for (const bool by_interface : {true, false}) {
+    std::optional<ScopedEnv> iface;
+    if (by_interface)
+      iface.emplace(std::vector<std::pair<std::string, std::string>>{{"GLOO_SOCKET_IFNAME", "lo"}});
+    options.gloo_hostname = by_interface ? "" : "127.0.0.1";
+    const int port = by_interface ? 29738 : 29739;
+    CapturedStderr captured;
+    std::vector<double> sums(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          auto group = dist::new_process_group(
+              "gloo", dist::make_tcp_store("127.0.0.1", port, r == 0, options.timeout), r, 2,
+              "listen", options);
+          Tensor t = full({4}, 1.0 + r);
+          group->all_reduce(t);
+          sums[r] = t.sum().item();
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (std::thread& t : ranks) t.join();
+    INFO(captured.text());
+    CHECK((errors[0].empty() && errors[1].empty()));
+    CHECK((sums[0] == 12.0 && sums[1] == 12.0));
+    for (int r = 0; r < 2; ++r)
+      CHECK_THAT(
+          captured.text(),
+          Catch::Contains("group 'listen', rank " + std::to_string(r) + " of 2): listening on " +
+                          (by_interface ? "interface lo (127.0.0.1), from GLOO_SOCKET_IFNAME"
+                                        : "127.0.0.1 (interface lo), from "
+                                          "ProcessGroupOptions::gloo_hostname")));
+  }
+}
+
+TEST_CASE(
+    "dist: across machines a master reached through loopback with no other machine is refused") {
+  // The route to the master is loopback here, and no rank from elsewhere shows the address the
+  // other machines see: the group says so and names GLOO_SOCKET_IFNAME, after the timeout.
+  dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::milliseconds(500);
+  options.single_machine = false;
+  CHECK_THROWS_WITH(
+      dist::new_process_group("gloo",
+                              dist::make_tcp_store("127.0.0.1", 29737, true, options.timeout), 0, 1,
+                              "lonely", options),
+      Catch::Contains("the route to the master (TCP store at 127.0.0.1:29737) is loopback "
+                      "(127.0.0.1)") &&
+          Catch::Contains("set GLOO_SOCKET_IFNAME"));
+}
+
 TEST_CASE("dist: a rank alone at the rendezvous gives up after the timeout, with the count") {
   dist::ProcessGroupOptions options;
   options.timeout = std::chrono::milliseconds(500);
