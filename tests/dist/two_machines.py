@@ -255,7 +255,8 @@ def job_case(args, m, tmp, check):
           "machines reached the master at (the route to it from here is loopback" in err_a,
           "the master's ranks listen where the other machine reached the store", *logs)
 
-    # The variables srun sets (no srun here: each rank started by hand in its namespace).
+    # The variables srun sets (no srun here: each rank started by hand in its namespace), and
+    # --dist-blocking-wait, which gloo's waits need not (they block already).
     out_dir = os.path.join(tmp, "srun")
     start = time.monotonic()
     ranks = []
@@ -267,7 +268,8 @@ def job_case(args, m, tmp, check):
                    MASTER_PORT=PORT, OMP_NUM_THREADS="1")
         ranks.append(m.start(m.a if r < 2 else m.b,
                              train_args(args, out_dir if r == 0 else None, "--synthetic-size", "64",
-                                        "--dist-timeout", "20"), tmp, f"srun-rank{r}", env))
+                                        "--dist-timeout", "20", "--dist-blocking-wait"),
+                             tmp, f"srun-rank{r}", env))
     codes = [wait(p, JOB_LIMIT_S + 10) for p in ranks]
     print(f"     srun's variables: {time.monotonic() - start:.1f} s", flush=True)
     model = os.path.join(out_dir, "model.safetensors")
