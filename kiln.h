@@ -32,6 +32,7 @@
 #include "kiln/data/transforms.h"
 #include "kiln/dist/ddp.h"
 #include "kiln/dist/env.h"
+#include "kiln/dist/net.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/ring.h"
 #include "kiln/dist/spawn.h"

@@ -133,6 +133,13 @@ LaunchEnv launch_env() {
                "dist: RANK and WORLD_SIZE={} are set but MASTER_ADDR and MASTER_PORT are not: "
                "the ranks meet at rank 0's host and port (kiln-run and torchrun set all four)",
                env.world_size);
+    // The file store is a folder of this machine's temporary directory: ranks on other
+    // machines would wait in their own until the timeout.
+    KILN_CHECK(env.local_world_size == env.world_size, ValueError,
+               "dist: launched by {} across machines ({} of the {} ranks on this one) without "
+               "MASTER_ADDR and MASTER_PORT: set them to rank 0's host, as the other machines "
+               "reach it, and a free port there",
+               env.launcher, env.local_world_size, env.world_size);
     env.file_store = job_file_store(env.launcher.c_str());
   }
   return env;

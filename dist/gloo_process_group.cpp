@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -48,6 +49,8 @@
 #include "kiln/core/tensor.h"
 #include "kiln/dist/backends.h"
 #include "kiln/dist/heartbeat.h"
+#include "kiln/dist/net.h"
+#include "kiln/dist/store.h"
 #include "kiln/dist/work.h"
 
 namespace kiln::dist {
@@ -134,6 +137,76 @@ const char* op_name(ReduceOp op) {
   return "?";
 }
 
+// Where a rank listens for the other ranks' pairs, and the words that say which and why.
+struct Endpoint {
+  gloo::transport::tcp::attr attr;
+  std::string said;  // "10.0.0.2 (interface eth0), the address that routes to the master (...)"
+};
+
+std::string with_interface(const std::string& address) {
+  const std::string iface = interface_of(address);
+  return iface.empty() ? address : address + " (interface " + iface + ")";
+}
+
+// The first that applies: GLOO_SOCKET_IFNAME (an interface, as in PyTorch);
+// ProcessGroupOptions::gloo_hostname; the address of this machine that routes to the master (the
+// store's server), unless it is loopback; loopback when every rank runs on this machine; on the
+// master's machine when the route to the master is loopback (its name resolves to 127.0.1.1),
+// the address the other machines reached the store at; else this machine's host name.
+Endpoint choose_endpoint(dist::Store& store, const ProcessGroupOptions& options) {
+  Endpoint e;
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
+    e.attr.iface = iface;
+    const std::string address = address_of_interface(iface);
+    e.said = "interface " + std::string(iface) + " (" +
+             (address.empty() ? std::string("no address found") : address) +
+             "), from GLOO_SOCKET_IFNAME";
+    return e;
+  }
+  if (!options.gloo_hostname.empty()) {
+    e.attr.hostname = options.gloo_hostname;
+    e.said = with_interface(options.gloo_hostname) + ", from ProcessGroupOptions::gloo_hostname";
+    return e;
+  }
+  const std::string route = store.local_address();
+  if (!route.empty() && !is_loopback_address(route)) {
+    e.attr.hostname = route;
+    e.said = with_interface(route) + ", the address that routes to the master (" + store.where() +
+             "); GLOO_SOCKET_IFNAME=<interface> chooses another";
+    return e;
+  }
+  if (options.single_machine) {
+    e.attr.hostname = "127.0.0.1";
+    e.said = "127.0.0.1, every rank being on this machine";
+    return e;
+  }
+  if (!route.empty()) {
+    std::vector<char> seen;
+    try {
+      seen = store.get(kStoreReachedAtKey);
+    } catch (const DistError& error) {
+      throw DistError(
+          "dist: on the master's machine the route to the master (" + store.where() +
+          ") is loopback (" + route +
+          "), and no rank from another machine reached the store to show the address they see: "
+          "set GLOO_SOCKET_IFNAME to the interface the other machines reach (" +
+          error.what() + ")");
+    }
+    e.attr.hostname.assign(seen.begin(), seen.end());
+    e.said = with_interface(e.attr.hostname) +
+             ", the address the other machines reached the master at (the route to it from here "
+             "is loopback, " +
+             route + "); GLOO_SOCKET_IFNAME=<interface> chooses another";
+    return e;
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  e.attr.hostname = host;
+  e.said = std::string(host) + ", this machine's host name (" + store.where() +
+           " has no route to compare); GLOO_SOCKET_IFNAME=<interface> chooses another";
+  return e;
+}
+
 // Point-to-point slots apart from the collectives' (Gloo's prefixes 0x01 to 0x08 in the top byte).
 constexpr uint64_t kPointToPointSlot = uint64_t{0x40} << 56;
 
@@ -142,24 +215,17 @@ class GlooProcessGroup : public ProcessGroup {
   GlooProcessGroup(std::shared_ptr<dist::Store> store, int rank, int size, const std::string& name,
                    const ProcessGroupOptions& options)
       : ProcessGroup(rank, size, options.timeout), name_(name), store_(std::move(store)) {
-    gloo::transport::tcp::attr attr;
-    if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
-      attr.iface = iface;
-    } else if (!options.gloo_hostname.empty()) {
-      attr.hostname = options.gloo_hostname;
-    } else if (options.single_machine) {
-      attr.hostname = "127.0.0.1";
-    } else {
-      char host[256] = {};
-      ::gethostname(host, sizeof(host) - 1);
-      attr.hostname = host;
-    }
+    const Endpoint endpoint = choose_endpoint(*store_, options);
+    // In a job across machines each rank says where the others reach it, and why there: the
+    // line to read when ranks cannot connect.
+    if (!options.single_machine)
+      std::fprintf(stderr, "kiln: %s\n", describe("listening on " + endpoint.said).c_str());
     try {
       // Before connecting: once every rank has connected, every rank's first beat is in the store.
       if (size > 1)
         heartbeat_ = std::make_unique<Heartbeat>(store_, "heartbeat/" + name + "/", rank, size,
                                                  Heartbeat::period_for(options.timeout));
-      auto device = gloo::transport::tcp::CreateDevice(attr);
+      auto device = gloo::transport::tcp::CreateDevice(endpoint.attr);
       context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
       context_->setTimeout(options.timeout);
       GlooStore gloo_store(store_, "gloo/" + name + "/");
@@ -174,7 +240,9 @@ class GlooProcessGroup : public ProcessGroup {
     } catch (const DistError&) {
       throw;
     } catch (const std::exception& e) {
-      throw DistError(describe("connecting to the other ranks") + ": " + e.what());
+      throw DistError(
+          describe("connecting to the other ranks (this one listening on " + endpoint.said + ")") +
+          ": " + e.what());
     }
     worker_ = std::thread([this] { run_worker(); });
   }

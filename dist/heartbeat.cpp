@@ -153,7 +153,8 @@ std::string Heartbeat::diagnose(int64_t collective) const {
     return fmt::format("; the {} did not answer within {:.1f} s either{}", where,
                        std::chrono::duration<double>(patience).count(),
                        where.rfind("TCP store", 0) == 0
-                           ? ": rank 0, which serves it, is likely not answering"
+                           ? ": rank 0, which serves it, is likely stopped, gone, or unreachable "
+                             "from this machine"
                            : "");
   }
   std::vector<int> silent, behind;

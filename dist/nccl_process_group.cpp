@@ -5,9 +5,10 @@
 // then joins the communicator. An operation is ordered after the work already queued on the
 // caller's current stream by an event the NCCL stream waits for, and its Work's wait() makes the
 // caller's current stream wait for the operation in turn (the host does not block, as in
-// PyTorch). The operation's tensors are marked as used on the NCCL stream (cuda::record_stream),
-// so the caching allocator does not hand their memory to other work while NCCL still reads or
-// writes it, even when the Work is dropped without a wait.
+// PyTorch; with ProcessGroupOptions::blocking_wait it does, and a failure is thrown there). The
+// operation's tensors are marked as used on the NCCL stream (cuda::record_stream), so the caching
+// allocator does not hand their memory to other work while NCCL still reads or writes it, even when
+// the Work is dropped without a wait.
 //
 // The communicator is non-blocking (ncclConfig_t::blocking = 0), so that no NCCL call, joining
 // included, can hang the host past the group's timeout: a call may answer ncclInProgress, and
@@ -26,6 +27,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -137,17 +139,31 @@ class Health {
 };
 
 // One operation on the NCCL stream (or a group of them): done when its event has happened.
+// With ProcessGroupOptions::blocking_wait, wait() polls the event on the host instead, until it
+// has happened or the watchdog has failed the group (an NCCL error, or the timeout): the abort
+// lets hung kernels finish, so the failure is checked again once the event has happened.
 class NcclWork : public Work {
  public:
   NcclWork(std::shared_ptr<cuda::Event> done, std::vector<Tensor> keep,
-           std::shared_ptr<Health> health, int device)
+           std::shared_ptr<Health> health, int device, bool blocking)
       : done_(std::move(done)),
         keep_(std::move(keep)),
         health_(std::move(health)),
-        device_(device) {}
+        device_(device),
+        blocking_(blocking) {}
   void wait() override {
     health_->check();
-    done_->wait(cuda::current_stream(device_));
+    if (!blocking_) {
+      done_->wait(cuda::current_stream(device_));
+      return;
+    }
+    auto pause = std::chrono::microseconds(20);
+    while (!done_->query()) {
+      health_->check();
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(1));
+    }
+    health_->check();
   }
   bool is_completed() override {
     health_->check();
@@ -159,6 +175,7 @@ class NcclWork : public Work {
   std::vector<Tensor> keep_;
   std::shared_ptr<Health> health_;
   int device_;
+  bool blocking_;
 };
 
 class NcclProcessGroup : public ProcessGroup {
@@ -168,7 +185,8 @@ class NcclProcessGroup : public ProcessGroup {
       : ProcessGroup(rank, size, options.timeout),
         name_(name),
         store_(std::move(store)),
-        end_process_on_failure_(options.end_process_on_failure),
+        end_process_on_failure_(options.end_process_on_failure && !options.blocking_wait),
+        blocking_wait_(options.blocking_wait),
         device_(cuda::current_device()),
         stream_(cuda::Stream::create(device_)) {
     ncclUniqueId id;
@@ -442,7 +460,8 @@ class NcclProcessGroup : public ProcessGroup {
       if (group_ops_++ == 0) group_first_ = what.substr(describe("").size());
       enqueue(stream_.handle());
       used_on_nccl_stream(keep);
-      return std::make_shared<NcclWork>(group_done_, std::move(keep), health_, device_);
+      return std::make_shared<NcclWork>(group_done_, std::move(keep), health_, device_,
+                                        blocking_wait_);
     }
     order_after_caller();
     {
@@ -454,7 +473,8 @@ class NcclProcessGroup : public ProcessGroup {
     done->record(stream_);
     lock.unlock();
     watch(done, what);
-    return std::make_shared<NcclWork>(std::move(done), std::move(keep), health_, device_);
+    return std::make_shared<NcclWork>(std::move(done), std::move(keep), health_, device_,
+                                      blocking_wait_);
   }
 
   // Freed before the NCCL stream is done with them (a Work dropped unwaited, or waited on another
@@ -606,6 +626,7 @@ class NcclProcessGroup : public ProcessGroup {
   std::string name_;
   std::shared_ptr<Store> store_;
   bool end_process_on_failure_;
+  bool blocking_wait_;
   int device_;
   cuda::Stream stream_;
 

@@ -104,6 +104,17 @@ std::optional<std::chrono::milliseconds> timeout_from_env() {
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
+bool blocking_wait_from_env() {
+  const char* text = std::getenv("KILN_NCCL_BLOCKING_WAIT");
+  if (text == nullptr || *text == '\0') return false;
+  const std::string value = text;
+  KILN_CHECK(value == "0" || value == "1", ValueError,
+             "dist: KILN_NCCL_BLOCKING_WAIT: expected 1 (waits block the host and throw a "
+             "failure) or 0, got '{}'",
+             value);
+  return value == "1";
+}
+
 void init_process_group(const std::string& backend, ProcessGroupOptions options) {
   DefaultGroup& state = default_state();
   std::lock_guard<std::mutex> lock(state.mutex);
@@ -114,6 +125,7 @@ void init_process_group(const std::string& backend, ProcessGroupOptions options)
   state.env = launch_env();
   if (options.timeout == ProcessGroupOptions::kDefaultTimeout)
     if (const std::optional<std::chrono::milliseconds> t = timeout_from_env()) options.timeout = *t;
+  options.blocking_wait = options.blocking_wait || blocking_wait_from_env();
   if (backend == "nccl" && cuda::is_available())
     cuda::set_device(local_device(state.env, cuda::device_count()));
   options.single_machine = state.env.local_world_size == state.env.world_size;

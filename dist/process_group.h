@@ -44,9 +44,14 @@ struct ProcessGroupOptions {
   // program leaves it at that default: a launcher or a user bounds any program's waits.
   std::chrono::milliseconds timeout = kDefaultTimeout;
   static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(10);
-  // gloo: the address the other ranks reach this one at. Empty: 127.0.0.1 when every rank runs on
-  // this machine, else this machine's host name (init_process_group knows which from the
-  // environment; GLOO_SOCKET_IFNAME names a network interface instead, as in PyTorch).
+  // gloo: the address the other ranks reach this one at (a name or a numeric address; Gloo's
+  // device is bound on it). GLOO_SOCKET_IFNAME, a network interface as in PyTorch, comes first.
+  // Empty: the address of this machine that routes to the master (the machine serving the
+  // store), found from the store's connection; 127.0.0.1 when that is loopback and every rank
+  // runs on this machine (`single_machine`, which init_process_group sets from the environment);
+  // on the master's machine of a job across machines whose master name resolves to loopback
+  // there, the address the other machines reached the store at. In a job across machines each
+  // rank says on stderr which address it listens on and why.
   std::string gloo_hostname;
   bool single_machine = true;
   // nccl: what a rank does when its watchdog finds the communicator failed (an NCCL error, or an
@@ -57,6 +62,13 @@ struct ProcessGroupOptions {
   // goes on, and every later collective, wait and is_completed of the group throws DistError
   // with the reason (results of work waited on before the abort are the caller's to distrust).
   bool end_process_on_failure = true;
+  // nccl: Work::wait() blocks the host until the operation has finished, as PyTorch's
+  // TORCH_NCCL_BLOCKING_WAIT=1, and a failure (an NCCL error, or the operation outliving the
+  // timeout) is thrown by that wait, in the caller's thread, as a DistError: the process goes on
+  // (end_process_on_failure counts as false), and what a wait returned is complete. By default a
+  // wait only orders the caller's stream after the operation. For the default group,
+  // KILN_NCCL_BLOCKING_WAIT=1 in the environment sets it. gloo: a wait always blocks the host.
+  bool blocking_wait = false;
 };
 
 class ProcessGroup {
@@ -144,6 +156,8 @@ void init_process_group(const std::string& backend, ProcessGroupOptions options 
 // KILN_DIST_TIMEOUT in seconds, or nullopt when unset; ValueError naming it when it is not a
 // positive number.
 std::optional<std::chrono::milliseconds> timeout_from_env();
+// KILN_NCCL_BLOCKING_WAIT: true for 1, false for 0 or unset; ValueError naming it otherwise.
+bool blocking_wait_from_env();
 // The GPU of a rank among `device_count` visible ones: device 0 when the process sees one GPU
 // (launchers that bind a GPU per process: SLURM's --gpus-per-task=1, MPI wrappers or Kubernetes
 // setting CUDA_VISIBLE_DEVICES), else cuda:LOCAL_RANK as torchrun's users set it, wrapped around

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/dist/net.h"
 
 namespace kiln::dist {
 
@@ -168,10 +169,29 @@ class TcpStoreServer {
       if (fd < 0) continue;
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      const std::string reached_at = remote_client_reached_at(fd);
       std::lock_guard<std::mutex> lock(mutex_);
+      if (!reached_at.empty() && !values_.count(kStoreReachedAtKey)) {
+        values_[kStoreReachedAtKey] = std::vector<char>(reached_at.begin(), reached_at.end());
+        changed_.notify_all();
+      }
       clients_.push_back(fd);
       client_threads_.emplace_back([this, fd] { serve(fd); });
     }
+  }
+
+  // For a client from another machine (one not connecting from a loopback address), the address
+  // of this machine it reached: this end of the connection. "" for a client on this machine.
+  static std::string remote_client_reached_at(int fd) {
+    sockaddr_storage peer{}, local{};
+    socklen_t peer_length = sizeof peer, local_length = sizeof local;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0)
+      return "";
+    const std::string from = numeric_address(reinterpret_cast<const sockaddr*>(&peer));
+    const std::string at = numeric_address(reinterpret_cast<const sockaddr*>(&local));
+    if (from.empty() || is_loopback_address(from) || from == at) return "";
+    return at;
   }
 
   // Waits until every key is set, or the timeout, or the server stops.
@@ -312,6 +332,16 @@ class TcpStore final : public Store {
       : Store(timeout), where_(host + ":" + std::to_string(port)) {
     if (serve) server_ = std::make_unique<TcpStoreServer>(port, timeout);
     fd_ = connect_with_retries(serve ? "localhost" : host, port, timeout);
+    // The server's rank reached it through loopback: its route to the master is the one the
+    // kernel would take to the master's address, the address itself when it is this machine's.
+    // A master's name that does not resolve here leaves the connection's own end (loopback).
+    if (serve) local_address_ = route_source(host, port);
+    if (local_address_.empty()) {
+      sockaddr_storage local{};
+      socklen_t length = sizeof local;
+      if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &length) == 0)
+        local_address_ = numeric_address(reinterpret_cast<const sockaddr*>(&local));
+    }
   }
   ~TcpStore() override {
     if (fd_ >= 0) ::close(fd_);
@@ -355,6 +385,7 @@ class TcpStore final : public Store {
   }
 
   std::string where() const override { return "TCP store at " + where_; }
+  std::string local_address() const override { return local_address_; }
 
   int64_t add(const std::string& key, int64_t delta) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -375,6 +406,7 @@ class TcpStore final : public Store {
   }
 
   std::string where_;
+  std::string local_address_;
   std::unique_ptr<TcpStoreServer> server_;
   int fd_ = -1;
   std::mutex mutex_;  // one request at a time on the connection

@@ -31,12 +31,22 @@ class Store {
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   // Where the ranks meet, for messages: "TCP store at 10.0.0.1:29500", "file store /tmp/...".
   virtual std::string where() const = 0;
+  // The address of this machine that routes to the store's server (numeric), for a store served
+  // over a network: what a rank on another machine than the master advertises. "" for a store
+  // without a network (memory, file). On the master's machine, the master's address as this
+  // machine resolves it: loopback when the master's name resolves to loopback here.
+  virtual std::string local_address() const { return ""; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  protected:
   explicit Store(std::chrono::milliseconds timeout) : timeout_(timeout) {}
   std::chrono::milliseconds timeout_;
 };
+
+// The key under which a TCP store's server puts the address of its machine that the first client
+// from another machine reached it at (numeric): the master's address as the other machines see
+// it, for ranks on the master's machine whose route to the master is loopback.
+inline constexpr char kStoreReachedAtKey[] = "kiln/store/reached_at";
 
 // A client of the store served by rank 0; rank 0 (`serve`) also runs the server, on a thread of
 // its own, until the store is destroyed. Clients retry connecting until the timeout, so ranks may

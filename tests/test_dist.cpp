@@ -2,7 +2,10 @@
 // (tests/support/dist_ranks.h). Inputs are small integers, so every sum is exact in every dtype
 // and results are compared bit for bit: rank r's input element i is ((r + 1) * (i % 7) - 3 * r)
 // rounded to the dtype.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -21,8 +24,10 @@
 #include <vector>
 
 #include "dist_ranks.h"
+#include "kiln/dist/net.h"
 #include "kiln/dist/process_group.h"
 #include "kiln/dist/ring.h"
+#include "kiln/dist/store.h"
 #include "kiln/kiln.h"
 #include "temp_dir.h"
 
@@ -324,6 +329,17 @@ TEST_CASE("dist: the launch environment of kiln-run, mpirun and srun, and its er
     CHECK_THAT(e.file_store, Catch::Contains("kiln-store-77"));
   }
   {
+    // Across machines the file store (this machine's temporary folder) would never meet.
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"OMPI_MCA_ess_base_jobid", "77"}});
+    CHECK_THROWS_WITH(dist::launch_env(),
+                      Catch::Contains("across machines (2 of the 4 ranks on this one) without "
+                                      "MASTER_ADDR and MASTER_PORT"));
+  }
+  {
     ScopedEnv env({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
     CHECK_THROWS_WITH(dist::launch_env(), Catch::Contains("RANK=4 is not below WORLD_SIZE=4"));
   }
@@ -480,6 +496,65 @@ TEST_CASE("dist: a rank waiting at the rendezvous says how many it waits for, an
                              "at 127.0.0.1:29733, group 'late'): 1 of 2 arrived"));
 }
 
+TEST_CASE(
+    "dist: across machines a rank says where it listens: GLOO_SOCKET_IFNAME and gloo_hostname") {
+  dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::seconds(30);
+  options.single_machine =
+      false;  // as init_process_group sets it when LOCAL_WORLD_SIZE < WORLD_SIZE
+  for (const bool by_interface : {true, false}) {
+    std::optional<ScopedEnv> iface;
+    if (by_interface)
+      iface.emplace(std::vector<std::pair<std::string, std::string>>{{"GLOO_SOCKET_IFNAME", "lo"}});
+    options.gloo_hostname = by_interface ? "" : "127.0.0.1";
+    const int port = by_interface ? 29738 : 29739;
+    CapturedStderr captured;
+    std::vector<double> sums(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          auto group = dist::new_process_group(
+              "gloo", dist::make_tcp_store("127.0.0.1", port, r == 0, options.timeout), r, 2,
+              "listen", options);
+          Tensor t = full({4}, 1.0 + r);
+          group->all_reduce(t);
+          sums[r] = t.sum().item();
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (std::thread& t : ranks) t.join();
+    INFO(captured.text());
+    CHECK((errors[0].empty() && errors[1].empty()));
+    CHECK((sums[0] == 12.0 && sums[1] == 12.0));
+    for (int r = 0; r < 2; ++r)
+      CHECK_THAT(
+          captured.text(),
+          Catch::Contains("group 'listen', rank " + std::to_string(r) + " of 2): listening on " +
+                          (by_interface ? "interface lo (127.0.0.1), from GLOO_SOCKET_IFNAME"
+                                        : "127.0.0.1 (interface lo), from "
+                                          "ProcessGroupOptions::gloo_hostname")));
+  }
+}
+
+TEST_CASE(
+    "dist: across machines a master reached through loopback with no other machine is refused") {
+  // The route to the master is loopback here, and no rank from elsewhere shows the address the
+  // other machines see: the group says so and names GLOO_SOCKET_IFNAME, after the timeout.
+  dist::ProcessGroupOptions options;
+  options.timeout = std::chrono::milliseconds(500);
+  options.single_machine = false;
+  CHECK_THROWS_WITH(
+      dist::new_process_group("gloo",
+                              dist::make_tcp_store("127.0.0.1", 29737, true, options.timeout), 0, 1,
+                              "lonely", options),
+      Catch::Contains("the route to the master (TCP store at 127.0.0.1:29737) is loopback "
+                      "(127.0.0.1)") &&
+          Catch::Contains("set GLOO_SOCKET_IFNAME"));
+}
+
 TEST_CASE("dist: a rank alone at the rendezvous gives up after the timeout, with the count") {
   dist::ProcessGroupOptions options;
   options.timeout = std::chrono::milliseconds(500);
@@ -525,6 +600,55 @@ TEST_CASE("dist: the file and TCP stores: set, get, wait, add, and a key that ne
     CHECK(s->add("n", 3) == 5);
     CHECK_THROWS_WITH(s->get("never"), Catch::Contains("'never'") && Catch::Contains("300 ms"));
   }
+}
+
+TEST_CASE("dist: KILN_NCCL_BLOCKING_WAIT from the environment") {
+  {
+    ScopedEnv env(
+        std::vector<std::pair<std::string, std::string>>{{"KILN_NCCL_BLOCKING_WAIT", "1"}});
+    CHECK(dist::blocking_wait_from_env());
+  }
+  {
+    ScopedEnv env(
+        std::vector<std::pair<std::string, std::string>>{{"KILN_NCCL_BLOCKING_WAIT", "0"}});
+    CHECK_FALSE(dist::blocking_wait_from_env());
+  }
+  {
+    ScopedEnv env(
+        std::vector<std::pair<std::string, std::string>>{{"KILN_NCCL_BLOCKING_WAIT", "yes"}});
+    CHECK_THROWS_WITH(
+        dist::blocking_wait_from_env(),
+        Catch::Contains("KILN_NCCL_BLOCKING_WAIT: expected 1") && Catch::Contains("got 'yes'"));
+  }
+  ::unsetenv("KILN_NCCL_BLOCKING_WAIT");
+  CHECK_FALSE(dist::blocking_wait_from_env());
+}
+
+TEST_CASE("dist: the address of this machine that routes to the master") {
+  CHECK(dist::route_source("127.0.0.1", 29735) == "127.0.0.1");
+  CHECK(dist::interface_of("127.0.0.1") == "lo");
+  CHECK(dist::address_of_interface("lo") == "127.0.0.1");
+  CHECK(dist::interface_of("192.0.2.1").empty());  // TEST-NET-1: no machine's address
+  std::string error;
+  CHECK(dist::route_source("no-such-host.invalid", 29735, &error).empty());
+  CHECK_THAT(error, Catch::Contains("cannot resolve no-such-host.invalid"));
+  for (const char* loopback : {"127.0.0.1", "127.0.1.1", "::1", "localhost", "::ffff:127.0.0.1"})
+    CHECK(dist::is_loopback_address(loopback));
+  for (const char* other : {"10.0.0.1", "::ffff:10.0.0.1", "fe80::1", "1.27.0.0"})
+    CHECK_FALSE(dist::is_loopback_address(other));
+  sockaddr_in6 mapped{};
+  mapped.sin6_family = AF_INET6;
+  REQUIRE(::inet_pton(AF_INET6, "::ffff:10.1.2.3", &mapped.sin6_addr) == 1);
+  CHECK(dist::numeric_address(reinterpret_cast<const sockaddr*>(&mapped)) == "10.1.2.3");
+  // Both ends of a store on this machine route through loopback; no client came from elsewhere,
+  // so the server has no address of the master as other machines see it.
+  const auto ms = std::chrono::milliseconds(300);
+  auto server = dist::make_tcp_store("127.0.0.1", 29736, true, ms);
+  auto client = dist::make_tcp_store("127.0.0.1", 29736, false, ms);
+  CHECK(server->local_address() == "127.0.0.1");
+  CHECK(client->local_address() == "127.0.0.1");
+  CHECK_THROWS_WITH(client->get(dist::kStoreReachedAtKey), Catch::Contains("300 ms"));
+  CHECK(dist::make_memory_store(ms)->local_address().empty());
 }
 
 TEST_CASE("dist: an average of integers is refused by gloo and by the ring") {

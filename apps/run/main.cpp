@@ -5,8 +5,11 @@
 // Each process gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT
 // (dist/env.h reads them), and OMP_NUM_THREADS = cores / processes unless it is set; rank 0
 // serves the job's store on MASTER_PORT. Several machines run one
-// kiln-run each with --nnodes, --node-rank and rank 0's --master-addr. The processes are started
-// with an argument vector (posix_spawnp), never through a shell.
+// kiln-run each with --nnodes, --node-rank and rank 0's --master-addr; each rank then finds the
+// address of its machine that routes to the master by itself (dist/gloo_process_group.cpp) and
+// says which. The ranks get this process's whole environment besides (NCCL_*, GLOO_SOCKET_IFNAME,
+// KILN_DIST_TIMEOUT, ...). The processes are started with an argument vector (posix_spawnp),
+// never through a shell.
 //
 // SIGINT and SIGTERM are passed on to every process. When one process fails (a non-zero status, or
 // killed by a signal), the others get SIGTERM, then SIGKILL after --grace-seconds, and kiln-run

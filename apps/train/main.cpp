@@ -307,6 +307,7 @@ int run_training(const apps::Recipe& r) {
     dist::ProcessGroupOptions options;
     if (r.dist_timeout > 0)
       options.timeout = std::chrono::milliseconds(std::llround(r.dist_timeout * 1000));
+    options.blocking_wait = r.dist_blocking_wait;
     dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", options);
     // init_process_group made the rank's GPU current (dist::local_device).
     if (device.is_cuda()) device = Device::cuda(cuda::current_device());

@@ -96,11 +96,12 @@ struct Recipe {
   std::string checkpoint_dir;
   std::string resume;       // a checkpoint path, or "last" for <checkpoint-dir>/last.safetensors
   int64_t max_batches = 0;  // per epoch, 0: all (for smoke tests and quick looks)
-  int64_t interrupt_after = 0;  // batches, 0: never (a deterministic Ctrl-C, for tests)
-  bool distributed = false;     // one rank of a kiln-run / mpirun / srun job
-  double dist_timeout = 0;      // seconds a collective may wait, 0: KILN_DIST_TIMEOUT or 600
-  std::string amp = "off";      // mixed precision: off, fp16 (with loss scaling) or bf16
-  int64_t profile_steps = 0;    // steps to profile after profile_warmup, 0: none
+  int64_t interrupt_after = 0;      // batches, 0: never (a deterministic Ctrl-C, for tests)
+  bool distributed = false;         // one rank of a kiln-run / mpirun / srun job
+  double dist_timeout = 0;          // seconds a collective may wait, 0: KILN_DIST_TIMEOUT or 600
+  bool dist_blocking_wait = false;  // nccl: waits block the host and throw a failure
+  std::string amp = "off";          // mixed precision: off, fp16 (with loss scaling) or bf16
+  int64_t profile_steps = 0;        // steps to profile after profile_warmup, 0: none
   int64_t profile_warmup = 2;
   bool cuda_graph = false;        // capture the training step as a CUDA graph and replay it
   int64_t cuda_graph_warmup = 3;  // eager steps before the capture
@@ -217,6 +218,11 @@ inline void add_recipe_flags(CLI::App& app, Recipe& r) {
                  "job stops, naming the ranks that did not answer (0: KILN_DIST_TIMEOUT, or 600)")
       ->capture_default_str()
       ->check(finite_at_least(0));
+  app.add_flag("--dist-blocking-wait", r.dist_blocking_wait,
+               "--distributed on GPUs: a wait for a collective blocks until it has finished, and "
+               "a failure (an NCCL error, the timeout) stops the run with an error instead of "
+               "ending the process from the watchdog (as KILN_NCCL_BLOCKING_WAIT=1; PyTorch's "
+               "TORCH_NCCL_BLOCKING_WAIT)");
   app.add_option("--amp", r.amp,
                  "mixed precision: off|fp16|bf16; forward and loss under autocast (weights stay "
                  "f32), fp16 with dynamic loss scaling (GradScaler)")

@@ -27,12 +27,15 @@ namespace {
 const Device kGpu = Device::cuda(0);
 
 std::shared_ptr<dist::ProcessGroup> one_rank_group(const std::string& name,
-                                                   std::chrono::milliseconds timeout) {
+                                                   std::chrono::milliseconds timeout,
+                                                   bool blocking_wait = false) {
   dist::ProcessGroupOptions options;
   options.timeout = timeout;
-  // The timeout case below needs the process to go on after the watchdog aborts the communicator
-  // (by default a failure ends the process, as PyTorch's does).
-  options.end_process_on_failure = false;
+  // The timeout cases below need the process to go on after the watchdog aborts the
+  // communicator (by default a failure ends the process, as PyTorch's does); a blocking wait
+  // implies it.
+  options.end_process_on_failure = blocking_wait;
+  options.blocking_wait = blocking_wait;
   return dist::new_process_group("nccl", dist::make_memory_store(timeout), 0, 1, name, options);
 }
 
@@ -145,4 +148,32 @@ TEST_CASE("nccl, one rank: an operation that never completes ends in a DistError
     Tensor t = ones({8}, DType::f32, kGpu);
     CHECK_THROWS_AS(group->all_reduce(t), DistError);
   }
+}
+
+// With blocking_wait (PyTorch's TORCH_NCCL_BLOCKING_WAIT=1), wait() returns once the operation has
+// finished on the GPU, and a failure is thrown by the wait itself, in this thread, the process
+// going on although end_process_on_failure is left true.
+TEST_CASE("nccl: a blocking wait on one rank returns finished work and throws a failure") {
+  const auto timeout = std::chrono::seconds(2);
+  auto group = one_rank_group("blocking", timeout, /*blocking_wait=*/true);
+  Tensor t = full({1 << 16}, 3.0, DType::f32, kGpu);
+  auto done = group->all_reduce_async(t, dist::ReduceOp::sum);
+  done->wait();
+  CHECK(done->is_completed());
+  require_equal(t, full({1 << 16}, 3.0, DType::f32, kGpu), "the all-reduce of one rank");
+
+  const Tensor never = zeros({16}, DType::f32, kGpu);
+  std::string failure;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    group->recv_async(never, 0, group->reserve_tags(1))->wait();
+  } catch (const DistError& e) {
+    failure = e.what();
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("the failure, after " << seconds << " s: " << failure);
+  REQUIRE(!failure.empty());
+  CHECK(failure.find("rank 0 of 1") != std::string::npos);
+  CHECK(seconds < 30);
 }

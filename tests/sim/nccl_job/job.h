@@ -38,5 +38,6 @@ void comm_hooks();
 void sync_batch_norm();
 void grad_scaler();
 void die_or_hang(bool die);
+void hang_with_blocking_wait();
 
 }  // namespace nccl_job

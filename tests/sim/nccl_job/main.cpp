@@ -9,6 +9,7 @@
 //   sync_bn        SyncBatchNorm on CUDA tensors against BatchNorm over the global batch
 //   grad_scaler    the GradScaler under DDP, with an overflow on one rank
 //   die, hang      rank 1 is killed, or stops calling collectives (timeout 3 s)
+//   hang_blocking  hang, run with KILN_NCCL_BLOCKING_WAIT=1: the failure is thrown by the wait
 // It prints "rank R of N: ok" and checks that it took no memory and made no CUDA context on
 // another device; a failure is one line on stderr and exit status 1.
 #include <chrono>
@@ -45,7 +46,8 @@ int run(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   const std::string scratch = argc > 2 ? argv[2] : "";
   dist::ProcessGroupOptions options;
-  options.timeout = std::chrono::seconds(scenario == "die" || scenario == "hang" ? 3 : 60);
+  const bool fault = scenario == "die" || scenario == "hang" || scenario == "hang_blocking";
+  options.timeout = std::chrono::seconds(fault ? 3 : 60);
   dist::init_process_group("nccl", options);
   if (scenario == "collectives")
     nccl_job::collectives();
@@ -63,10 +65,12 @@ int run(int argc, char** argv) {
     nccl_job::grad_scaler();
   else if (scenario == "die" || scenario == "hang")
     nccl_job::die_or_hang(scenario == "die");
+  else if (scenario == "hang_blocking")
+    nccl_job::hang_with_blocking_wait();
   else
     throw ValueError("unknown scenario '" + scenario +
                      "': expected collectives, ring, ddp, no_sync, comm_hooks, sync_bn, "
-                     "grad_scaler, die or hang");
+                     "grad_scaler, die, hang or hang_blocking");
   // The nccl group's watchdog polls every 100 ms: two polls over the last operations' events
   // before checking which devices this process touched.
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
