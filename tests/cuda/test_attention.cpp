@@ -118,10 +118,11 @@ TEST_CASE("attention: a lab route runs the lab's fused kernels on the GPU with g
     Shape q, k;  // v is shaped as k
     DType dtype;
   };
-  // Odd lengths, L != S both ways; bf16 at v4's head dims.
+  // Odd lengths (1, 7, 65 and 129), L != S both ways, several K/V and query tiles; bf16 at v4's
+  // head dims.
   const std::vector<Case> cases = {
       {{1, 1, 1, 8}, {1, 1, 1, 8}, DType::f32},      {{2, 3, 7, 8}, {2, 3, 7, 8}, DType::f32},
-      {{1, 129, 12}, {1, 129, 12}, DType::f32},      {{2, 7, 8}, {2, 129, 8}, DType::f32},
+      {{1, 65, 12}, {1, 65, 12}, DType::f32},        {{2, 7, 8}, {2, 129, 8}, DType::f32},
       {{1, 2, 129, 16}, {1, 2, 7, 16}, DType::f32},  {{2, 7, 16}, {2, 7, 16}, DType::bf16},
       {{1, 1, 129, 32}, {1, 1, 7, 32}, DType::bf16}, {{1, 7, 16}, {1, 129, 16}, DType::bf16},
       {{1, 1, 1, 16}, {1, 1, 1, 16}, DType::bf16},
