@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -90,6 +91,17 @@ Table& table() {
 }
 
 std::atomic<uint64_t> routed{0};
+
+// The major compute capability of a GPU, asked once (cudaGetDeviceProperties is slow for a call
+// made per op).
+int capability_major(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(device);
+  if (it == known.end()) it = known.emplace(device, get_device_properties(device).major).first;
+  return it->second;
+}
 
 // The version of the first route of `op` whose range holds cols.
 std::string route_for(RoutedOp op, int64_t rows, int64_t cols) {
@@ -193,10 +205,10 @@ const lab::AttentionVersion* routed_attention(DType dtype, int64_t batch_heads, 
   if (chosen == nullptr || std::string(chosen->name) != "v4_mma_fa2") return chosen;
   // v4's instructions are Ampere's: below 8.0 the version would refuse, so the op composes.
   const int device = current_device();
-  const DeviceProperties gpu = get_device_properties(device);
-  if (gpu.major >= 8) return chosen;
+  if (capability_major(device) >= 8) return chosen;
   static std::once_flag told;
   std::call_once(told, [&] {
+    const DeviceProperties gpu = get_device_properties(device);
     std::fprintf(stderr,
                  "kiln: the lab route of scaled_dot_product_attention to v4_mma_fa2 is not taken "
                  "on cuda:%d (%s, compute capability %d.%d): it needs 8.0 or newer; the op "
