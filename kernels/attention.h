@@ -6,10 +6,15 @@
 // dtype. mask, when defined, is an additive [B, L, S] view of the compute dtype (0-strides where
 // it broadcasts; -inf removes a score). causal: query i sees keys 0..i. A row whose every score
 // is removed gives NaN, as the composed softmax does.
-// Only the CPU has it (kernels/cpu/attention.cpp); the GPU's table is empty
-// (kernels/cuda/attention.cpp) and ops/attention.cpp composes matmul and softmax there.
+// The CPU's kernels (kernels/cpu/attention.cpp) take every problem. The GPU's
+// (kernels/cuda/attention.cpp) are the kernel lab's attention versions, and take only what a lab
+// route sends them (kernels/cuda/lab_routes.h; the built-in table is empty, so by default
+// ops/attention.cpp composes matmul and softmax there).
 #pragma once
 
+#include <optional>
+
+#include "kiln/core/dtype.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln {
@@ -22,6 +27,12 @@ struct AttentionKernels {
   void (*backward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                    bool causal, double scale, const Tensor& out, const Tensor& lse,
                    const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+  // Whether forward takes the problem of these q, k, v (as the op got them, before any copy) with
+  // a mask tensor or none, and the dtype it reads q, k and v in: the compute dtype, or 16-bit
+  // inputs as they are for tensor cores; nullopt: the op composes. Null: every problem, in the
+  // compute dtype. The backward takes whatever forward took, in the compute dtype.
+  std::optional<DType> (*takes)(const Tensor& q, const Tensor& k, const Tensor& v,
+                                bool masked) = nullptr;
 
   static const AttentionKernels cpu;
   static const AttentionKernels* const cuda;  // null in a build without CUDA

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,13 @@ AttentionResult scaled_dot_product_attention_with_weights(const Tensor& query, c
 
 namespace {
 
+DType compute_dtype(DType input) {
+  return input == DType::f64 ? DType::f64 : DType::f32;
+}
+
 // The fused kernels' operands: [B, L, E] views of the inputs, contiguous in the compute dtype (f32
-// for 16-bit inputs, which the kernels accumulate in).
+// for 16-bit inputs, which the kernels accumulate in), or in `operand`, the dtype the kernel table
+// asked for (a tensor-core kernel reads 16-bit inputs as they are).
 struct FusedOperands {
   Tensor q, k, v, mask;
   Shape lead;  // the leading dims B stands for
@@ -94,12 +100,14 @@ struct FusedOperands {
 };
 
 FusedOperands fused_operands(const Tensor& query, const Tensor& key, const Tensor& value,
-                             const AttentionOptions& options) {
+                             const AttentionOptions& options,
+                             std::optional<DType> operand = std::nullopt) {
   FusedOperands f;
-  f.compute = query.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  f.compute = compute_dtype(query.dtype());
   f.lead = Shape(query.shape().begin(), query.shape().end() - 2);
+  const DType read = operand.value_or(f.compute);
   auto flat = [&](const Tensor& t) {
-    return t.detach().to(f.compute).contiguous().reshape({-1, t.size(-2), t.size(-1)});
+    return t.detach().to(read).contiguous().reshape({-1, t.size(-2), t.size(-1)});
   };
   f.q = flat(query), f.k = flat(key), f.v = flat(value);
   if (options.attn_mask.defined()) {
@@ -164,19 +172,23 @@ struct FusedAttentionBackward : Node {
   }
 };
 
-// Whether the fused kernels take this call: a device that has them, no dropout, no autocast (the
-// entry point cast the operands and suspended it; scaled_dot_product_attention_with_weights'
-// composition casts op by op), one batch shape for query, key and value, a mask that needs no
-// gradient.
-bool fusable(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
-  if (kernels_for<AttentionKernels>(kOp, q.device()).forward == nullptr) return false;
-  if (o.dropout_p > 0.0 || is_autocast_enabled()) return false;
+// Whether the fused kernels take this call, and the dtype they read the operands in (nullopt: the
+// op composes): a device that has them, no dropout, no autocast (the entry point cast the operands
+// and suspended it; scaled_dot_product_attention_with_weights' composition casts op by op), one
+// batch shape for query, key and value, a mask that needs no gradient, and what the device's
+// table takes (the GPU's: what a lab route sends it, kernels/cuda/lab_routes.h).
+std::optional<DType> fusable(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const AttentionOptions& o) {
+  const auto kernels = kernels_for<AttentionKernels>(kOp, q.device());
+  if (kernels.forward == nullptr || !backends::fused_attention_enabled()) return std::nullopt;
+  if (o.dropout_p > 0.0 || is_autocast_enabled()) return std::nullopt;
   const Shape lead(q.shape().begin(), q.shape().end() - 2);
   if (Shape(k.shape().begin(), k.shape().end() - 2) != lead ||
       Shape(v.shape().begin(), v.shape().end() - 2) != lead)
-    return false;
-  if (o.attn_mask.defined() && o.attn_mask.requires_grad()) return false;
-  return backends::fused_attention_enabled();
+    return std::nullopt;
+  if (o.attn_mask.defined() && o.attn_mask.requires_grad()) return std::nullopt;
+  if (kernels.takes == nullptr) return compute_dtype(q.dtype());
+  return kernels.takes(q, k, v, o.attn_mask.defined());
 }
 
 }  // namespace
@@ -191,11 +203,11 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     return scaled_dot_product_attention(cast[0], cast[1], cast[2], inner);
   }
   check_inputs(query, key, value, options);
-  if (!fusable(query, key, value, options))
-    return scaled_dot_product_attention_with_weights(query, key, value, options).output;
+  const std::optional<DType> operand = fusable(query, key, value, options);
+  if (!operand) return scaled_dot_product_attention_with_weights(query, key, value, options).output;
   profiler::OpScope profile(kOp, {&query, &key, &value});
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
-  const FusedOperands f = fused_operands(query, key, value, options);
+  const FusedOperands f = fused_operands(query, key, value, options, operand);
   const Tensor out = empty({f.q.size(0), f.q.size(1), f.v.size(2)}, f.compute, query.device());
   const Tensor lse = empty({f.q.size(0), f.q.size(1)}, f.compute, query.device());
   kernels_for<AttentionKernels>(kOp, query.device())

@@ -404,6 +404,8 @@ TEST_CASE("lab attention: the mask's pairs, every row's keys, the tiles and the 
         CHECK(att::attended_pairs(l_len, s_len, causal) == static_cast<double>(pairs));
         CHECK(att::workspace_bytes(3, l_len, s_len) >= static_cast<size_t>(4 * 3 * l_len * s_len));
         CHECK(att::workspace_bytes(3, l_len, s_len) >= static_cast<size_t>(8 * 3 * l_len));
+        CHECK(att::row_workspace_bytes(3, l_len) >= static_cast<size_t>(8 * 3 * l_len));
+        CHECK(att::row_workspace_bytes(3, l_len) <= att::workspace_bytes(3, l_len, s_len));
       }
   CHECK(att::v3_shared_bytes() <= 48 * 1024);
   for (int d : att::kV4HeadDims) {

@@ -2,24 +2,36 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kiln/core/cuda.h"
 #include "kiln/core/error.h"
+#include "kiln/kernels/cuda/lab/attention/tiling.h"
 
 namespace kiln::cuda {
 
 namespace {
 
 const char* op_name(RoutedOp op) {
-  return op == RoutedOp::softmax ? "softmax" : "sum";
+  switch (op) {
+    case RoutedOp::softmax:
+      return "softmax";
+    case RoutedOp::sum:
+      return "sum";
+    case RoutedOp::attention:
+      break;
+  }
+  return "attention";
 }
 const char* lab_family(RoutedOp op) {
-  return op == RoutedOp::softmax ? "softmax" : "reduction";
+  return op == RoutedOp::sum ? "reduction" : op_name(op);
 }
 
 template <class Version>
@@ -29,10 +41,23 @@ const Version* find_version(const std::vector<Version>& versions, const std::str
   return nullptr;
 }
 
+// The attention version of that name, of the f32 table or of the tensor-core one.
+const lab::AttentionVersion* find_attention_version(const std::string& name) {
+  if (const lab::AttentionVersion* v = find_version(lab::attention_forward_versions(), name))
+    return v;
+  return find_version(lab::attention_tc_versions(), name);
+}
+
 bool names_a_version(const LabRoute& route) {
-  return route.op == RoutedOp::softmax
-             ? find_version(lab::softmax_versions(), route.version) != nullptr
-             : find_version(lab::reduction_versions(), route.version) != nullptr;
+  switch (route.op) {
+    case RoutedOp::softmax:
+      return find_version(lab::softmax_versions(), route.version) != nullptr;
+    case RoutedOp::sum:
+      return find_version(lab::reduction_versions(), route.version) != nullptr;
+    case RoutedOp::attention:
+      break;
+  }
+  return find_attention_version(route.version) != nullptr;
 }
 
 void check(const LabRoute& route) {
@@ -66,6 +91,17 @@ Table& table() {
 }
 
 std::atomic<uint64_t> routed{0};
+
+// The major compute capability of a GPU, asked once (cudaGetDeviceProperties is slow for a call
+// made per op).
+int capability_major(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(device);
+  if (it == known.end()) it = known.emplace(device, get_device_properties(device).major).first;
+  return it->second;
+}
 
 // The version of the first route of `op` whose range holds cols.
 std::string route_for(RoutedOp op, int64_t rows, int64_t cols) {
@@ -110,13 +146,16 @@ std::vector<LabRoute> parse_lab_routes(const std::string& text) {
                "KILN_LAB_ROUTES: expected op:min-max:version, got \"{}\"", entry);
     const std::string op = entry.substr(0, first);
     const std::string range = entry.substr(first + 1, second - first - 1);
-    KILN_CHECK(op == "softmax" || op == "sum", ValueError,
-               "KILN_LAB_ROUTES: \"{}\" in \"{}\" is not a routed op (softmax or sum)", op, entry);
+    KILN_CHECK(op == "softmax" || op == "sum" || op == "attention", ValueError,
+               "KILN_LAB_ROUTES: \"{}\" in \"{}\" is not a routed op (softmax, sum or attention)",
+               op, entry);
     const size_t dash = range.find('-');
     KILN_CHECK(dash != std::string::npos, ValueError,
                "KILN_LAB_ROUTES: expected a range min-max (or min-) in \"{}\"", entry);
     LabRoute route;
-    route.op = op == "softmax" ? RoutedOp::softmax : RoutedOp::sum;
+    route.op = op == "softmax" ? RoutedOp::softmax
+               : op == "sum"   ? RoutedOp::sum
+                               : RoutedOp::attention;
     route.min_cols = parse_size(range.substr(0, dash), entry);
     const std::string max = range.substr(dash + 1);
     route.max_cols = max.empty() ? -1 : parse_size(max, entry);
@@ -138,6 +177,49 @@ const lab::ReductionVersion* routed_sum(int64_t rows, int64_t cols) {
   if (name.empty()) return nullptr;
   ++routed;
   return find_version(lab::reduction_versions(), name);
+}
+
+const lab::AttentionVersion* routed_attention(DType dtype, int64_t batch_heads, int64_t l,
+                                              int64_t s, int64_t d) {
+  if (batch_heads <= 0 || l <= 0 || s <= 0) return nullptr;
+  const bool tensor_cores = dtype == DType::bf16 || dtype == DType::f16;
+  if (dtype != DType::f32 && !tensor_cores) return nullptr;
+  const std::vector<lab::AttentionVersion>& versions =
+      tensor_cores ? lab::attention_tc_versions() : lab::attention_forward_versions();
+  const lab::AttentionVersion* chosen = nullptr;
+  {
+    Table& t = table();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    for (const LabRoute& r : t.routes) {
+      if (r.op != RoutedOp::attention || s < r.min_cols || (r.max_cols >= 0 && s > r.max_cols))
+        continue;
+      const lab::AttentionVersion* v = find_version(versions, r.version);
+      if (v == nullptr) continue;  // a version of the other dtype's table
+      const bool v4 = r.version == "v4_mma_fa2";
+      if (v4 ? !lab::attention::v4_head_dim_supported(d) : d < 1 || d > lab::attention::kMaxHeadDim)
+        continue;
+      chosen = v;
+      break;
+    }
+  }
+  if (chosen == nullptr || std::string(chosen->name) != "v4_mma_fa2") return chosen;
+  // v4's instructions are Ampere's: below 8.0 the version would refuse, so the op composes.
+  const int device = current_device();
+  if (capability_major(device) >= 8) return chosen;
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    const DeviceProperties gpu = get_device_properties(device);
+    std::fprintf(stderr,
+                 "kiln: the lab route of scaled_dot_product_attention to v4_mma_fa2 is not taken "
+                 "on cuda:%d (%s, compute capability %d.%d): it needs 8.0 or newer; the op "
+                 "composes matmul and softmax there (kernels/cuda/lab_routes.h)\n",
+                 device, gpu.name.c_str(), gpu.major, gpu.minor);
+  });
+  return nullptr;
+}
+
+void note_lab_routed_call() {
+  ++routed;
 }
 
 uint64_t lab_routed_calls() {

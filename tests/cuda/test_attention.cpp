@@ -1,14 +1,20 @@
 // Attention on cuda:0 against the CPU: scaled_dot_product_attention (causal, masks) and
 // nn::MultiheadAttention / TransformerEncoderLayer forward and backward, from the same weights.
-// The composition's ops each have their own GPU kernels; this checks that they compose.
+// The composition's ops each have their own GPU kernels; this checks that they compose. With a
+// lab route set (kernels/cuda/lab_routes.h), the op runs the attention lab's fused versions
+// instead: their outputs and gradients against the CPU's fused kernels, and what still composes.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradcheck.h"
+#include "kiln/core/cuda.h"
+#include "kiln/kernels/cuda/lab_routes.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
@@ -67,4 +73,137 @@ TEST_CASE("attention: a TransformerEncoderLayer trains the same on the GPU") {
     INFO(cpu_params[i].first);
     check_close(gpu_params[i].second.grad(), cpu_params[i].second.grad(), 1e-3);
   }
+}
+
+namespace {
+
+// Puts the lab routes back to the (empty) built-in table at the end of a test.
+struct RoutesGuard {
+  ~RoutesGuard() { cuda::set_lab_routes({}); }
+};
+
+struct Attended {
+  Tensor out, dq, dk, dv;
+  std::string node;  // the output's grad_fn
+};
+
+Attended attend(const Tensor& q0, const Tensor& k0, const Tensor& v0, const AttentionOptions& o,
+                Device device) {
+  Tensor q = q0.to(device).detach().requires_grad_(true);
+  Tensor k = k0.to(device).detach().requires_grad_(true);
+  Tensor v = v0.to(device).detach().requires_grad_(true);
+  const Tensor out = scaled_dot_product_attention(q, k, v, o);
+  Attended a{out.detach().cpu(), {}, {}, {}, out.grad_fn()->name()};
+  const Tensor weight = random_f64(out.shape(), 77).to(out.dtype()).to(device);
+  mul(out, weight).sum().backward();
+  a.dq = q.grad().cpu(), a.dk = k.grad().cpu(), a.dv = v.grad().cpu();
+  return a;
+}
+
+void check_near(const Tensor& got, const Tensor& want, double tol) {
+  const Tensor g = got.to(DType::f64), w = want.to(DType::f64);
+  INFO("max |got - want| = " << (g - w).abs().max().item());
+  CHECK(allclose(g, w, tol, tol));
+}
+
+}  // namespace
+
+// Under KILN_SIM_COMPUTE_CAPABILITY=75 (sim_attention_route_on_sm75) the bf16 route to v4 is not
+// taken and the op composes, saying so once on stderr.
+TEST_CASE("attention: a lab route runs the lab's fused kernels on the GPU with gradients") {
+  RoutesGuard guard;
+  cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v3_tiled_fa1,attention:1-:v4_mma_fa2"));
+  const bool ampere = cuda::get_device_properties(0).major >= 8;
+  struct Case {
+    Shape q, k;  // v is shaped as k
+    DType dtype;
+  };
+  // Odd lengths (1, 7, 65 and 129), L != S both ways, several K/V and query tiles; bf16 at v4's
+  // head dims.
+  const std::vector<Case> cases = {
+      {{1, 1, 1, 8}, {1, 1, 1, 8}, DType::f32},      {{2, 3, 7, 8}, {2, 3, 7, 8}, DType::f32},
+      {{1, 65, 12}, {1, 65, 12}, DType::f32},        {{2, 7, 8}, {2, 129, 8}, DType::f32},
+      {{1, 2, 129, 16}, {1, 2, 7, 16}, DType::f32},  {{2, 7, 16}, {2, 7, 16}, DType::bf16},
+      {{1, 1, 129, 32}, {1, 1, 7, 32}, DType::bf16}, {{1, 7, 16}, {1, 129, 16}, DType::bf16},
+      {{1, 1, 1, 16}, {1, 1, 1, 16}, DType::bf16},
+  };
+  uint64_t seed = 100;
+  for (const Case& c : cases)
+    for (const bool causal : {false, true}) {
+      INFO("q " << shape_str(c.q) << ", k " << shape_str(c.k) << ", " << dtype_name(c.dtype)
+                << (causal ? ", causal" : ""));
+      const Tensor q = random_f64(c.q, ++seed).to(c.dtype), k = random_f64(c.k, ++seed).to(c.dtype);
+      const Tensor v = random_f64(c.k, ++seed).to(c.dtype);
+      const AttentionOptions options{.is_causal = causal,
+                                     .scale = causal ? std::optional<double>(0.3) : std::nullopt};
+      const Attended cpu = attend(q, k, v, options, Device::cpu());
+      const uint64_t before = cuda::lab_routed_calls();
+      const Attended gpu = attend(q, k, v, options, kGpu);
+      const bool routed = c.dtype == DType::f32 || ampere;
+      CHECK(cuda::lab_routed_calls() == before + (routed ? 1 : 0));
+      CHECK((gpu.node == "FusedAttentionBackward") == routed);
+      CHECK(cpu.node == "FusedAttentionBackward");
+      // v4 rounds P to bf16 before P V, as FlashAttention-2; the outputs are bf16 either way.
+      const double tol = c.dtype == DType::f32 ? 2e-5 : 3e-2;
+      check_near(gpu.out, cpu.out, tol);
+      check_near(gpu.dq, cpu.dq, tol);
+      check_near(gpu.dk, cpu.dk, tol);
+      check_near(gpu.dv, cpu.dv, tol);
+    }
+}
+
+TEST_CASE("attention: without a lab route or outside what the lab takes the GPU composes") {
+  RoutesGuard guard;
+  REQUIRE(cuda::lab_routes().empty());
+  const Tensor q = random_f64({2, 7, 16}, 11).to(DType::f32);
+  const Tensor k = random_f64({2, 9, 16}, 12).to(DType::f32);
+  const Tensor v = random_f64({2, 9, 16}, 13).to(DType::f32);
+  const uint64_t before = cuda::lab_routed_calls();
+  const Attended composed = attend(q, k, v, {}, kGpu);
+  CHECK(composed.node != "FusedAttentionBackward");
+  CHECK(cuda::lab_routed_calls() == before);
+
+  cuda::set_lab_routes(cuda::parse_lab_routes("attention:8-100:v3_tiled_fa1"));
+  CHECK(attend(q, k, v, {}, kGpu).node == "FusedAttentionBackward");
+  CHECK(cuda::lab_routed_calls() == before + 1);
+  const Tensor mask = gt(random_f64({7, 9}, 14), -0.5).to(kGpu);
+  const std::vector<std::pair<std::string, Attended>> declined = {
+      {"a bool mask", attend(q, k, v, {.attn_mask = mask}, kGpu)},
+      {"a float mask", attend(q, k, v, {.attn_mask = zeros({7, 9}, DType::f32, kGpu)}, kGpu)},
+      {"f64", attend(q.to(DType::f64), k.to(DType::f64), v.to(DType::f64), {}, kGpu)},
+      {"S outside the route", attend(q, k.narrow(1, 0, 7), v.narrow(1, 0, 7), {}, kGpu)},
+      {"value of another head dim", attend(q, k, v.narrow(2, 0, 5), {}, kGpu)},
+      {"bf16 with no route to v4",
+       attend(q.to(DType::bf16), k.to(DType::bf16), v.to(DType::bf16), {}, kGpu)},
+      {"a head dim past the lab's", attend(random_f64({1, 3, 130}, 15).to(DType::f32),
+                                           random_f64({1, 9, 130}, 16).to(DType::f32),
+                                           random_f64({1, 9, 130}, 17).to(DType::f32), {}, kGpu)},
+  };
+  for (const auto& [what, run] : declined) {
+    INFO(what);
+    CHECK(run.node != "FusedAttentionBackward");
+  }
+  // Dropout: the op composes (its output's node is dropout's, not the fused one).
+  manual_seed(5);
+  const Tensor qd = q.to(kGpu).detach().requires_grad_(true);
+  const Tensor dropped =
+      scaled_dot_product_attention(qd, k.to(kGpu), v.to(kGpu), {.dropout_p = 0.5});
+  CHECK(dropped.grad_fn()->name() != "FusedAttentionBackward");
+  CHECK(cuda::lab_routed_calls() == before + 1);
+  // A v4 head dim 48 is not one of v4's: bf16 at 48 composes even with a v4 route.
+  cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v4_mma_fa2"));
+  CHECK(attend(random_f64({1, 3, 48}, 18).to(DType::bf16),
+               random_f64({1, 5, 48}, 19).to(DType::bf16),
+               random_f64({1, 5, 48}, 20).to(DType::bf16), {}, kGpu)
+            .node != "FusedAttentionBackward");
+  CHECK(cuda::lab_routed_calls() == before + 1);
+}
+
+TEST_CASE("attention: a lab route to version 0 or to no version of the attention lab is refused") {
+  RoutesGuard guard;
+  CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v0_kiln_f32")),
+                    Catch::Contains("version 0"));
+  CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v1_recompute")),
+                    Catch::Contains("v1_recompute") && Catch::Contains("attention lab"));
+  CHECK(cuda::lab_routes().empty());
 }

@@ -98,6 +98,10 @@ inline size_t workspace_bytes(int64_t batch_heads, int64_t l, int64_t s) {
   const size_t rows = static_cast<size_t>(batch_heads * l);
   return 4 * std::max({scores, 2 * rows, size_t{64}});
 }
+// The part of it every version but v1 uses: two floats a query row.
+inline size_t row_workspace_bytes(int64_t batch_heads, int64_t l) {
+  return 4 * std::max(2 * static_cast<size_t>(batch_heads * l), size_t{64});
+}
 inline float* v3_running_max(void* workspace) {
   return static_cast<float*>(workspace);
 }

@@ -45,4 +45,8 @@ size_t attention_workspace_bytes(int64_t batch_heads, int64_t l, int64_t s) {
   return attention::workspace_bytes(batch_heads, l, s);
 }
 
+size_t attention_row_workspace_bytes(int64_t batch_heads, int64_t l) {
+  return attention::row_workspace_bytes(batch_heads, l);
+}
+
 }  // namespace kiln::lab

@@ -81,6 +81,8 @@ const std::vector<AttentionVersion>& attention_forward_versions();  // f32
 const std::vector<AttentionVersion>& attention_tc_versions();       // bf16, f16
 const std::vector<AttentionBackwardVersion>& attention_backward_versions();
 size_t attention_workspace_bytes(int64_t batch_heads, int64_t l, int64_t s);
+// What every version but v1_naive needs of it (v3's running max and sum, the backward's delta).
+size_t attention_row_workspace_bytes(int64_t batch_heads, int64_t l);
 
 namespace attention {
 void v0_kiln(const AttentionArgs& args);
