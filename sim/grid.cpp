@@ -48,8 +48,6 @@ struct ScheduleState {
     schedule.poison_static_shared = environment_number("KILN_SIM_SHARED_POISON", 1, 0) != 0;
     schedule.hold_global_stores = environment_number("KILN_SIM_HOLD_STORES", 1, 0) != 0;
     schedule.varied_library_sums = environment_number("KILN_SIM_VARIED_SUMS", 1, 0) != 0;
-    schedule.failing_workspaces =
-        static_cast<int>(environment_number("KILN_SIM_FAIL_WORKSPACE", 0, 0));
   }
 };
 ScheduleState& schedule_state() {

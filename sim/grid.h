@@ -26,7 +26,7 @@ class KernelError : public std::runtime_error {
 // How blocks are scheduled, and what the simulated GPUs look like to a program. Read from the
 // environment on first use (KILN_SIM_SEED, KILN_SIM_WORKERS, KILN_SIM_FIBERS, KILN_SIM_SM_COUNT,
 // KILN_SIM_POISON, KILN_SIM_COMPUTE_CAPABILITY, KILN_SIM_SHARED_POISON, KILN_SIM_HOLD_STORES,
-// KILN_SIM_VARIED_SUMS, KILN_SIM_FAIL_WORKSPACE); set_schedule changes them for the whole process.
+// KILN_SIM_VARIED_SUMS); set_schedule changes them for the whole process.
 struct Schedule {
   // 0: threads resume in lane order; 1: reversed; any other: shuffled between barriers, from
   // this seed and the block's index.
@@ -56,9 +56,6 @@ struct Schedule {
   // from call to call, as cuDNN's nondeterministic algorithms may, unless
   // backends::cudnn_deterministic() is on (kernels/cuda/simulator/conv2d.cpp).
   bool varied_library_sums = true;
-  // The next this many workspace allocations of the library stand-ins fail as a full GPU's would
-  // (an OutOfMemoryError from kiln's allocator); each failure counts one down.
-  int failing_workspaces = 0;
 };
 // The multiprocessor count the devices report: sm_count, or workers when it is 0.
 int reported_sm_count();
