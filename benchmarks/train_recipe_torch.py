@@ -5,6 +5,8 @@ normalised with mean 0.2860 and std 0.3530, no augmentation. Prints each epoch's
 final test accuracy, as kiln-train does, on the device asked for.
 
     python3 benchmarks/train_recipe_torch.py --device cuda --data-dir /usr/share/datasets/fashion-mnist
+    /usr/bin/python3 benchmarks/train_recipe_torch.py --model vit-mini --optimizer adamw --lr 1e-3 \
+        --weight-decay 0.05     # kiln-train --model vit-mini with the same flags
 """
 import argparse
 import gzip
@@ -18,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_throughput_torch import ResNet20  # noqa: E402
+from train_throughput_torch import ResNet20, make_model  # noqa: E402
 
 
 def read_idx(path):
@@ -51,6 +53,10 @@ def main():
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--model", default="resnet20", choices=["resnet20", "vit-mini"])
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
+    parser.add_argument("--lr", type=float, default=0.2, help="the one-cycle's peak rate")
+    parser.add_argument("--weight-decay", type=float, default=5e-4)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -59,11 +65,15 @@ def main():
     x_test, y_test = load(args.data_dir, "t10k")
     x_train, y_train = x_train.to(device), y_train.to(device)
     x_test, y_test = x_test.to(device), y_test.to(device)
-    model = ResNet20().to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9, nesterov=True,
-                          weight_decay=5e-4)
+    model = (ResNet20() if args.model == "resnet20" else make_model(args.model, 1, 28, 10))
+    model = model.to(device)
+    if args.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True,
+                              weight_decay=args.weight_decay)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     steps = (len(x_train) + args.batch_size - 1) // args.batch_size
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.2, epochs=args.epochs,
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, epochs=args.epochs,
                                                 steps_per_epoch=steps)
     for epoch in range(args.epochs):
         model.train()

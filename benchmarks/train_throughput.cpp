@@ -1,14 +1,16 @@
 // Training throughput of a model: images per second over timed steps of forward, backward and an
-// SGD update on synthetic data, after warm-up steps, with kiln's peak memory on the device. On the
-// CPU it also splits a step into forward, backward and update; on a GPU it times whole steps
-// between two synchronisations, so the host and the GPU overlap as in training. Its peer is
-// train_throughput_torch.py (the same model, recipe, batch and precision in PyTorch).
+// update (SGD for the ResNets, AdamW for the ViTs) on synthetic data, after warm-up steps, with
+// kiln's peak memory on the device. On the CPU it also splits a step into forward, backward and
+// update; on a GPU it times whole steps between two synchronisations, so the host and the GPU
+// overlap as in training. Its peer is train_throughput_torch.py (the same model, recipe, batch and
+// precision in PyTorch).
 //
 //   benchmarks/train_throughput --model resnet20 --batch-size 128 --threads 2 --steps 20
 //   benchmarks/train_throughput --device cuda --model resnet50 --imagenet --amp bf16
-//   --channels-last benchmarks/train_throughput --profile-steps 1   # then where one step's time
-//   goes, per op benchmarks/train_throughput --device cuda --cuda-graph   # the step captured, then
-//   replayed
+//     --channels-last
+//   benchmarks/train_throughput --profile-steps 1   # then where one step's time goes, per op
+//   benchmarks/train_throughput --device cuda --cuda-graph   # the step captured, then replayed
+//   benchmarks/train_throughput --model vit-mini    # a ViT on 28x28 images, AdamW
 //
 // With --cuda-graph the warm-up steps run eagerly on a side stream (making the optimizer's and the
 // GradScaler's state), the step is captured once as a CUDA graph (core/cuda_graph.h) with the
@@ -27,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -112,17 +115,32 @@ int main(int argc, char** argv) {
     backends::set_cpu_conv(backends::parse_cpu_conv(cpu_conv));
 
     manual_seed(0);
-    auto model = nn::make_resnet(
-        model_name, {.num_classes = classes, .in_channels = channels, .small_input = !imagenet});
+    // A ViT trains with AdamW (weight decay 0.05), as its recipes do; the ResNets with SGD.
+    const bool vit = nn::is_vit_name(model_name);
+    std::shared_ptr<nn::Module> model;
+    if (vit)
+      model = nn::make_vit(model_name,
+                           {.num_classes = classes, .in_channels = channels, .image_size = side});
+    else
+      model = nn::make_resnet(
+          model_name, {.num_classes = classes, .in_channels = channels, .small_input = !imagenet});
     model->to(device);
     const MemoryFormat format =
         channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
     model->to(format);
-    optim::SGD sgd(model->parameters(), {.lr = 0.1,
-                                         .momentum = 0.9,
-                                         .weight_decay = 5e-4,
-                                         .nesterov = true,
-                                         .capturable = cuda_graph});
+    std::unique_ptr<optim::Optimizer> optimizer;
+    if (vit)
+      optimizer = std::make_unique<optim::AdamW>(
+          model->parameters(),
+          optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.05, .capturable = cuda_graph});
+    else
+      optimizer = std::make_unique<optim::SGD>(model->parameters(),
+                                               optim::SGDOptions{.lr = 0.1,
+                                                                 .momentum = 0.9,
+                                                                 .weight_decay = 5e-4,
+                                                                 .nesterov = true,
+                                                                 .capturable = cuda_graph});
+    optim::Optimizer& update = *optimizer;
     optim::GradScaler scaler({.enabled = amp == "fp16", .capturable = cuda_graph});
     Tensor x = randn({batch_size, channels, side, side}).to(device).to(format);
     Tensor y = randint(0, classes, {batch_size}).to(device);
@@ -146,9 +164,9 @@ int main(int argc, char** argv) {
         autocast mixed(amp == "bf16" ? DType::bf16 : DType::f16, amp != "off");
         loss = cross_entropy(model->forward(x), y);
       }
-      sgd.zero_grad();
+      update.zero_grad();
       scaler.scale(loss).backward();
-      scaler.step(sgd);
+      scaler.step(update);
       scaler.update();
     };
     for (int64_t i = 0; cuda_graph && i < warmup + steps; ++i) {
@@ -191,10 +209,10 @@ int main(int argc, char** argv) {
         loss = cross_entropy(model->forward(x), y);
       }
       auto t1 = clock::now();
-      sgd.zero_grad();
+      update.zero_grad();
       scaler.scale(loss).backward();
       auto t2 = clock::now();
-      scaler.step(sgd);
+      scaler.step(update);
       scaler.update();
       auto t3 = clock::now();
       if (i == 0) first_step_s = std::chrono::duration<double>(t3 - t0).count();

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch peer of train_throughput.cpp: the same ResNets (CIFAR-style ResNet-20 with 1x1-conv
-shortcuts, as kiln's; torchvision's ResNet-50 v1.5, written out so torchvision is not needed),
-batch, optimizer, precision and thread count, on random data; prints images/s and peak memory in
-train_throughput's format.
+shortcuts, as kiln's; torchvision's ResNet-50 v1.5, written out so torchvision is not needed) and
+ViTs (kiln's nn::VisionTransformer from torch.nn's layers, with AdamW), batch, optimizer, precision
+and thread count, on random data; prints images/s and peak memory in train_throughput's format.
 
     /usr/bin/python3 benchmarks/train_throughput_torch.py --batch-size 128 --threads 2 --steps 20
     python3 benchmarks/train_throughput_torch.py --device cuda --model resnet50 --imagenet \
@@ -106,9 +106,44 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class VisionTransformer(nn.Module):
+    """kiln's nn::VisionTransformer (nn/vit.h): patches by a strided convolution, a class token,
+    learned positions, a pre-norm GELU TransformerEncoder with a final LayerNorm, a linear head."""
+
+    def __init__(self, image, patch, channels, classes, dim, depth, heads, mlp):
+        super().__init__()
+        self.conv_proj = nn.Conv2d(channels, dim, patch, stride=patch)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embedding = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=mlp, dropout=0.0,
+                                           activation="gelu", layer_norm_eps=1e-6,
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, depth, norm=nn.LayerNorm(dim, eps=1e-6),
+                                             enable_nested_tensor=False)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        patches = self.conv_proj(x).flatten(2).transpose(1, 2)
+        tokens = torch.cat([self.class_token.expand(x.shape[0], -1, -1), patches], 1)
+        return self.head(self.encoder(tokens + self.pos_embedding)[:, 0])
+
+
+# kiln's make_vit sizes (nn/vit.cpp): dim, depth, heads, mlp.
+VIT_SIZES = {"vit-mini": (64, 4, 4, 128), "vit-tiny": (192, 12, 3, 768)}
+
+
+def make_model(name, channels, side, classes):
+    if name in VIT_SIZES:
+        dim, depth, heads, mlp = VIT_SIZES[name]
+        return VisionTransformer(side, 4 if side <= 64 else 16, channels, classes, dim, depth,
+                                 heads, mlp)
+    return ResNet50(channels, classes) if name == "resnet50" else ResNet20(channels, classes)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="resnet20", choices=["resnet20", "resnet50"])
+    parser.add_argument("--model", default="resnet20",
+                        choices=["resnet20", "resnet50", *VIT_SIZES])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
@@ -134,13 +169,15 @@ def main():
     torch.manual_seed(0)
     device = torch.device(args.device)
     channels, side, classes = (3, 224, 1000) if args.imagenet else (1, 28, 10)
-    model = (ResNet50(channels, classes) if args.model == "resnet50"
-             else ResNet20(channels, classes)).to(device)
+    model = make_model(args.model, channels, side, classes).to(device)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     model = model.to(memory_format=memory_format)
     fused = {"fused": True} if args.cuda_graph else {}
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4,
-                          **fused)
+    if args.model in VIT_SIZES:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True,
+                              weight_decay=5e-4, **fused)
     scaler = None
     if args.amp == "fp16":
         scaler = (torch.amp.GradScaler(device.type) if hasattr(torch.amp, "GradScaler")

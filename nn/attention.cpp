@@ -15,6 +15,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/rearrange.h"
 
 namespace kiln::nn {
 namespace {
@@ -124,10 +125,19 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
     const Tensor padding = additive(m, q.dtype(), "key_padding_mask").reshape({N, 1, 1, S});
     mask = mask.defined() ? add(mask, padding) : padding;
   }
+  if (masks.is_causal && mask.defined()) {
+    // Causal and another mask: the causal one joins it as -inf above the diagonal.
+    const Tensor causal =
+        triu(full({L, S}, -std::numeric_limits<double>::infinity(), q.dtype(), q.device()), 1);
+    mask = add(mask, causal);
+  }
   const double p = is_training() ? options_.dropout : 0.0;
   // Without need_weights the weights are never formed: the fused kernels take the call where
   // they can (ops/attention.h), as PyTorch's fast path.
-  const AttentionOptions attention{.attn_mask = mask, .dropout_p = p, .scale = 1.0};
+  const AttentionOptions attention{.attn_mask = mask,
+                                   .dropout_p = p,
+                                   .is_causal = masks.is_causal && !mask.defined(),
+                                   .scale = 1.0};
   AttentionResult attended =
       masks.need_weights ? scaled_dot_product_attention_with_weights(q, k, v, attention)
                          : AttentionResult{scaled_dot_product_attention(q, k, v, attention), {}};
@@ -183,7 +193,8 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const EncoderMasks& m
                            ->forward(x, x, x,
                                      {.key_padding_mask = masks.src_key_padding_mask,
                                       .need_weights = false,
-                                      .attn_mask = masks.mask})
+                                      .attn_mask = masks.mask,
+                                      .is_causal = masks.is_causal})
                            .output);
   };
   auto feed_forward = [&](const Tensor& x) {

@@ -1,12 +1,13 @@
 // Attention layers with PyTorch 1.13's names, semantics and state dicts, so weights move between
 // kiln and torch.nn both ways: MultiheadAttention (in_proj_weight, in_proj_bias, out_proj),
 // TransformerEncoderLayer (self_attn, linear1, linear2, norm1, norm2) and TransformerEncoder
-// (layers.N..., norm). The attention is ops/attention.h's composition (scores stored).
+// (layers.N..., norm). The attention is ops/attention.h's: fused (scores never stored) where it
+// applies and the weights are not asked for, composed otherwise.
 //
 //   nn::MultiheadAttention mha(64, 8, {.batch_first = true});
 //   auto [out, weights] = mha.forward(x, x, x, {.key_padding_mask = padding});
 //   nn::TransformerEncoder encoder(64, 8, 6, {.dim_feedforward = 256, .batch_first = true});
-//   Tensor y = encoder.forward(x, {.mask = causal_mask});
+//   Tensor y = encoder.forward(x, {.is_causal = true});
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,8 @@ struct AttentionMasks {
   // [L, S] or [N * num_heads, L, S]: true (or -inf added) where query i may not attend key j.
   Tensor attn_mask = {};
   bool average_attn_weights = true;  // weights [N, L, S] averaged over heads, else [N, H, L, S]
+  // Query i attends keys 0..i only (PyTorch 2's is_causal), added to any attn_mask.
+  bool is_causal = false;
 };
 
 struct AttentionOutput {
@@ -75,6 +78,7 @@ struct TransformerEncoderLayerOptions {
 struct EncoderMasks {
   Tensor mask = {};                  // attn_mask of the self-attention
   Tensor src_key_padding_mask = {};  // its key_padding_mask
+  bool is_causal = false;            // each position attends itself and those before it
 };
 
 class TransformerEncoderLayer : public Module {

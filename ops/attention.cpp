@@ -14,6 +14,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/attention.h"
+#include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/grad.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/dispatch.h"
@@ -163,8 +164,9 @@ struct FusedAttentionBackward : Node {
   }
 };
 
-// Whether the fused kernels take this call: a device that has them, no dropout, no autocast (its
-// policy is the composition's), one batch shape for query, key and value, a mask that needs no
+// Whether the fused kernels take this call: a device that has them, no dropout, no autocast (the
+// entry point cast the operands and suspended it; scaled_dot_product_attention_with_weights'
+// composition casts op by op), one batch shape for query, key and value, a mask that needs no
 // gradient.
 bool fusable(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   if (kernels_for<AttentionKernels>(kOp, q.device()).forward == nullptr) return false;
@@ -181,6 +183,13 @@ bool fusable(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionO
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const AttentionOptions& options) {
+  // As PyTorch 2's autocast lists: the attention runs in the scope's 16-bit dtype (a float mask
+  // with it), fused where it can, with autocast suspended inside.
+  if (AutocastArgs cast{kOp, {&query, &key, &value, &options.attn_mask}}) {
+    AttentionOptions inner = options;
+    inner.attn_mask = cast[3];
+    return scaled_dot_product_attention(cast[0], cast[1], cast[2], inner);
+  }
   check_inputs(query, key, value, options);
   if (!fusable(query, key, value, options))
     return scaled_dot_product_attention_with_weights(query, key, value, options).output;

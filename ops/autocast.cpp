@@ -26,6 +26,7 @@ constexpr PolicyRow kPolicy[] = {
     {"linear", CastPolicy::lower_precision},
     {"conv2d", CastPolicy::lower_precision},
     {"conv_transpose2d", CastPolicy::lower_precision},
+    {"scaled_dot_product_attention", CastPolicy::lower_precision},
     {"softmax", CastPolicy::fp32},
     {"log_softmax", CastPolicy::fp32},
     {"cross_entropy", CastPolicy::fp32},

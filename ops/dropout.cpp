@@ -45,7 +45,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   require_defined(op, x);
   KILN_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability p must be in [0, 1], got {}",
              p);
-  if (!training) return x;
+  // As PyTorch: nothing to drop, no draw and no copy (a p = 0 layer costs nothing in training).
+  if (!training || p == 0.0) return x;
   require_floating(op, x);
   Tensor mask, out;
   if (p == 1.0) {

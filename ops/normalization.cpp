@@ -97,7 +97,11 @@ struct NormBackward : Node {
 };
 
 struct BatchNormBackward : NormBackward {
+  // Recorded (create_graph), the gradients are composed of differentiable ops (composed() below),
+  // so a second backward reaches x, the weight and the bias through them.
+  bool differentiable_backward() const override { return true; }
   bool training = true;
+  double eps = 1e-5;
   bool relu = false;  // the backward of batch_norm_relu: the bias decides where the ReLU passed
   // The backward of batch_norm_add_relu: a fourth input, and the output, which says where the
   // ReLU passed.
@@ -112,7 +116,62 @@ struct BatchNormBackward : NormBackward {
     bias.reset();
     output.reset();
   }
+  // The kernels' formulas written with kiln's ops, per channel (dim 1) over every other dim: in
+  // training the statistics again from x (the saved ones carry no history), in inference the
+  // saved running ones (constants); the ReLU's mask from the recomputed pre-activation, or from
+  // the stored output of batch_norm_add_relu.
+  std::vector<Tensor> composed(const Tensor& g) {
+    const Tensor x = input.unpack(*this), w = weight.unpack(*this);
+    const DType compute = invstd.unpack(*this).dtype();
+    Dims dims{0};
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    Shape stat(static_cast<size_t>(x.dim()), 1);
+    stat[1] = x.size(1);
+    const Tensor cx = x.to(compute);
+    Tensor mu, rstd;
+    if (training) {
+      mu = kiln::mean(cx, dims, true);
+      rstd = rsqrt(add(var(cx, dims, 0, true), eps));
+    } else {
+      mu = mean.unpack(*this).view(stat);
+      rstd = invstd.unpack(*this).view(stat);
+    }
+    const Tensor x_hat = mul(sub(cx, mu), rstd);
+    const Tensor wv = w.defined() ? w.to(compute).view(stat) : Tensor();
+    Tensor gc = g.to(compute);
+    if (residual || relu) {
+      Tensor passed;
+      if (residual) {
+        passed = gt(output.unpack(*this), 0.0);
+      } else {
+        NoGradGuard no_grad;
+        const Tensor b = bias.unpack(*this);
+        Tensor pre = wv.defined() ? mul(x_hat, wv) : x_hat;
+        if (b.defined()) pre = add(pre, b.to(compute).view(stat));
+        passed = gt(pre, 0.0);
+      }
+      gc = mul(gc, passed.to(compute));
+    }
+    Tensor grad_x;
+    if (wants(0)) {
+      const Tensor gw = wv.defined() ? mul(gc, wv) : gc;
+      if (training) {
+        const double count = static_cast<double>(x.numel() / x.size(1));
+        const Tensor centred = sub(sub(mul(gw, count), sum(gw, dims, true)),
+                                   mul(x_hat, sum(mul(gw, x_hat), dims, true)));
+        grad_x = mul(centred, div(rstd, count));
+      } else {
+        grad_x = mul(gw, rstd);
+      }
+      grad_x = grad_x.to(x.dtype());
+    }
+    return {grad_x, wants(1) ? sum(mul(gc, x_hat), dims).to(weight_dtype) : Tensor(),
+            wants(2) ? sum(gc, dims).to(bias_dtype) : Tensor(),
+            wants(3) ? gc.to(x.dtype()) : Tensor()};
+  }
+
   std::vector<Tensor> apply(const Tensor& g) override {
+    if (GradMode::is_enabled()) return composed(g);
     Tensor x = input.unpack(*this), w = weight.unpack(*this);
     Tensor mu = mean.unpack(*this), rstd = invstd.unpack(*this);
     const int64_t channels = x.size(1);
@@ -362,6 +421,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x, const Tensor& running_me
     node->mean = SavedTensor(r.mean);
     node->invstd = SavedTensor(r.invstd);
     node->training = training;
+    node->eps = eps;
     node->relu = extras.relu;
     if (residual.defined()) {
       node->residual = true;

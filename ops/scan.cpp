@@ -3,17 +3,21 @@
 
 #include "kiln/kernels/scan.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/profiler.h"
 #include "kiln/ops/autocast.h"
 #include "kiln/ops/autograd/record.h"
 #include "kiln/ops/checks.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
+#include "kiln/ops/index.h"
 #include "kiln/ops/reduce.h"
 #include "kiln/ops/reduce_dims.h"
 
@@ -61,8 +65,28 @@ struct CumprodBackward : Node {
   SavedTensor input;
   std::string name() const override { return "CumprodBackward"; }
   void release_saved() override { input.reset(); }
+  bool differentiable_backward() const override { return true; }
+  // Recorded (create_graph): the kernel's sum written with differentiable ops, still without a
+  // division (exact around zeros): gradient_i = (x_0 ... x_{i-1}) * S_i, where
+  // S_i = g_i + x_{i+1} * S_{i+1} runs backwards from S_{n-1} = g_{n-1}.
+  Tensor composed(const Tensor& x, const Tensor& g) const {
+    const int64_t n = x.size(dim);
+    if (n == 0) return zeros_like(x);
+    const Tensor running = cumprod(x, dim);
+    const Tensor before = cat({ones_like(x.narrow(dim, 0, 1)), running.narrow(dim, 0, n - 1)}, dim);
+    std::vector<Tensor> sums(static_cast<size_t>(n));
+    sums[static_cast<size_t>(n - 1)] = g.narrow(dim, n - 1, 1);
+    for (int64_t i = n - 2; i >= 0; --i)
+      sums[static_cast<size_t>(i)] =
+          add(g.narrow(dim, i, 1), mul(x.narrow(dim, i + 1, 1), sums[static_cast<size_t>(i + 1)]));
+    return mul(before, cat(sums, dim));
+  }
   std::vector<Tensor> apply(const Tensor& g) override {
     const Tensor x = input.unpack(*this);
+    if (GradMode::is_enabled()) {
+      const Tensor xr = x.dim() == 0 ? x.reshape({1}) : x;
+      return {composed(xr, g.to(x.dtype()).reshape(xr.shape())).reshape(x.shape())};
+    }
     const Tensor xc = x.dim() == 0 ? x.reshape({1}) : x.contiguous();
     const Tensor gc = g.to(x.dtype()).reshape(xc.shape()).contiguous();
     Tensor out = empty(xc.shape(), x.dtype(), x.device());

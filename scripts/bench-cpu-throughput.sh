@@ -3,14 +3,15 @@
 # machine: a shared or throttled host moves single runs by a third, so compare medians of pairs.
 #
 #   scripts/bench-cpu-throughput.sh [rounds] [build dir] [--amp bf16|fp16] [--torch-malloc glibc]
-#                                   [--omp-wait passive] [--model resnet50] [--steps N]
+#                                   [--omp-wait passive] [--model resnet50|vit-mini] [--steps N]
 #                                   [--cpu-conv rule|autotune|onednn|direct]
 #   (defaults: 5, build, f32, PyTorch with kiln's malloc settings, libgomp's wait policy for both,
 #   ResNet-20 on 28x28 images at batch 128 for 20 steps, kiln's convolutions autotuned)
 #
 # --amp runs both under autocast (PyTorch's CPU autocast). --model resnet50 runs ResNet-50 on
 # ImageNet shapes (224x224, 1000 classes) at batch 16, the guides' model, 10 steps unless --steps
-# says otherwise. --cpu-conv is how kiln's CPU conv2d picks its kernels (core/backends.h:
+# says otherwise; --model vit-mini a small ViT (nn/vit.h) on the 28x28 images at batch 128 with
+# AdamW. --cpu-conv is how kiln's CPU conv2d picks its kernels (core/backends.h:
 # autotune times them per shape, rule is the fixed choice; the others force one). KILN_CPU_ISA=avx2
 # (core/cpu_isa.h) caps kiln's kernels and oneDNN's under kiln, ONEDNN_MAX_CPU_ISA PyTorch's, to
 # see what a machine without AVX-512 gets. Needs a release build with benchmarks (cmake
@@ -32,7 +33,7 @@ positional=() amp=off torch_malloc=kiln omp_wait=default model=resnet20 steps= c
 while (($#)); do
   case $1 in
     --amp) amp=${2:?--amp needs bf16 or fp16}; shift 2 ;;
-    --model) model=${2:?--model needs resnet20 or resnet50}; shift 2 ;;
+    --model) model=${2:?--model needs resnet20, resnet50 or vit-mini}; shift 2 ;;
     --steps) steps=${2:?--steps needs a number}; shift 2 ;;
     --cpu-conv) cpu_conv=${2:?--cpu-conv needs rule, autotune, onednn or direct}; shift 2 ;;
     --torch-malloc) torch_malloc=${2:?--torch-malloc needs kiln or glibc}; shift 2 ;;
@@ -61,7 +62,8 @@ echo "OpenMP wait policy, both: $omp_wait"
 case $model in
   resnet20) shape=(--model resnet20 --batch-size 128) steps=${steps:-20} ;;
   resnet50) shape=(--model resnet50 --imagenet --batch-size 16) steps=${steps:-10} ;;
-  *) echo "bench-cpu-throughput: --model takes resnet20 or resnet50, not '$model'" >&2; exit 2 ;;
+  vit-mini) shape=(--model vit-mini --batch-size 128) steps=${steps:-20} ;;
+  *) echo "bench-cpu-throughput: --model takes resnet20, resnet50 or vit-mini, not '$model'" >&2; exit 2 ;;
 esac
 echo "model: ${shape[*]}, $steps steps; kiln's conv2d: $cpu_conv"
 

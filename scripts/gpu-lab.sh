@@ -5,9 +5,9 @@
 #   OUT_DIR=$OUT/lab scripts/gpu-lab.sh          (device tool: carry [".device-carry"])
 # 1. On a bare machine, unpacks .device-carry/ (scripts/gpu-prepare-carry.sh) as gpu-check.sh
 #    does; configures BUILD_DIR (default build-gpu) unless gpu-check.sh already did, and builds
-#    only what the lab needs: kiln, gpu_test_lab and kiln-bench.
-# 2. gpu_test_lab: every version of every family against version 0 and the CPU references, on
-#    ragged sizes.
+#    only what the lab needs: kiln, gpu_test_lab, gpu_test_lab_attention and kiln-bench.
+# 2. gpu_test_lab and gpu_test_lab_attention: every version of every family against version 0 and
+#    the CPU references, on ragged sizes.
 # 3. kiln-bench lab all --csv lab.csv: every version checked and timed at the sizes of
 #    docs/kernels/ (each row is written as it is measured, so a run cut short keeps its rows).
 # 4. scripts/lab-report.py: the tables of docs/kernels/*.md from that CSV (and the plots, where
@@ -44,7 +44,8 @@ configure() {
 }
 export -f configure
 if ! step configure configure ||
-   ! step build cmake --build "$BUILD_DIR" -j "$jobs" --target kiln-bench gpu_test_lab; then
+   ! step build cmake --build "$BUILD_DIR" -j "$jobs" --target kiln-bench gpu_test_lab \
+        gpu_test_lab_attention; then
   note "stopping: no build"
   exit 1
 fi
@@ -52,6 +53,9 @@ fi
 # 2. The checks on the GPU.
 step gpu-test-lab timeout "$TEST_LIMIT" "$BUILD_DIR/tests/gpu_test_lab"
 grep -E "test cases|assertions" "$LOG_DIR/gpu-test-lab.log" 2>/dev/null | sed 's/^/      /' | tee -a "$summary"
+step gpu-test-lab-attention timeout "$TEST_LIMIT" "$BUILD_DIR/tests/gpu_test_lab_attention"
+grep -E "test cases|assertions" "$LOG_DIR/gpu-test-lab-attention.log" 2>/dev/null |
+  sed 's/^/      /' | tee -a "$summary"
 
 # 3. The runner. A version that fails its check is reported in the table and fails the step.
 step lab-all timeout "$LAB_LIMIT" "$BUILD_DIR/benchmarks/kiln_bench/kiln-bench" lab all \

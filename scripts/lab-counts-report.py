@@ -7,7 +7,8 @@
 With --kiln-bench it runs the lab on the CUDA simulator (a -DKILN_CUDA=SIM build, Release) with
 --metrics and --csv into a temporary folder (an argument vector, no shell); with --csv it reads
 such a file. For each family in it (reduction, softmax, layernorm_forward, layernorm_backward,
-gemm, gemm_tc) it writes a markdown table between the markers
+gemm, gemm_tc, attention_forward, attention_tc, attention_backward) it writes a markdown table
+between the markers
 
     <!-- lab-counts:<family> begin -->
     <!-- lab-counts:<family> end -->

@@ -5,7 +5,8 @@
     scripts/lab-report.py lab.csv [--docs docs/kernels] [--commit SHA]
 
 For each family in the CSV (gemm, gemm_tc, reduction, softmax, layernorm_forward,
-layernorm_backward) it writes a markdown table between the markers
+layernorm_backward, attention_forward, attention_tc, attention_backward) it writes a markdown
+table between the markers
 
     <!-- lab-table:<family> begin -->
     <!-- lab-table:<family> end -->
@@ -42,6 +43,9 @@ FAMILY_TITLES = {
     "softmax": "softmax over rows",
     "layernorm_forward": "layer norm, forward",
     "layernorm_backward": "layer norm, backward",
+    "attention_forward": "attention forward, f32",
+    "attention_tc": "attention forward on tensor cores (bf16/f16 in, f32 accumulate)",
+    "attention_backward": "attention backward, f32",
 }
 PLACEHOLDER = "Not yet measured on a GPU."
 
@@ -155,7 +159,7 @@ def plot_files(family, rows, meta, plot_dir):
         if copy:
             plot.append(f"{copy} with lines lw 2 dt 2 title \"copy {copy:.0f} GB/s\"")
     else:
-        key = "tensor_tflops" if family == "gemm_tc" else "f32_tflops"
+        key = "tensor_tflops" if family in ("gemm_tc", "attention_tc") else "f32_tflops"
         peak = float(meta.get(key) or 0)
         gp += ["set logscale xy", 'set xlabel "FLOP per byte (the least the problem moves)"',
                'set ylabel "TFLOP/s"', "set xrange [1:10000]"]

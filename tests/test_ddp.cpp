@@ -346,6 +346,51 @@ TEST_CASE("ddp: a channels-last ResNet trains on 2 ranks with SyncBatchNorm, as 
   }
 }
 
+// A ViT under DDP: 2 ranks x 4 images equal one process on the 8 (a transformer has no batch
+// statistics, so only the order of the f32 sums differs). SGD, not Adam: the keys' share of
+// in_proj_bias has a gradient of exactly 0 in exact arithmetic (softmax ignores a constant added
+// to every score of a row), and Adam turns its f32 rounding noise into steps of the full rate.
+TEST_CASE("ddp: a ViT on 2 ranks equals one process on the whole batch") {
+  auto make = [](uint64_t seed) {
+    manual_seed(seed);
+    return nn::make_vit("vit-mini", {.num_classes = 10, .in_channels = 1, .image_size = 8});
+  };
+  auto batch = [](int step) {
+    Generator gen(70 + step);
+    return Batch{randn({8, 1, 8, 8}, DType::f32, Device::cpu(), &gen),
+                 randint(0, 10, {8}, DType::i64, Device::cpu(), &gen)};
+  };
+  auto ref = make(50);
+  optim::SGD ref_opt(ref->parameters(), {.lr = 0.05, .momentum = 0.9});
+  for (int s = 0; s < 3; ++s) {
+    const Batch b = batch(s);
+    ref_opt.zero_grad();
+    cross_entropy((*ref)(b.x), b.y).backward();
+    ref_opt.step();
+  }
+  std::vector<std::shared_ptr<nn::VisionTransformer>> nets{make(50), make(51)};
+  auto got = run_ranks<std::vector<Tensor>>(2, "ddp-vit", [&](ProcessGroup& g) {
+    std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});
+    auto ddp = std::make_shared<DistributedDataParallel>(nets[g.rank()], group);
+    optim::SGD opt(ddp->parameters(), {.lr = 0.05, .momentum = 0.9});
+    for (int s = 0; s < 3; ++s) {
+      const Batch b = batch(s);
+      opt.zero_grad();
+      cross_entropy(ddp->forward(b.x.narrow(0, 4 * g.rank(), 4)), b.y.narrow(0, 4 * g.rank(), 4))
+          .backward();
+      opt.step();
+    }
+    return snapshot(*ddp);
+  });
+  const std::vector<Tensor> want = snapshot(*ref);
+  REQUIRE(got[0].size() == want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    INFO("parameter " << k);
+    CHECK(equal(got[0][k], got[1][k]));
+    check_close(got[0][k], want[k], kiln::testing::tolerance(DType::f32).times(10));
+  }
+}
+
 TEST_CASE("ddp: a state dict loads with or without DDP's module. prefix") {
   auto got = run_ranks<int>(1, "prefix", [](ProcessGroup& g) {
     std::shared_ptr<ProcessGroup> group(&g, [](ProcessGroup*) {});

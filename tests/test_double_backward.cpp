@@ -7,12 +7,14 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "gradcheck.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/autograd/record.h"
 #include "torch_reference.h"
 
 using namespace kiln;
@@ -173,16 +175,42 @@ TEST_CASE("double backward equals PyTorch 1.13's: a gradient penalty on an MLP")
   check_against_torch(x.grad(), doubles(c.at("x_grad")), 1e-10);
 }
 
+namespace {
+
+// A node whose backward is a kernel of its own (as the GPU's fused cross_entropy's): it does not
+// say differentiable_backward, so a gradient recorded through it refuses a second backward.
+struct DoubledBackward : Node {
+  std::string name() const override { return "DoubledBackward"; }
+  std::vector<Tensor> apply(const Tensor& g) override { return {mul(g.detach(), 2.0)}; }
+};
+
+Tensor doubled(const Tensor& x) {
+  Tensor out = mul(x.detach(), 2.0);
+  record(out, std::make_shared<DoubledBackward>(), {&x});
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("create_graph through a backward kernel: the second backward names the op") {
-  // cumprod's backward is a kernel of its own: the first derivative is right, the second refuses
-  // rather than coming out zero.
+  // The first derivative is right, the second refuses rather than coming out zero.
   Tensor x = tensor({{0.5, 2.0, -1.5}, {1.5, 0.25, 3.0}}).requires_grad_();
-  Tensor g = autograd::grad({cumprod(x * x, 1).sum()}, {x}, {}, {.create_graph = true})[0];
-  Tensor plain = autograd::grad({cumprod(x * x, 1).sum()}, {x})[0];
-  CHECK(allclose(g, plain));
+  Tensor g = autograd::grad({doubled(x * x).sum()}, {x}, {}, {.create_graph = true})[0];
+  CHECK(allclose(g, mul(x, 4.0)));
   REQUIRE(g.requires_grad());
   CHECK_THROWS_WITH(autograd::grad({g.sum()}, {x}),
-                    Contains("CumprodBackward") && Contains("not differentiable"));
+                    Contains("DoubledBackward") && Contains("not differentiable"));
+  // cumprod's and batch norm's backward kernels compose differentiable ops when recorded: their
+  // second derivatives (test_op_gradients checks every entry) are here exact around a zero.
+  Tensor z = tensor({{0.5, 0.0, -1.5, 2.0}}).requires_grad_();  // f64
+  auto cumprod_gradient = [](const std::vector<Tensor>& in) {
+    const bool outer = GradMode::is_enabled();
+    EnableGradGuard enable;
+    Tensor leaf = outer ? in[0] : in[0].detach().requires_grad_();
+    return autograd::grad({mul(cumprod(leaf, 1), leaf).sum()}, {leaf}, {},
+                          {.create_graph = outer})[0];
+  };
+  CHECK_GRADCHECK(cumprod_gradient, {z});
   // Pooling's backward kernels differentiate again through their transposes.
   manual_seed(0);
   Tensor image = randn({1, 2, 5, 5}, DType::f64).requires_grad_();

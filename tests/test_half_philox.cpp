@@ -10,7 +10,7 @@
 #include "kiln/core/cpu_isa.h"
 #include "kiln/core/half.h"
 #include "kiln/core/philox.h"
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 
 using kiln::BFloat16;
 using kiln::Half;

@@ -2,7 +2,8 @@
 // the tile parameters each version's kernels are instantiated with satisfy the constraints the
 // kernels rely on, the grids cover every problem, ragged ones included, every element of a tile
 // belongs to exactly one thread, and the reduction's passes, played on the CPU, add every element
-// exactly once. The kernels themselves run in tests/cuda/test_lab.cpp, on a GPU.
+// exactly once. The kernels themselves run in tests/cuda/test_lab.cpp and test_lab_attention.cpp,
+// on a GPU.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -14,6 +15,8 @@
 
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/kernels/cuda/lab/attention/problem.h"
+#include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/gemm/problem.h"
 #include "kiln/kernels/cuda/lab/gemm/tiling.h"
 #include "kiln/kernels/cuda/lab/gemm_tc/problem.h"
@@ -381,4 +384,39 @@ TEST_CASE("lab softmax: the online state ignores -inf elements, leading ones inc
 
   // A NaN still poisons the row, as in kiln's kernel.
   CHECK(std::isnan(online_row({0.0f, std::nanf(""), 1.0f}).sum));
+}
+
+TEST_CASE("lab attention: the mask's pairs, every row's keys, the tiles and the refusals") {
+  namespace att = kiln::lab::attention;
+  for (int64_t l_len : {1, 7, 33, 129})
+    for (int64_t s_len : {1, 7, 33, 129})
+      for (bool causal : {false, true}) {
+        INFO("L " << l_len << ", S " << s_len << (causal ? ", causal" : ""));
+        int64_t pairs = 0;
+        for (int64_t l = 0; l < l_len; ++l) {
+          int64_t keys = 0;
+          for (int64_t s = 0; s < s_len; ++s) keys += att::attends(causal, l, s) ? 1 : 0;
+          // The keys a query attends are a prefix, never empty (top-left alignment: key 0).
+          CHECK(keys == att::keys_for(causal, l, s_len));
+          CHECK(keys >= 1);
+          pairs += keys;
+        }
+        CHECK(att::attended_pairs(l_len, s_len, causal) == static_cast<double>(pairs));
+        CHECK(att::workspace_bytes(3, l_len, s_len) >= static_cast<size_t>(4 * 3 * l_len * s_len));
+        CHECK(att::workspace_bytes(3, l_len, s_len) >= static_cast<size_t>(8 * 3 * l_len));
+      }
+  CHECK(att::v3_shared_bytes() <= 48 * 1024);
+  for (int d : att::kV4HeadDims) {
+    CHECK(att::v4_head_dim_supported(d));
+    CHECK(att::v4_conflict_free(d));
+    CHECK(att::v4_shared_bytes(d) <= 48 * 1024);
+  }
+  CHECK_FALSE(att::v4_head_dim_supported(48));
+  CHECK_NOTHROW(att::check_shape("v1", 2, 7, 9, 128));
+  CHECK_NOTHROW(att::check_shape("v1", 0, 0, 0, 1));
+  CHECK_THROWS_AS(att::check_shape("v1", 2, 7, 9, 0), kiln::ShapeError);
+  CHECK_THROWS_AS(att::check_shape("v1", 2, 7, 9, 129), kiln::ShapeError);
+  CHECK_THROWS_AS(att::check_shape("v1", 2, 7, 0, 64), kiln::ShapeError);
+  CHECK_THROWS_AS(att::check_shape("v1", 2, int64_t{1} << 31, 9, 64), kiln::ShapeError);
+  CHECK_THROWS_AS(att::check_f32("v2", kiln::DType::bf16), kiln::DTypeError);
 }

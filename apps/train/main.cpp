@@ -1,6 +1,6 @@
-// kiln-train: trains a ResNet (or any model make_resnet knows) on Fashion-MNIST, MNIST, CIFAR, a
-// folder of images or a synthetic set, on the best device present, with checkpoints, resume,
-// metrics and a progress bar.
+// kiln-train: trains a ResNet or a vision transformer (any model make_resnet or make_vit knows) on
+// Fashion-MNIST, MNIST, CIFAR, a folder of images or a synthetic set, on the best device present,
+// with checkpoints, resume, metrics and a progress bar.
 //
 //   kiln-train --model resnet20 --dataset fashion-mnist --epochs 2 --batch-size 128 --device cpu
 #include <fmt/format.h>
@@ -35,6 +35,7 @@
 #include "kiln/kiln.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/resnet.h"
+#include "kiln/nn/vit.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/train/checkpoint.h"
@@ -351,10 +352,20 @@ int run_training(const apps::Recipe& r) {
                              .sampler = sampler});
 
     const int64_t side = split.photos ? r.image_size : split.train->get(0)[0].size(-1);
-    const std::string stem = pick_stem(r.stem, side);
-    auto model = nn::make_resnet(r.model, {.num_classes = split.classes,
-                                           .in_channels = split.channels,
-                                           .small_input = stem == "small"});
+    const bool vit = nn::is_vit_name(r.model);
+    KILN_CHECK(!vit || r.stem == "auto", ValueError,
+               "kiln-train: --stem is a ResNet's; --model {} cuts the images into patches",
+               r.model);
+    const std::string stem = vit ? "patches" : pick_stem(r.stem, side);
+    std::shared_ptr<nn::Module> model;
+    if (vit)
+      model = nn::make_vit(
+          r.model,
+          {.num_classes = split.classes, .in_channels = split.channels, .image_size = side});
+    else
+      model = nn::make_resnet(r.model, {.num_classes = split.classes,
+                                        .in_channels = split.channels,
+                                        .small_input = stem == "small"});
     model->to(device);
     // A graph holds only capturable optimizers and loss scaling: their decisions stay on the GPU.
     std::unique_ptr<optim::Optimizer> optimizer = apps::make_optimizer(r, model->parameters());
@@ -447,9 +458,10 @@ int run_training(const apps::Recipe& r) {
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
     if (lead)
-      std::printf("%lld parameters, the %s stem\n",
-                  static_cast<long long>(model->parameter_count()),
-                  stem == "small" ? "small (3x3/1)" : "ImageNet (7x7/2 and max-pool)");
+      std::printf("%lld parameters, %s\n", static_cast<long long>(model->parameter_count()),
+                  vit               ? "a vision transformer on patches of the images"
+                  : stem == "small" ? "the small (3x3/1) stem"
+                                    : "the ImageNet (7x7/2 and max-pool) stem");
     nn::CrossEntropyLoss criterion({.label_smoothing = r.label_smoothing});
 
     apps::StepProfile step_profile(r.profile_warmup, r.profile_steps, r.checkpoint_dir, lead);

@@ -111,10 +111,13 @@ struct Recipe {
 inline void add_recipe_flags(CLI::App& app, Recipe& r) {
   // Checked here, so that a misspelt choice is a usage error (exit 2) like any other bad flag.
   app.add_option("--model", r.model,
-                 "resnet18|resnet34|resnet50|resnet101|resnet20|resnet32|resnet56")
+                 "resnet18|resnet34|resnet50|resnet101|resnet20|resnet32|resnet56, or a vision "
+                 "transformer: vit-mini|vit-tiny|vit-small|vit-base (patches of 4 pixels up to "
+                 "64-pixel images, 16 beyond; usually with --optimizer adamw)")
       ->capture_default_str()
-      ->check(CLI::IsMember(
-          {"resnet18", "resnet34", "resnet50", "resnet101", "resnet20", "resnet32", "resnet56"}));
+      ->check(
+          CLI::IsMember({"resnet18", "resnet34", "resnet50", "resnet101", "resnet20", "resnet32",
+                         "resnet56", "vit-mini", "vit-tiny", "vit-small", "vit-base"}));
   app.add_option("--dataset", r.dataset,
                  "fashion-mnist|mnist|cifar10|cifar100|imagefolder|synthetic")
       ->capture_default_str()

@@ -13,10 +13,14 @@
 namespace kiln::bench {
 
 struct LabOptions {
-  std::string family;                    // gemm, gemm_tc, reduction, softmax, layernorm, or all
+  std::string family;  // gemm, gemm_tc, reduction, softmax, layernorm, attention, or all
   int64_t m = 4096, n = 4096, k = 4096;  // gemm, gemm_tc
-  std::string dtype = "bf16";            // gemm_tc: bf16 or f16
-  int64_t rows = 0, cols = 0;            // reduction, softmax, layernorm; 0: the family's default
+  std::string dtype = "bf16";            // gemm_tc, attention's tensor-core table: bf16 or f16
+  // attention: heads (batch x heads), queries and keys a head, the head dimension; 0: the
+  // family's default (kAttention* below, or the simulator's)
+  int64_t batch_heads = 0, queries = 0, keys = 0, head_dim = 0;
+  bool causal = false;            // attention: the causal mask
+  int64_t rows = 0, cols = 0;     // reduction, softmax, layernorm; 0: the family's default
   int repeats = 0;                // timed repeats; 0: as many as fit in about 200 ms, 3 to 100
   std::vector<std::string> only;  // run these versions (and version 0); empty: all
   std::string csv;                // write the rows here as CSV
@@ -31,11 +35,15 @@ struct LabOptions {
 // 65536 x 4096 ran 5 minutes without a row): each family's problem in a few seconds.
 inline constexpr int64_t kSimGemmSize = 256, kSimRows = 64, kSimCols = 4096;
 inline constexpr int64_t kSimVectorCols = int64_t{1} << 20;
+// attention: 32 heads (batch 4 x 8 heads) of 2048 queries and keys of 64 on a GPU; 1 head of
+// 128 on the simulator (the counted tables of docs/kernels/attention.md).
+inline constexpr int64_t kAttentionHeads = 32, kAttentionLength = 2048, kAttentionHeadDim = 64;
+inline constexpr int64_t kSimAttentionHeads = 1, kSimAttentionLength = 128;
 
 // The families `all` runs, in order.
 inline const std::vector<std::string>& lab_families() {
-  static const std::vector<std::string> families = {"reduction", "softmax", "layernorm", "gemm",
-                                                    "gemm_tc"};
+  static const std::vector<std::string> families = {"reduction", "softmax", "layernorm",
+                                                    "gemm",      "gemm_tc", "attention"};
   return families;
 }
 
@@ -46,6 +54,14 @@ inline constexpr int64_t kDefaultElements = int64_t{1} << 28;
 // default (reduction: a 2^28-element vector; softmax and layernorm: 65536 x 4096). One: the other
 // makes 2^28 elements with it (at least 1), so `softmax --rows 1024` runs 1024 x 262144.
 inline void fill_family_defaults(const std::string& family, LabOptions& options) {
+  if (family == "attention") {
+    const bool sim = options.simulated;
+    if (options.batch_heads == 0) options.batch_heads = sim ? kSimAttentionHeads : kAttentionHeads;
+    if (options.queries == 0) options.queries = sim ? kSimAttentionLength : kAttentionLength;
+    if (options.keys == 0) options.keys = options.queries;
+    if (options.head_dim == 0) options.head_dim = kAttentionHeadDim;
+    return;
+  }
   if (options.rows > 0 && options.cols > 0) return;
   if (options.simulated && options.rows == 0 && options.cols == 0) {
     options.rows = family == "reduction" ? 1 : kSimRows;

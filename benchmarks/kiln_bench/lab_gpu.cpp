@@ -39,6 +39,8 @@
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/cuda_simulated.h"
+#include "kiln/kernels/cuda/lab/attention/tiling.h"
+#include "kiln/kernels/cuda/lab/attention/versions.h"
 #include "kiln/kernels/cuda/lab/gemm/tiling.h"
 #include "kiln/kernels/cuda/lab/gemm/versions.h"
 #include "kiln/kernels/cuda/lab/gemm_tc/versions.h"
@@ -219,6 +221,14 @@ CheckResult check(const std::vector<Output>& outputs, const std::vector<Tensor>&
 
 // ---- rows ----
 
+// The folder under kernels/cuda/lab of a family's table: layernorm_forward and layernorm_backward
+// are both layernorm's, attention_forward, attention_tc and attention_backward attention's.
+std::string lab_folder(const std::string& family) {
+  for (const char* folder : {"layernorm", "attention"})
+    if (family.rfind(folder, 0) == 0) return folder;
+  return family;
+}
+
 enum class Bound { f32_math, tensor_math, memory };
 
 struct Work {
@@ -354,9 +364,7 @@ class Lab {
         cuda::synchronize();
         if (options_.metrics) {
           cuda::set_simulator_counting(false);
-          // layernorm_forward and layernorm_backward are both kernels/cuda/lab/layernorm's.
-          const bool layernorm = family.rfind("layernorm", 0) == 0;
-          counts = sum_counts(cuda::take_simulator_counts(), layernorm ? "layernorm" : family);
+          counts = sum_counts(cuda::take_simulator_counts(), lab_folder(family));
           counts.flops = work.nominal_flops;
           counts.tensor = work.bound == Bound::tensor_math;
           counts.cpu_seconds =
@@ -581,6 +589,86 @@ void run_layernorm(Lab& lab, int64_t rows, int64_t cols) {
           {workspace});
 }
 
+// Attention's three tables on one problem: the f32 forward, the tensor-core forward (bf16 or f16
+// inputs), and the backward from version 0's forward.
+void run_attention(Lab& lab, const LabOptions& o) {
+  namespace a = lab::attention;
+  const Device d = lab.device();
+  const int64_t bh = o.batch_heads, l = o.queries, s = o.keys, dim = o.head_dim;
+  const Tensor q = uniform({bh, l, dim}, -3, 3, DType::f32, d);
+  const Tensor k = uniform({bh, s, dim}, -3, 3, DType::f32, d);
+  const Tensor v = uniform({bh, s, dim}, -1, 1, DType::f32, d);
+  const Tensor out = empty({bh, l, dim}, DType::f32, d), lse = empty({bh, l}, DType::f32, d);
+  const Tensor workspace =
+      empty({static_cast<int64_t>(lab::attention_workspace_bytes(bh, l, s))}, DType::u8, d);
+  lab::AttentionArgs args{q.data_ptr(),
+                          k.data_ptr(),
+                          v.data_ptr(),
+                          out.data<float>(),
+                          lse.data<float>(),
+                          bh,
+                          l,
+                          s,
+                          dim,
+                          static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))),
+                          o.causal,
+                          DType::f32,
+                          workspace.data_ptr()};
+  const std::string problem =
+      fmt::format("bh={} L={} S={} D={}{}", bh, l, s, dim, o.causal ? " causal" : "");
+  const double forward_flops = a::forward_flops(bh, l, s, dim, o.causal);
+  // Sums of S terms (the scores' D), in f32 by every version.
+  const double tol = 2e-6 * std::sqrt(static_cast<double>(s * dim)) + 1e-6;
+  lab.run("attention_forward", problem, lab::attention_forward_versions(), args,
+          {{"O", out, tol, tol}, {"lse", lse, tol, tol}},
+          {forward_flops, a::forward_bytes(bh, l, s, dim, 4), Bound::f32_math, forward_flops},
+          {workspace});
+
+  // The tensor-core table on the same values rounded to 16 bits; v4 rounds P too.
+  const DType half = o.dtype == "f16" ? DType::f16 : DType::bf16;
+  const Tensor q16 = q.to(half), k16 = k.to(half), v16 = v.to(half);
+  lab::AttentionArgs tc = args;
+  tc.q = q16.data_ptr();
+  tc.k = k16.data_ptr();
+  tc.v = v16.data_ptr();
+  tc.dtype = half;
+  const double o_tol = half == DType::bf16 ? 8e-3 : 1e-3;
+  lab.run("attention_tc", fmt::format("{} {}", o.dtype, problem), lab::attention_tc_versions(), tc,
+          {{"O", out, o_tol, o_tol}, {"lse", lse, 2e-5, 2e-5}},
+          {forward_flops, a::forward_bytes(bh, l, s, dim, 2), Bound::tensor_math, forward_flops},
+          {workspace});
+
+  // The backward from version 0's forward.
+  lab::attention::v0_kiln(args);
+  const Tensor dout = uniform({bh, l, dim}, -1, 1, DType::f32, d);
+  const Tensor dq = empty({bh, l, dim}, DType::f32, d), dk = empty({bh, s, dim}, DType::f32, d),
+               dv = empty({bh, s, dim}, DType::f32, d);
+  const lab::AttentionBackwardArgs backward{q.data<float>(),
+                                            k.data<float>(),
+                                            v.data<float>(),
+                                            out.data<float>(),
+                                            lse.data<float>(),
+                                            dout.data<float>(),
+                                            dq.data<float>(),
+                                            dk.data<float>(),
+                                            dv.data<float>(),
+                                            bh,
+                                            l,
+                                            s,
+                                            dim,
+                                            args.scale,
+                                            o.causal,
+                                            workspace.data_ptr()};
+  const double grad_tol = 1e-5 * std::sqrt(static_cast<double>(std::max(l, s) * dim)) + 1e-5;
+  const double backward_flops = a::backward_flops(bh, l, s, dim, o.causal);
+  lab.run("attention_backward", problem, lab::attention_backward_versions(), backward,
+          {{"dQ", dq, grad_tol, grad_tol},
+           {"dK", dk, grad_tol, grad_tol},
+           {"dV", dv, grad_tol, grad_tol}},
+          {backward_flops, a::backward_bytes(bh, l, s, dim), Bound::f32_math, backward_flops},
+          {workspace});
+}
+
 void run_family(Lab& lab, const std::string& family, LabOptions o) {
   fill_family_defaults(family, o);
   if (family == "gemm") run_gemm(lab, o.m, o.n, o.k);
@@ -588,6 +676,7 @@ void run_family(Lab& lab, const std::string& family, LabOptions o) {
   if (family == "reduction") run_reduction(lab, o.rows, o.cols);
   if (family == "softmax") run_softmax(lab, o.rows, o.cols);
   if (family == "layernorm") run_layernorm(lab, o.rows, o.cols);
+  if (family == "attention") run_attention(lab, o);
   cuda::empty_cache();
 }
 
@@ -617,6 +706,12 @@ void run_all(Lab& lab, const LabOptions& options) {
     o.dtype = "bf16";
     run_family(lab, "gemm_tc", o);
   }
+  for (bool causal : {false, true}) {
+    LabOptions o = options;
+    o.dtype = "bf16";
+    o.causal = causal;
+    run_family(lab, "attention", o);
+  }
 }
 
 }  // namespace
@@ -625,7 +720,8 @@ int run_lab_gpu(const LabOptions& options) {
   const Device device = Device::cuda(cuda::current_device());
   Lab lab(options, device);
   lab.print_device();
-  const bool memory_bound = options.family != "gemm" && options.family != "gemm_tc";
+  const bool memory_bound =
+      options.family != "gemm" && options.family != "gemm_tc" && options.family != "attention";
   if (memory_bound && !cuda::is_simulated()) lab.measure_copy();
   if (cuda::is_simulated())
     std::printf("on the CUDA simulator: times are the CPU's, and say little about a GPU%s\n",

@@ -16,6 +16,20 @@ struct LabKernelResources {
 };
 
 inline constexpr LabKernelResources kLabKernelResources[] = {
+    {"attention", "delta_kernel", 22, 0, 256},
+    {"attention", "dkdv_kernel", 48, 0, 256},
+    {"attention", "dq_kernel", 47, 0, 256},
+    {"attention", "fused_row_kernel", 39, 0, 256},
+    {"attention", "lse_kernel", 28, 0, 256},
+    {"attention", "mma_fa2_kernel", 102, 18432, 128},
+    {"attention", "mma_fa2_kernel", 165, 34816, 128},
+    {"attention", "mma_fa2_kernel", 56, 6144, 128},
+    {"attention", "mma_fa2_kernel", 72, 10240, 128},
+    {"attention", "pv_kernel", 28, 0, 256},
+    {"attention", "scale_mask_kernel", 28, 0, 256},
+    {"attention", "scores_kernel", 32, 0, 256},
+    {"attention", "softmax_kernel", 32, 0, 256},
+    {"attention", "tiled_fa1_kernel", 94, 43136, 128},
     {"gemm", "blocktiling_1d_kernel", 56, 4096, 512},
     {"gemm", "blocktiling_2d_kernel", 162, 8192, 256},
     {"gemm", "coalesced_kernel", 32, 0, 1024},

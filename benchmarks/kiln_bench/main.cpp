@@ -10,6 +10,7 @@
 //   kiln-bench lab reduction --n 268435456          (or --rows R --cols C: the sum of each row)
 //   kiln-bench lab softmax --rows 65536 --cols 4096
 //   kiln-bench lab layernorm --rows 65536 --cols 4096
+//   kiln-bench lab attention --batch-heads 32 --l 2048 --s 2048 --d 64 [--causal] [--dtype f16]
 //   kiln-bench lab all --csv lab.csv          (every family at fixed sizes, ~5 min on an H200)
 //
 // Each takes --csv FILE, --repeats N, --only NAME (repeatable) and --smoke. Without a GPU (or with
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kiln/core/cuda.h"
@@ -82,6 +84,9 @@ int run(int argc, char** argv) {
       {"reduction", "sum of a vector or of each row, against CUB"},
       {"softmax", "softmax of each row, against kiln's own kernel"},
       {"layernorm", "layer norm forward and backward, against kiln's kernel"},
+      {"attention",
+       "scaled dot-product attention forward (f32; bf16/f16 on tensor cores) and backward, "
+       "against the kernels of kiln's composed op"},
       {"all", "every family at the fixed sizes of docs/kernels (about 5 minutes on an H200)"},
   };
   for (const Family& family : families) {
@@ -101,8 +106,17 @@ int run(int argc, char** argv) {
                 "(default 4096; 256 on the simulator)")
             ->check(CLI::PositiveNumber);
     }
-    if (name == "gemm_tc")
-      command->add_option("--dtype", options.dtype, "the inputs' dtype")
+    if (name == "attention") {
+      for (auto [flag, value, help] :
+           {std::tuple{"--batch-heads", &options.batch_heads, "heads, batch x heads (default 32)"},
+            std::tuple{"--l", &options.queries, "queries a head (default 2048)"},
+            std::tuple{"--s", &options.keys, "keys a head (default: --l)"},
+            std::tuple{"--d", &options.head_dim, "the head dimension (default 64)"}})
+        command->add_option(flag, *value, help)->check(CLI::PositiveNumber);
+      command->add_flag("--causal", options.causal, "the causal mask (top-left aligned)");
+    }
+    if (name == "gemm_tc" || name == "attention")
+      command->add_option("--dtype", options.dtype, "the inputs' dtype (attention: v4's)")
           ->capture_default_str()
           ->check(CLI::IsMember({"bf16", "f16"}));
     if (name == "reduction")

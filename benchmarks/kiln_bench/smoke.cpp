@@ -3,7 +3,8 @@
 // the family's CPU reference (reference.h) against an independent property on a small, ragged
 // problem: the GEMM against associativity, the sums against a closed form, softmax's rows against
 // 1 and its shift invariance, layer norm's statistics and its backward against finite
-// differences.
+// differences, attention's output against what a mask and constant values force and its
+// backward against finite differences.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "kiln/core/half.h"
+#include "kiln/kernels/cuda/lab/attention/reference.h"
+#include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/gemm/reference.h"
 #include "kiln/kernels/cuda/lab/gemm/tiling.h"
 #include "kiln/kernels/cuda/lab/gemm_tc/tiling.h"
@@ -233,6 +236,82 @@ void layernorm_checks(const LabOptions& o, Checks& checks) {
                 "layernorm: the backward reference against central differences, 4 x 67");
 }
 
+void attention_checks(const LabOptions& o, Checks& checks) {
+  namespace a = lab::attention;
+  checks.expect(a::v3_shared_bytes() <= 48 * 1024 && a::v4_conflict_free(16) &&
+                    a::v4_conflict_free(32) && a::v4_conflict_free(64) &&
+                    a::v4_conflict_free(128) && a::v4_shared_bytes(128) <= 48 * 1024,
+                "attention: v3's and v4's tiles fit 48 KiB, v4's ldmatrix rows conflict-free");
+  checks.expect(a::workspace_bytes(o.batch_heads, o.queries, o.keys) >=
+                    static_cast<size_t>(o.batch_heads * o.queries * o.keys) * 4,
+                "attention: the workspace holds v1's " + std::to_string(o.queries) + " x " +
+                    std::to_string(o.keys) + " matrix for " + std::to_string(o.batch_heads) +
+                    " heads");
+  checks.expect(
+      o.head_dim <= a::kMaxHeadDim,
+      "attention: a head dimension of " + std::to_string(o.head_dim) +
+          (a::v4_head_dim_supported(o.head_dim) ? ", v4 takes it too" : ", v4 does not take it"));
+  // Values whose rows are all c_d give O = c_d whatever the weights; with the mask, query 0
+  // sees key 0 alone, so O_0 = v_0 and lse_0 = its one score.
+  const int64_t bh = 2, l = 5, s = 7, d = 3;
+  const double scale = 0.7;
+  std::vector<float> q = values(bh * l * d, 11, -2, 2), k = values(bh * s * d, 12, -2, 2),
+                     v = values(bh * s * d, 13, -1, 1), out(q.size()), lse(bh * l);
+  std::vector<float> flat(v.size());
+  for (size_t i = 0; i < flat.size(); ++i) flat[i] = static_cast<float>(i % d) - 1.0f;
+  a::forward_reference(q.data(), k.data(), flat.data(), out.data(), lse.data(), bh, l, s, d, scale,
+                       false);
+  double worst = 0.0;
+  for (size_t i = 0; i < out.size(); ++i)
+    worst = std::max(worst, std::abs(out[i] - (static_cast<double>(i % d) - 1.0)));
+  a::forward_reference(q.data(), k.data(), v.data(), out.data(), lse.data(), bh, l, s, d, scale,
+                       true);
+  for (int64_t h = 0; h < bh; ++h) {
+    double score = 0.0;
+    for (int64_t i = 0; i < d; ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(out[h * l * d + i]) - v[h * s * d + i]));
+      score += static_cast<double>(q[h * l * d + i]) * k[h * s * d + i];
+    }
+    worst = std::max(worst, std::abs(lse[h * l] - score * scale));
+  }
+  checks.expect(worst < 1e-5,
+                "attention: the reference's O for constant values and the masked first query");
+
+  // Backward against central differences of sum(O * dO), in q, k and v, with the mask.
+  const std::vector<float> dout = values(bh * l * d, 14, -1, 1);
+  const auto loss = [&](const std::vector<float>& qs, const std::vector<float>& ks,
+                        const std::vector<float>& vs) {
+    std::vector<float> os(qs.size()), ls(bh * l);
+    a::forward_reference(qs.data(), ks.data(), vs.data(), os.data(), ls.data(), bh, l, s, d, scale,
+                         true);
+    double total = 0.0;
+    for (size_t i = 0; i < os.size(); ++i) total += static_cast<double>(os[i]) * dout[i];
+    return total;
+  };
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  a::backward_reference(q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(), dv.data(),
+                        bh, l, s, d, scale, true);
+  const float h = 1e-2f;
+  double worst_grad = 0.0;
+  const auto probe = [&](std::vector<float>& param, size_t at, float analytic) {
+    const float saved = param[at];
+    param[at] = saved + h;
+    const double up = loss(q, k, v);
+    param[at] = saved - h;
+    const double down = loss(q, k, v);
+    param[at] = saved;
+    worst_grad = std::max(worst_grad, std::abs((up - down) / (2 * h) - analytic) /
+                                          std::max(1.0, std::abs(static_cast<double>(analytic))));
+  };
+  for (size_t at : {size_t{0}, size_t{7}, size_t{20}, size_t{29}}) probe(q, at, dq[at]);
+  for (size_t at : {size_t{0}, size_t{8}, size_t{30}, size_t{41}}) {
+    probe(k, at, dk[at]);
+    probe(v, at, dv[at]);
+  }
+  checks.expect(worst_grad < 2e-3,
+                "attention: the backward reference against central differences, causal");
+}
+
 }  // namespace
 
 int run_lab_smoke(const LabOptions& options) {
@@ -249,6 +328,7 @@ int run_lab_smoke(const LabOptions& options) {
     if (family == "reduction") reduction_checks(o, checks);
     if (family == "softmax") softmax_checks(o, checks);
     if (family == "layernorm") layernorm_checks(o, checks);
+    if (family == "attention") attention_checks(o, checks);
   }
   std::printf(
       "kiln-bench lab (smoke): %d checks, %d failed; nothing was timed: the kernels "

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {

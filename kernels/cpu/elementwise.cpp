@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "kiln/core/half.h"
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {

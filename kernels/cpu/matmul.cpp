@@ -1,8 +1,19 @@
+// CPU matrix products: f32 through oneDNN's sgemm (JIT kernels for the CPU that runs, as PyTorch's
+// BLAS), f64 and every product oneDNN cannot take through Eigen.
 #include "kiln/kernels/matmul.h"
+
+#if KILN_WITH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+
+#include "kiln/core/backends.h"
+#include "kiln/core/cpu_isa.h"
+#include "kiln/kernels/cpu/onednn_isa.h"
+#endif
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/kernels/cpu/gemm.h"
@@ -30,12 +41,34 @@ void with_operand(bool trans, const T* data, int64_t rows, int64_t cols, int64_t
   }
 }
 
+#if KILN_WITH_ONEDNN
+// dnnl_sgemm (row-major, as kiln) where oneDNN is on, capped to kiln's level and the strides are
+// ones it takes; false leaves the product to Eigen. Inside a parallel region (many small products)
+// oneDNN runs on the calling thread.
+bool onednn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                  bool accumulate) {
+  if (!backends::onednn_enabled() || onednn_level() != cpu_isa()) return false;
+  if (lda < std::max<int64_t>(1, trans_a ? m : k) || ldb < std::max<int64_t>(1, trans_b ? k : n) ||
+      ldc < std::max<int64_t>(1, n))
+    return false;
+  return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb,
+                    accumulate ? 1.0f : 0.0f, c, ldc) == dnnl_success;
+}
+#endif
+
 }  // namespace
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
   if (m == 0 || n == 0) return;
+#if KILN_WITH_ONEDNN
+  if constexpr (std::is_same_v<T, float>) {
+    if (k > 0 && onednn_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate))
+      return;
+  }
+#endif
   OutMap<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
   if (k == 0) {
     if (!accumulate) cm.setZero();

@@ -9,7 +9,7 @@
 
 #include "kiln/core/cpu_isa.h"
 #include "kiln/core/half.h"
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {

@@ -446,6 +446,22 @@ class KilnTrainTest(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
         self.assertIn("the ImageNet (7x7/2 and max-pool) stem", out)
 
+    def test_a_vision_transformer_trains_resumes_and_mixes_precision(self):
+        vit = [*QUICK, "--model", "vit-mini", "--optimizer", "adamw", "--lr", "1e-3"]
+        rc, out, err = run(*vit, "--epochs", "1", "--checkpoint-dir", self.tmp)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("a vision transformer on patches of the images", out)
+        header, _ = read_safetensors(os.path.join(self.tmp, "last.safetensors"))
+        self.assertEqual(header["__metadata__"]["recipe.model"], "vit-mini")
+        rc, out, err = run(*vit, "--epochs", "2", "--checkpoint-dir", self.tmp, "--resume", "last")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("resumed from", out)
+        rc, out, err = run(*vit, "--epochs", "1", "--amp", "bf16")
+        self.assertEqual(rc, 0, out + err)
+        rc, out, err = run(*vit, "--epochs", "1", "--stem", "small")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--stem is a ResNet's; --model vit-mini cuts the images into patches", err)
+
     def test_small_class_counts_are_told_not_hidden(self):
         data = self.image_folder()
         folder = ["--dataset", "imagefolder", "--data-dir", data, "--image-size", "16",

@@ -267,13 +267,25 @@ struct Trainer {
   optim::GradScaler scaler;
   bool amp;
 
+  // blocks > 0: a CIFAR ResNet of 6 * blocks + 2 layers; 0: a one-layer ViT on 4x4 patches.
   Trainer(int64_t blocks, const std::string& optimizer_name, bool amp_on)
       : scaler({.init_scale = 1024.0, .growth_interval = 1, .enabled = amp_on, .capturable = true}),
         amp(amp_on) {
     manual_seed(7);
-    model = std::make_shared<nn::ResNet>(
-        "basic", std::vector<int64_t>{blocks, blocks, blocks}, std::vector<int64_t>{4, 8, 16},
-        nn::ResNetOptions{.num_classes = 10, .in_channels = 1, .small_input = true});
+    if (blocks == 0)
+      model =
+          std::make_shared<nn::VisionTransformer>(nn::VisionTransformerOptions{.image_size = 8,
+                                                                               .patch_size = 4,
+                                                                               .in_channels = 1,
+                                                                               .num_classes = 10,
+                                                                               .dim = 16,
+                                                                               .depth = 1,
+                                                                               .heads = 2,
+                                                                               .mlp_dim = 32});
+    else
+      model = std::make_shared<nn::ResNet>(
+          "basic", std::vector<int64_t>{blocks, blocks, blocks}, std::vector<int64_t>{4, 8, 16},
+          nn::ResNetOptions{.num_classes = 10, .in_channels = 1, .small_input = true});
     model->to(kGpu);
     if (optimizer_name == "sgd")
       optimizer =
@@ -476,4 +488,10 @@ TEST_CASE("cuda graphs: a ResNet-8 training step replays bit for bit, the other 
   if (graphs_need_caching()) return;
   check_replay_matches_eager(1, "adam", true);
   check_replay_matches_eager(1, "sgd", false);
+}
+
+TEST_CASE("cuda graphs: a ViT training step replays bit for bit as the eager step") {
+  if (graphs_need_caching()) return;
+  check_replay_matches_eager(0, "adam", true);
+  check_replay_matches_eager(0, "sgd", false);
 }

@@ -43,7 +43,8 @@ case "$1" in
     exit 0 ;;
   --build)
     dir=$2
-    for program in apps/kiln-device-info apps/kiln-train tests/gpu_test_lab tests/gpu_test_nccl \
+    for program in apps/kiln-device-info apps/kiln-train tests/gpu_test_lab \
+                   tests/gpu_test_lab_attention tests/gpu_test_nccl \
                    tests/gpu_test_reduce tests/gpu_test_cuda_allocator tests/test_grad_scaler \
                    benchmarks/train_throughput benchmarks/kiln_bench/kiln-bench; do
       mkdir -p "$dir/$(dirname "$program")"
@@ -233,8 +234,9 @@ def main():
         check(status == 0, "gpu-lab, every step passing: exit 0", f"exit {status}\n{summary}")
         check((out / "lab.csv").exists(), "gpu-lab: lab.csv comes back on its own")
         check_returned_files(out, "gpu-lab-logs.tar.gz",
-                             ["summary.txt", "build.log", "gpu-test-lab.log", "lab-all.log",
-                              "lab.csv", "lab-report.log"], "gpu-lab")
+                             ["summary.txt", "build.log", "gpu-test-lab.log",
+                              "gpu-test-lab-attention.log", "lab-all.log", "lab.csv",
+                              "lab-report.log"], "gpu-lab")
 
         status, summary, out = box.run("gpu-lab.sh", GPU_LAB_BUDGET_S=5, KEEP_S=1, MIN_STEP_S=2,
                                        FAKE_SLEEP=3)

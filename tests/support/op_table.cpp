@@ -519,6 +519,26 @@ std::vector<OpEntry> linalg_entries() {
              scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = keep}),
              scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = in[4], .scale = 0.3})};
        }},
+      {"scaled_dot_product_attention causal, L 129 S 33", OpFamily::linalg,
+       [](uint64_t seed) {
+         return Inputs{uniform({1, 129, 4}, seed), uniform({1, 33, 4}, seed + 1),
+                       uniform({1, 33, 3}, seed + 2)};
+       },
+       [](const Args& in) {
+         return Outputs{scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true})};
+       }},
+      // Training's dropout (the composition; its mask from the Philox stream by element index, the
+      // same on every device for one seed) and evaluation's p = 0 (fused where the device has it).
+      {"scaled_dot_product_attention dropout 0.25 and evaluation", OpFamily::linalg,
+       [](uint64_t seed) {
+         return Inputs{uniform({2, 5, 4}, seed), uniform({2, 6, 4}, seed + 1),
+                       uniform({2, 6, 3}, seed + 2)};
+       },
+       [](const Args& in) {
+         manual_seed(79);
+         return Outputs{scaled_dot_product_attention(in[0], in[1], in[2], {.dropout_p = 0.25}),
+                        scaled_dot_product_attention(in[0], in[1], in[2], {.dropout_p = 0.0})};
+       }},
       product("einsum diagonal ii, then a product",
               [](const Tensor& a, const Tensor& b) {
                 return einsum("bii,ij->bj", {a, b});

@@ -48,7 +48,7 @@
 #include "kiln/core/half.h"
 #include "kiln/kernels/cpu/conv2d/direct_layout.h"
 #include "kiln/kernels/cpu/conv2d/direct_tiles.h"
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {

@@ -32,6 +32,7 @@
 #endif
 
 #include "kiln/core/error.h"
+#include "kiln/kernels/cpu/onednn_isa.h"
 
 namespace kiln::cpu {
 
@@ -45,24 +46,6 @@ using Tag = memory::format_tag;
 const dnnl::engine& engine() {
   static const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
   return cpu;
-}
-
-// The level oneDNN was capped to (kiln's at oneDNN's first use).
-CpuIsa onednn_level() {
-  static const CpuIsa level = [] {
-    const CpuIsa now = cpu_isa();
-    // Uncapped, oneDNN also uses what kiln has no level for (AMX on Xeons).
-    if (now != cpu_isa_supported()) {
-      const dnnl::cpu_isa cap = now == CpuIsa::avx2     ? dnnl::cpu_isa::avx2
-                                : now == CpuIsa::avx512 ? dnnl::cpu_isa::avx512_core
-                                                        : dnnl::cpu_isa::avx512_core_bf16;
-      // Refused when oneDNN already ran in this process (another library's calls): uncapped, it
-      // then serves only uncapped kiln.
-      if (dnnl::set_max_cpu_isa(cap) != dnnl::status::success) return cpu_isa_supported();
-    }
-    return now;
-  }();
-  return level;
 }
 
 memory::data_type data_type(DType dtype) {

@@ -1,5 +1,5 @@
 // The portable conversions of convert.h, and the choice among the versions.
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 
 #include <cstdint>
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 
 namespace kiln::cpu::avx2 {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kiln/kernels/cpu/convert.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 
 // GCC 12 warns that the intrinsics' own placeholder operand (_mm512_undefined_*) may be used
 // uninitialized where they are inlined: a false positive, GCC bug 105593 (fixed in GCC 13).
