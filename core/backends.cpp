@@ -46,6 +46,20 @@ bool fused_optimizer_from_environment() {
 // -1 until the first use reads KILN_FUSED_OPTIMIZER.
 std::atomic<int> fused_optimizer{-1};
 
+int failing_workspaces_from_environment() {
+  const char* value = std::getenv("KILN_FAIL_CUDNN_WORKSPACE");
+  if (value == nullptr || *value == '\0') return 0;
+  char* end = nullptr;
+  const long count = std::strtol(value, &end, 10);
+  if (*end != '\0' || count < 0 || count > 1000000)
+    throw ValueError(std::string("KILN_FAIL_CUDNN_WORKSPACE: expected a whole number, got '") +
+                     value + "'");
+  return static_cast<int>(count);
+}
+
+// -1 until the first use reads KILN_FAIL_CUDNN_WORKSPACE.
+std::atomic<int> failing_workspaces{-1};
+
 CpuConv cpu_conv_from_environment() {
   const char* value = std::getenv("KILN_CPU_CONV");
   if (value == nullptr || *value == '\0') return CpuConv::rule;
@@ -112,6 +126,28 @@ bool fused_optimizer_on_gpu() {
 }
 void set_fused_optimizer_on_gpu(bool on) {
   fused_optimizer.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+int failing_cudnn_workspaces() {
+  int value = failing_workspaces.load(std::memory_order_relaxed);
+  if (value < 0) {
+    int unread = -1;
+    failing_workspaces.compare_exchange_strong(unread, failing_workspaces_from_environment());
+    value = failing_workspaces.load(std::memory_order_relaxed);
+  }
+  return value;
+}
+void fail_cudnn_workspaces(int count) {
+  if (count < 0)
+    throw ValueError("backends::fail_cudnn_workspaces: expected a count of 0 or more, got " +
+                     std::to_string(count));
+  failing_workspaces.store(count, std::memory_order_relaxed);
+}
+bool take_cudnn_workspace_failure() {
+  int value = failing_cudnn_workspaces();
+  while (value > 0)
+    if (failing_workspaces.compare_exchange_weak(value, value - 1)) return true;
+  return false;
 }
 
 bool cudnn_deterministic() {

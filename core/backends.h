@@ -72,6 +72,17 @@ CudnnApiCounts cudnn_api_counts();
 void count_cudnn_run(CudnnApi api);
 void count_cudnn_fallback(const std::string& reason);
 
+// Makes the next `count` workspace allocations of conv2d's cuDNN paths fail as on a full GPU (the
+// OutOfMemoryError kiln's allocator raises), to test what handles it: the graph API hands such a
+// call to the legacy API (counted as a fallback, above), and the legacy API runs the next algorithm
+// whose workspace fits, or one that needs none. The CUDA simulator's cuDNN stand-in asks for a
+// workspace as they do and honours it too. Default 0, or what the environment variable
+// KILN_FAIL_CUDNN_WORKSPACE (a whole number) says when first read; anything else is a ValueError.
+void fail_cudnn_workspaces(int count);
+int failing_cudnn_workspaces();  // how many are still to fail
+// From the paths that allocate a workspace: true (and one fewer to fail) when this one must fail.
+bool take_cudnn_workspace_failure();
+
 // CPU conv2d may hand a pass to oneDNN (which passes: cpu_conv below). Default true, as
 // torch.backends.mkldnn.enabled, unless the environment variable KILN_ONEDNN is 0 when first read
 // (1 or unset: true; anything else is a ValueError naming the variable). A build without oneDNN

@@ -34,4 +34,11 @@ bool simulator_can_count();
 void set_simulator_counting(bool on);
 std::vector<sim::KernelCounts> take_simulator_counts();
 
+// On the simulator, whether its cuDNN stand-in sums the backward passes in an order that changes
+// from call to call unless backends::cudnn_deterministic() is on (KILN_SIM_VARIED_SUMS, default
+// on; docs/simulator.md "Strictness"), and switching it. Elsewhere: false, and switching it on
+// throws.
+bool simulator_varies_library_sums();
+void set_simulator_varies_library_sums(bool on);
+
 }  // namespace kiln::cuda

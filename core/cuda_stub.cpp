@@ -46,6 +46,12 @@ void set_simulator_counting(bool on) {
 std::vector<sim::KernelCounts> take_simulator_counts() {
   return {};
 }
+bool simulator_varies_library_sums() {
+  return false;
+}
+void set_simulator_varies_library_sums(bool on) {
+  if (on) not_built("cuda::set_simulator_varies_library_sums");
+}
 int device_count() {
   return 0;
 }

@@ -88,8 +88,11 @@ inline unsigned short atomicCAS(unsigned short* address, unsigned short compare,
 inline void __threadfence() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
+// A block's threads run on one OS thread and interleave only where they wait: the compiler's
+// ordering is all a block-scope fence needs. Not a thread fence, which the strictness of
+// sim/metrics/strict_memory.h would take for a device-scope one.
 inline void __threadfence_block() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 inline void __threadfence_system() {
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "kiln/sim/metrics/recorder.h"
+#include "kiln/sim/metrics/strict_memory.h"
 
 namespace kiln::sim {
 
@@ -135,6 +136,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block, const Schedule& sch
   current::grid_dim = launch.grid;
 
   metrics::begin_block(threads_per_block_, shared_.get(), shared_bytes_);
+  strict::begin_block(shared_.get(), shared_bytes_);
   make_order(0);
   if (fiberless_) {
     for (const unsigned t : order_) {
@@ -154,6 +156,7 @@ void BlockRunner::run(const GridLaunch& launch, uint3 block, const Schedule& sch
     switch_to(std::move(scheduler), {scheduler_stack_.bottom(), scheduler_stack_.size()});
   }
   metrics::end_block();
+  strict::end_block();
   launch_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }

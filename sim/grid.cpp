@@ -15,6 +15,7 @@
 
 #include "kiln/sim/block_runner.h"
 #include "kiln/sim/metrics/recorder.h"
+#include "kiln/sim/metrics/strict_memory.h"
 
 namespace kiln::sim {
 
@@ -44,6 +45,9 @@ struct ScheduleState {
     schedule.poison_allocations = environment_number("KILN_SIM_POISON", 1, 0) != 0;
     schedule.compute_capability =
         static_cast<int>(environment_number("KILN_SIM_COMPUTE_CAPABILITY", 90, 10));
+    schedule.poison_static_shared = environment_number("KILN_SIM_SHARED_POISON", 1, 0) != 0;
+    schedule.hold_global_stores = environment_number("KILN_SIM_HOLD_STORES", 1, 0) != 0;
+    schedule.varied_library_sums = environment_number("KILN_SIM_VARIED_SUMS", 1, 0) != 0;
   }
 };
 ScheduleState& schedule_state() {
@@ -92,6 +96,7 @@ class WorkerPool {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return working_ == 0; });
     metrics::end_grid();
+    strict::end_grid();
     launch_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }

@@ -25,7 +25,8 @@ class KernelError : public std::runtime_error {
 
 // How blocks are scheduled, and what the simulated GPUs look like to a program. Read from the
 // environment on first use (KILN_SIM_SEED, KILN_SIM_WORKERS, KILN_SIM_FIBERS, KILN_SIM_SM_COUNT,
-// KILN_SIM_POISON, KILN_SIM_COMPUTE_CAPABILITY); set_schedule changes them for the whole process.
+// KILN_SIM_POISON, KILN_SIM_COMPUTE_CAPABILITY, KILN_SIM_SHARED_POISON, KILN_SIM_HOLD_STORES,
+// KILN_SIM_VARIED_SUMS); set_schedule changes them for the whole process.
 struct Schedule {
   // 0: threads resume in lane order; 1: reversed; any other: shuffled between barriers, from
   // this seed and the block's index.
@@ -43,6 +44,18 @@ struct Schedule {
   // e.g. 75 for a Turing T4): what a program checks before using newer instructions. The
   // simulator runs every instruction it emulates whatever this says.
   int compute_capability = 90;
+  // In a file compiled with the instrumentation (kiln_sim_counted_sources): a static __shared__
+  // byte read before any thread of the block wrote it holds 0xFF, as dynamic shared memory does
+  // from each block's start (sim/metrics/strict_memory.h).
+  bool poison_static_shared = true;
+  // In a file compiled with the instrumentation: a block's plain stores to device memory stay
+  // invisible to the grid's other blocks until the block runs __threadfence (or
+  // __threadfence_system); stores after its last fence become visible when the grid ends.
+  bool hold_global_stores = true;
+  // The cuDNN stand-in's backward passes (input and weight gradients) sum in an order that changes
+  // from call to call, as cuDNN's nondeterministic algorithms may, unless
+  // backends::cudnn_deterministic() is on (kernels/cuda/simulator/conv2d.cpp).
+  bool varied_library_sums = true;
 };
 // The multiprocessor count the devices report: sm_count, or workers when it is 0.
 int reported_sm_count();

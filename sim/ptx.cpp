@@ -15,6 +15,7 @@
 
 #include "kiln/sim/device_api.h"
 #include "kiln/sim/metrics/recorder.h"
+#include "kiln/sim/metrics/strict_memory.h"
 
 namespace kiln::sim::ptx {
 
@@ -159,6 +160,8 @@ void cp_async_16(void* dst, const void* src, unsigned src_bytes) {
   const void* site = __builtin_return_address(0);
   metrics::record(src, src_bytes > 16 ? 16 : src_bytes, metrics::Kind::load, site);
   metrics::record(dst, 16, metrics::Kind::store, site);
+  // Written (NaN until it lands) for the strictness of an instrumented caller, not held.
+  if (strict::active) strict::unheld_store(dst, 16);
   std::memset(dst, 0xff, 16);  // NaN until the wait that lands it
   my_copies().open.push_back({dst, src, src_bytes > 16 ? 16 : src_bytes});
 }

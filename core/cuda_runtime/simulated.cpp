@@ -52,4 +52,23 @@ std::vector<sim::KernelCounts> take_simulator_counts() {
 #endif
 }
 
+bool simulator_varies_library_sums() {
+#if KILN_CUDA_SIMULATED
+  return sim::schedule().varied_library_sums;
+#else
+  return false;
+#endif
+}
+
+void set_simulator_varies_library_sums(bool on) {
+#if KILN_CUDA_SIMULATED
+  sim::Schedule s = sim::schedule();
+  s.varied_library_sums = on;
+  sim::set_schedule(s);
+#else
+  if (on)
+    throw std::logic_error("cuda::set_simulator_varies_library_sums: this build has no simulator");
+#endif
+}
+
 }  // namespace kiln::cuda

@@ -286,6 +286,10 @@ CandidateCache& candidate_cache() {
 }
 
 Tensor workspace(int device, size_t bytes) {
+  if (bytes > 0 && backends::take_cudnn_workspace_failure())
+    throw OutOfMemoryError(fmt::format(
+        "cuDNN workspace of {} bytes on cuda:{}: failed as backends::fail_cudnn_workspaces asked",
+        bytes, device));
   return empty({static_cast<int64_t>(bytes)}, DType::u8, Device::cuda(device));
 }
 

@@ -330,6 +330,10 @@ struct Plan {
 };
 
 Tensor workspace(int device, int64_t bytes) {
+  if (bytes > 0 && backends::take_cudnn_workspace_failure())
+    throw OutOfMemoryError(fmt::format(
+        "cuDNN workspace of {} bytes on cuda:{}: failed as backends::fail_cudnn_workspaces asked",
+        bytes, device));
   return bytes > 0 ? empty({bytes}, DType::u8, Device::cuda(device)) : Tensor();
 }
 

@@ -176,10 +176,15 @@ __global__ void row_kernel(Src src, int64_t outputs, int64_t count, int64_t chun
 
 // For a contiguous innermost kept dim: 32 neighbouring outputs per block along x (coalesced
 // reads), blockDim.y threads walking the reduced elements, combined through shared memory in a
-// fixed order. blockIdx.y splits the reduced elements as in row_kernel.
+// fixed order. blockIdx.y splits the reduced elements as in row_kernel. Launched with
+// kColumnBlock threads, which __launch_bounds__ tells ptxas: held to 1024 threads, six sm_75
+// instantiations took 66 registers, more than a block of 1024 may have (check-kernel-resources).
+constexpr unsigned kColumnBlockX = 32, kColumnBlockY = 8;
+constexpr unsigned kColumnBlock = kColumnBlockX * kColumnBlockY;
 template <class Op, class T, class Finish>
-__global__ void column_kernel(StridedSource<T, Op> src, int64_t outputs, int64_t count,
-                              int64_t chunk, Op op, Finish finish, typename Op::acc_t* partial) {
+__global__ void __launch_bounds__(kColumnBlock)
+    column_kernel(StridedSource<T, Op> src, int64_t outputs, int64_t count, int64_t chunk, Op op,
+                  Finish finish, typename Op::acc_t* partial) {
   using Acc = typename Op::acc_t;
   KILN_DYNAMIC_SHARED(Acc, smem);
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk;
@@ -250,9 +255,9 @@ void reduce(const T* x, const Plan& plan, const Op& op, const Finish& finish, De
   };
 
   if (column) {
-    const dim3 block(32, 8);
-    const int64_t blocks_x = grid_for(outputs, 32);
-    make_partials(blocks_x, 8 * 16);
+    const dim3 block(kColumnBlockX, kColumnBlockY);
+    const int64_t blocks_x = grid_for(outputs, kColumnBlockX);
+    make_partials(blocks_x, kColumnBlockY * 16);
     const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(splits));
     KILN_LAUNCH(grid, block, block.x * block.y * sizeof(Acc), stream(), column_kernel)
     (src, outputs, count, chunk, op, finish, partial);

@@ -226,6 +226,78 @@ TEST_CASE("cuda conv2d: deterministic mode repeats bit for bit", "[heavy]") {
   }
 }
 
+// Without deterministic mode cuDNN may pick algorithms whose backward sums change order run to
+// run; the simulator's stand-in always varies them then (docs/simulator.md, "Strictness"), so a
+// byte-exact comparison that did not ask for determinism fails there as it may on a GPU.
+TEST_CASE("cuda conv2d: a byte-exact repeat without deterministic mode fails on the simulator") {
+  if (!cuda::is_simulated()) {
+    WARN("SKIPPED: whether cuDNN's backward sums vary depends on the algorithms it picks");
+    return;
+  }
+  BackendsGuard guard;
+  const bool varies = cuda::simulator_varies_library_sums();
+  const Geometry& g = kGeometries[0];
+  const auto differs = [](const Tensor& a, const Tensor& b) {
+    return abs(sub(a, b)).max().item() > 0.0;
+  };
+  backends::set_cudnn_deterministic(false);
+  cuda::set_simulator_varies_library_sums(true);
+  const Results first = run(g, DType::f32, kGpu), second = run(g, DType::f32, kGpu);
+  CHECK_FALSE(differs(second.out, first.out));  // the forward pass is deterministic
+  CHECK(differs(second.grad_x, first.grad_x));  // the planted byte-exact check fails
+  CHECK(differs(second.grad_w, first.grad_w));
+  check_close(second.grad_w, first.grad_w, conv_tolerance(DType::f32));  // but only in rounding
+  backends::set_cudnn_deterministic(true);                               // asked for: bit for bit
+  Results a = run(g, DType::f32, kGpu), b = run(g, DType::f32, kGpu);
+  CHECK_FALSE(differs(b.grad_x, a.grad_x));
+  CHECK_FALSE(differs(b.grad_w, a.grad_w));
+  backends::set_cudnn_deterministic(false);
+  cuda::set_simulator_varies_library_sums(false);  // KILN_SIM_VARIED_SUMS=0: the check passes
+  a = run(g, DType::f32, kGpu);
+  b = run(g, DType::f32, kGpu);
+  CHECK_FALSE(differs(b.grad_x, a.grad_x));
+  CHECK_FALSE(differs(b.grad_w, a.grad_w));
+  cuda::set_simulator_varies_library_sums(varies);
+}
+
+// A full GPU: a workspace cuDNN's chosen algorithm needs cannot be allocated. The graph API hands
+// the call to the legacy API, counted as a fallback with the reason; the legacy API runs another
+// algorithm; the results are right either way. backends::fail_cudnn_workspaces makes the next
+// allocations fail on a GPU and on the simulator, whose stand-in asks for a workspace as kiln's
+// cuDNN paths do.
+TEST_CASE("cuda conv2d: a workspace that cannot be allocated falls back visibly") {
+  BackendsGuard guard;
+  backends::set_cudnn_deterministic(true);
+  const Geometry& g = kGeometries.back();
+  const Results want = run(g, DType::f32, Device::cpu());
+  for (backends::CudnnApi api : {backends::CudnnApi::v7, backends::CudnnApi::v9}) {
+    INFO(backends::cudnn_api_name(api));
+    backends::set_cudnn_api(api);
+    const backends::CudnnApiCounts before = backends::cudnn_api_counts();
+    constexpr int kFailing = 3;
+    backends::fail_cudnn_workspaces(kFailing);
+    const Results got = run(g, DType::f32, kGpu);
+    const int failed = kFailing - backends::failing_cudnn_workspaces();
+    backends::fail_cudnn_workspaces(0);
+    const backends::CudnnApiCounts after = backends::cudnn_api_counts();
+    INFO("workspaces failed " << failed << ", last fallback: " << after.last_fallback_reason);
+    // The stand-in asks for one in every pass; on a GPU, a pass whose algorithms need none asks
+    // for none.
+    if (cuda::is_simulated()) CHECK(failed == kFailing);
+    if (api == backends::CudnnApi::v9 && failed > 0) {
+      CHECK(after.v9_fallbacks > before.v9_fallbacks);
+      CHECK_THAT(after.last_fallback_reason,
+                 Catch::Matchers::Contains("workspace") && Catch::Matchers::Contains("legacy API"));
+    } else {
+      CHECK(after.v9_fallbacks == before.v9_fallbacks);
+    }
+    check_gpu_parity(got.out, want.out, conv_tolerance(DType::f32));
+    check_gpu_parity(got.grad_x, want.grad_x, conv_tolerance(DType::f32));
+    check_gpu_parity(got.grad_w, want.grad_w, conv_tolerance(DType::f32));
+  }
+  CHECK_THROWS_AS(backends::fail_cudnn_workspaces(-1), ValueError);
+}
+
 TEST_CASE("cuda conv2d: TF32 on stays within TF32 accuracy") {
   const Geometry& g = kGeometries.back();
   const Results got = run(g, DType::f32, kGpu, true), want = run(g, DType::f64, Device::cpu());

@@ -8,12 +8,24 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
 
 namespace {
+
+// cuDNN's deterministic mode for a scope: the comparisons below are of the same kernels on the
+// same values, which holds for cuDNN's backward passes only when asked for (the simulator's
+// stand-in varies their sums otherwise, docs/simulator.md "Strictness", as cuDNN may).
+struct DeterministicCudnn {
+  bool before = backends::cudnn_deterministic();
+  DeterministicCudnn() { backends::set_cudnn_deterministic(true); }
+  ~DeterministicCudnn() { backends::set_cudnn_deterministic(before); }
+  DeterministicCudnn(const DeterministicCudnn&) = delete;
+  DeterministicCudnn& operator=(const DeterministicCudnn&) = delete;
+};
 
 // Every visible GPU up to 4; empty (with a warning) when fewer than 2.
 std::vector<int> data_parallel_gpus() {
@@ -60,6 +72,7 @@ struct CountingNet : nn::Module {
 }  // namespace
 
 TEST_CASE("data parallel: ResNet-20 trains as one GPU running the same shares", "[data_parallel]") {
+  const DeterministicCudnn deterministic;
   const std::vector<int> ids = data_parallel_gpus();
   if (ids.empty()) return;
   cuda::set_device(0);

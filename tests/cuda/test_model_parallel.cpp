@@ -10,12 +10,24 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
 
 namespace {
+
+// cuDNN's deterministic mode for a scope: the comparisons below are of the same kernels on the
+// same values, which holds for cuDNN's backward passes only when asked for (the simulator's
+// stand-in varies their sums otherwise, docs/simulator.md "Strictness", as cuDNN may).
+struct DeterministicCudnn {
+  bool before = backends::cudnn_deterministic();
+  DeterministicCudnn() { backends::set_cudnn_deterministic(true); }
+  ~DeterministicCudnn() { backends::set_cudnn_deterministic(before); }
+  DeterministicCudnn(const DeterministicCudnn&) = delete;
+  DeterministicCudnn& operator=(const DeterministicCudnn&) = delete;
+};
 
 // Convolution, batch norm and ReLU, then a linear classifier: each half on its own device.
 struct SplitNet : nn::Module {
@@ -87,6 +99,7 @@ TEST_CASE("model parallel: a model split over cuda:0 and cuda:1 trains as on one
 }
 
 TEST_CASE("pipeline: stages on cuda:0 and cuda:1 with micro-batches train as on one GPU") {
+  const DeterministicCudnn deterministic;
   if (cuda::device_count() < 2) {
     WARN("one GPU visible: a pipeline across two GPUs is not checked");
     return;

@@ -6,7 +6,9 @@
 // has not yet written (a missing __syncthreads) or that depends on which block finishes first
 // gives different bytes. The ops whose kernels add with atomics in an order the schedule decides
 // (and whose bytes do differ between these schedules) are listed with their kernel, and compared
-// within the dtype's tolerance instead.
+// within the dtype's tolerance instead. The pass asks cuDNN for determinism, as a byte-exact check
+// on a GPU must: without it the simulator's cuDNN stand-in varies its backward sums from call to
+// call (docs/simulator.md, "Strictness"), whatever the schedule.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/backends.h"
 #include "kiln/kiln.h"
 #include "kiln/sim/grid.h"
 #include "op_table.h"
@@ -75,20 +78,26 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;
 }
 
-// Restores the process's schedule when a case ends, however it ends.
+// Restores the process's schedule and cuDNN's determinism switch when a case ends, however it
+// ends.
 class ScheduleScope {
  public:
-  ScheduleScope() : saved_(sim::schedule()) {}
-  ~ScheduleScope() { sim::set_schedule(saved_); }
+  ScheduleScope() : saved_(sim::schedule()), deterministic_(backends::cudnn_deterministic()) {}
+  ~ScheduleScope() {
+    sim::set_schedule(saved_);
+    backends::set_cudnn_deterministic(deterministic_);
+  }
   ScheduleScope(const ScheduleScope&) = delete;
   ScheduleScope& operator=(const ScheduleScope&) = delete;
 
  private:
   sim::Schedule saved_;
+  bool deterministic_;
 };
 
 void check_op_under_schedules(const OpEntry& op, DType dtype, uint64_t seed) {
   const ScheduleScope restore;
+  backends::set_cudnn_deterministic(true);
   const Device gpu = Device::cuda(0);
   sim::set_schedule(kSchedules[0].schedule);
   const std::vector<Tensor> first = op_results(op, gpu, dtype, seed);
