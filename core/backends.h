@@ -83,7 +83,8 @@ int failing_cudnn_workspaces();  // how many are still to fail
 // From the paths that allocate a workspace: true (and one fewer to fail) when this one must fail.
 bool take_cudnn_workspace_failure();
 
-// CPU conv2d may hand a pass to oneDNN (which passes: cpu_conv below). Default true, as
+// CPU conv2d may hand a pass to oneDNN (which passes: cpu_conv below), and f32 matrix products go
+// to oneDNN's sgemm (kernels/cpu/matmul.cpp; Eigen otherwise). Default true, as
 // torch.backends.mkldnn.enabled, unless the environment variable KILN_ONEDNN is 0 when first read
 // (1 or unset: true; anything else is a ValueError naming the variable). A build without oneDNN
 // (onednn_available() false) runs kiln's kernels whatever this says.

@@ -1,7 +1,7 @@
 // The 2-D convolution family, on every device. On the CPU (kernels/cpu/conv2d/, choice.cpp picks
 // per pass and shape, by a fixed rule or by timing): kiln's direct kernels for f32 and bf16
 // (portable, AVX2 and AVX-512 versions picked at run time), oneDNN's, and im2col + GEMM (f32, and
-// the only ones for f64); cuDNN on the GPU (kernels/cuda/conv2d.cpp). Every operand is of one
+// the only ones for f64); cuDNN on the GPU (kernels/cuda/conv2d/). Every operand is of one
 // dtype and non-empty (ops/conv.cpp settles the zero-size cases), and contiguous, or, where
 // takes_channels_last, x, weight, out and the gradients all channels-last instead (the 4-D ones;
 // bias is 1-D).

@@ -1,4 +1,4 @@
-// The pure half of conv2d's cuDNN graph-API path (kernels/cuda/conv2d_graph_api.cpp): what its
+// The pure half of conv2d's cuDNN graph-API path (kernels/cuda/conv2d/graph_api.cpp): what its
 // tensor descriptors say for each layout, the pointer alignment they promise, the type cuDNN
 // computes in, which engines the backends:: switches allow, and the key of the plan cache (which
 // the legacy path's cache uses too). Nothing here calls cuDNN, so the CPU tests check it on any

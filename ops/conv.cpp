@@ -3,7 +3,7 @@
 // written with conv2d and each other. Which implementation runs is the kernels' choice: on the
 // CPU kernels/cpu/conv2d/choice.cpp picks per pass and shape among kiln's direct kernels,
 // oneDNN's and im2col + GEMM (f64's only ones), by a fixed rule or by timing them
-// (backends::CpuConv); on the GPU (kernels/cuda/conv2d.cpp) cuDNN, through its graph API or its
+// (backends::CpuConv); on the GPU (kernels/cuda/conv2d/) cuDNN, through its graph API or its
 // legacy one.
 #include "kiln/ops/conv.h"
 

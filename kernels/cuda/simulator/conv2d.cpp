@@ -3,7 +3,7 @@
 // simulated device memory, which is host memory, in the CPU kernels' dtypes. Each call goes
 // through sim::library_call on the current stream, where cuDNN would launch its kernels: it counts
 // as a library call, and on a capturing stream it is recorded to run at each launch of the graph.
-// Replaces kernels/cuda/conv2d.cpp in this build only (CMakeLists.txt).
+// Replaces kernels/cuda/conv2d/ in this build only (CMakeLists.txt).
 //
 // It takes what cuDNN's table takes, so the ops above run as they do on a GPU: channels-last
 // operands (copied to contiguous and back around the CPU kernels), and, for f32 with
@@ -22,8 +22,8 @@
 // over the output channels. So a byte-exact comparison of two runs that did not ask for
 // determinism fails here as it may on a GPU.
 //
-// Each pass asks for a workspace where kiln's cuDNN paths (kernels/cuda/conv2d.cpp,
-// conv2d_graph_api.cpp) allocate theirs, and handles one that cannot be had (a full device, or
+// Each pass asks for a workspace where kiln's cuDNN paths (kernels/cuda/conv2d/conv2d.cpp,
+// graph_api.cpp) allocate theirs, and handles one that cannot be had (a full device, or
 // backends::fail_cudnn_workspaces) as they do: under the graph API (backends::cudnn_api() v9) the
 // legacy API takes the call, counted as a fallback with its reason; the legacy API then runs an
 // algorithm that needs no workspace. The CPU kernels need none, so only that is modelled.

@@ -1,7 +1,7 @@
 // conv2d through cuDNN 9's graph (backend) API, the path PyTorch takes by default: one convolution
 // node as an operation graph, engine configurations ranked by cuDNN's heuristics (mode A), an
 // execution plan from the first allowed one that builds, run with a variant pack. The legacy path
-// (kernels/cuda/conv2d.cpp) stays the fallback, and the only includer.
+// (kernels/cuda/conv2d/conv2d.cpp) stays the fallback, and the only includer.
 #pragma once
 
 #include <cudnn.h>

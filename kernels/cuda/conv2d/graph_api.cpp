@@ -23,7 +23,7 @@
 // Every cuDNN status error in steps 1-7 becomes "run the legacy path for this problem"
 // (run_conv2d_graph_api answers false): a mistake here that cuDNN reports costs the graph API's
 // choice of engine, not the convolution.
-#include "kiln/kernels/cuda/conv2d_graph_api.h"
+#include "kiln/kernels/cuda/conv2d/graph_api.h"
 
 #include <cudnn.h>
 

@@ -1,4 +1,4 @@
-// conv2d on cuDNN. Each pass goes first to the graph API (conv2d_graph_api.cpp) when
+// conv2d on cuDNN. Each pass goes first to the graph API (graph_api.cpp) when
 // backends::cudnn_api() is v9, the default, and to the legacy convolution API here when it is v7
 // or when the graph API gave the problem up. On the legacy API the three passes share one shape
 // of code, spelled out once through PassTraits: describe the problem, list the algorithms allowed
@@ -31,7 +31,7 @@
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/conv2d_graph_plan.h"
-#include "kiln/kernels/cuda/conv2d_graph_api.h"
+#include "kiln/kernels/cuda/conv2d/graph_api.h"
 #include "kiln/kernels/cuda/handles.h"
 #include "kiln/kernels/cuda/launch.h"
 
