@@ -12,10 +12,12 @@ packages=(cmake ninja-build g++ libeigen3-dev catch2 libfmt-dev zlib1g-dev nlohm
 # compares the image transforms with torchvision's on the same files (tests/torchvision); its
 # ~100 programs link with LLVM's lld (cmake/KilnLinker.cmake), and its first stage checks the
 # formatting with clang-format 14 (scripts/check-format.sh). ccache, for both commands, compiles
-# each source once per machine (cmake/KilnCcache.cmake).
+# each source once per machine (cmake/KilnCcache.cmake). PyTorch, the peer of the comparisons,
+# does its f32 matrix products through the system's BLAS: OpenBLAS, not the reference BLAS that
+# python3-torch alone brings (1024^3 in 65 ms instead of 800 on the dev VM, docs/results.md).
 if [ "${KILN_DEPS:-run}" = test ]; then
   packages+=(clang lld libc++-dev libc++abi-dev libomp-dev gnuplot-nox python3-torchvision
-             clang-format)
+             clang-format libopenblas0-openmp)
 fi
 
 missing=()
