@@ -2,9 +2,10 @@
 //
 //   out = softmax(q kᵀ · scale + mask) v       q [..., L, E], k [..., S, E], v [..., S, Ev]
 //
-// composed of kiln's matmul, softmax and dropout, so it runs on every device and dtype they take
-// and its gradients are theirs. It stores the L x S scores (no fused kernel yet: the memory of one
-// [.., L, S] tensor per head, as PyTorch's "math" backend).
+// fused where the device's attention kernels take the call (kernels/attention.h: the CPU's take
+// every dtype, mask and length but not dropout; a GPU's only what a lab route sends them), never
+// storing the L x S scores; composed of kiln's matmul, softmax and dropout otherwise, storing
+// them as PyTorch's "math" backend. Under autocast it runs in the scope's 16-bit dtype.
 //
 //   Tensor out = scaled_dot_product_attention(q, k, v, {.is_causal = true});
 #pragma once
