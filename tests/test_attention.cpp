@@ -20,19 +20,14 @@ using Catch::Contains;
 using kiln::testing::check_against_torch;
 using kiln::testing::doubles;
 using kiln::testing::shape_of;
+using kiln::testing::tensor_of;
 using kiln::testing::torch_reference;
 using nlohmann::json;
 
 namespace {
 
-Tensor from_json(const json& j) {
-  const std::vector<double> v = doubles(j.at("values"));
-  Tensor t = tensor(v, shape_of(j.at("shape")));
-  return j.at("dtype") == "bool" ? ne(t, 0.0) : t;
-}
-
 Tensor mask_of(const json& c, const char* name) {
-  return c.at("masks").contains(name) ? from_json(c.at("masks").at(name)) : Tensor();
+  return c.at("masks").contains(name) ? tensor_of(c.at("masks").at(name)) : Tensor();
 }
 
 std::shared_ptr<nn::Module> module_for(const json& c) {
@@ -81,13 +76,13 @@ TEST_CASE("attention modules equal PyTorch 1.13's: outputs, weights and gradient
     INFO(c.at("kind") << " " << c.at("options").dump());
     auto module = module_for(c);
     nn::StateDict state;
-    for (const auto& [name, t] : c.at("state_dict").items()) state[name] = from_json(t);
+    for (const auto& [name, t] : c.at("state_dict").items()) state[name] = tensor_of(t);
     module->to(DType::f64);
     REQUIRE(module->state_dict().size() == state.size());
     module->load_state_dict(state);
     std::map<std::string, Tensor> inputs;
     for (const auto& [name, t] : c.at("inputs").items())
-      inputs[name] = from_json(t).requires_grad_(true);
+      inputs[name] = tensor_of(t).requires_grad_(true);
     Tensor weights;
     const Tensor out = run(*module, c, inputs, weights);
     REQUIRE(out.shape() == shape_of(c.at("output").at("shape")));
@@ -96,7 +91,7 @@ TEST_CASE("attention modules equal PyTorch 1.13's: outputs, weights and gradient
       REQUIRE(weights.shape() == shape_of(c.at("weights").at("shape")));
       check_against_torch(weights, doubles(c.at("weights").at("values")), 1e-12);
     }
-    mul(out, from_json(c.at("grad_output"))).sum().backward();
+    mul(out, tensor_of(c.at("grad_output"))).sum().backward();
     for (const auto& [name, g] : c.at("input_grads").items()) {
       INFO("input " << name);
       check_against_torch(inputs[name].grad(), doubles(g.at("values")), 1e-11);

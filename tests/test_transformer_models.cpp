@@ -21,15 +21,11 @@ using Catch::Contains;
 using kiln::testing::check_against_torch;
 using kiln::testing::doubles;
 using kiln::testing::shape_of;
+using kiln::testing::tensor_of;
 using kiln::testing::torch_reference;
 using nlohmann::json;
 
 namespace {
-
-Tensor from_json(const json& j) {
-  const Tensor t = tensor(doubles(j.at("values")), shape_of(j.at("shape")));
-  return j.at("dtype") == "bool" ? ne(t, 0.0) : t;
-}
 
 std::shared_ptr<nn::Module> model_for(const json& c) {
   const json& o = c.at("options");
@@ -64,18 +60,18 @@ TEST_CASE("ViT and GPT equal their PyTorch 1.13 twins: outputs and gradients") {
     auto model = model_for(c);
     model->to(DType::f64);
     nn::StateDict state;
-    for (const auto& [name, t] : c.at("state_dict").items()) state[name] = from_json(t);
+    for (const auto& [name, t] : c.at("state_dict").items()) state[name] = tensor_of(t);
     REQUIRE(model->state_dict().size() == state.size());
     model->load_state_dict(state);
     std::map<std::string, Tensor> inputs;
     for (const auto& [name, t] : c.at("inputs").items())
-      inputs[name] = name == "tokens" ? from_json(t).to(DType::i64) : from_json(t).requires_grad_();
+      inputs[name] = name == "tokens" ? tensor_of(t).to(DType::i64) : tensor_of(t).requires_grad_();
     Tensor out;
     if (kind == "mha_causal") {
       const Tensor& x = inputs["x"];
       out = dynamic_cast<nn::MultiheadAttention&>(*model)
                 .forward(x, x, x,
-                         {.key_padding_mask = from_json(c.at("key_padding_mask")),
+                         {.key_padding_mask = tensor_of(c.at("key_padding_mask")),
                           .need_weights = false,
                           .is_causal = true})
                 .output;
@@ -84,7 +80,7 @@ TEST_CASE("ViT and GPT equal their PyTorch 1.13 twins: outputs and gradients") {
     }
     REQUIRE(out.shape() == shape_of(c.at("output").at("shape")));
     check_against_torch(out, doubles(c.at("output").at("values")), 1e-11);
-    mul(out, from_json(c.at("grad_output"))).sum().backward();
+    mul(out, tensor_of(c.at("grad_output"))).sum().backward();
     for (const auto& [name, g] : c.at("input_grads").items()) {
       INFO("input " << name);
       check_against_torch(inputs[name].grad(), doubles(g.at("values")), 1e-10);

@@ -13,6 +13,8 @@
 #include "kiln/core/error.h"
 #include "kiln/core/shape.h"
 #include "kiln/core/tensor.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/factories.h"
 #include "parity.h"
 
 namespace kiln::testing {
@@ -57,6 +59,11 @@ inline std::vector<int64_t> ints(const nlohmann::json& j) {
 }
 inline Shape shape_of(const nlohmann::json& j) {
   return j.get<Shape>();
+}
+// A tensor the make_*.py scripts wrote as {"shape", "dtype": "f64" or "bool", "values"}.
+inline Tensor tensor_of(const nlohmann::json& j) {
+  const Tensor t = tensor(doubles(j.at("values")), shape_of(j.at("shape")));
+  return j.at("dtype") == "bool" ? ne(t, 0.0) : t;
 }
 
 // got against PyTorch's want: each element within tol * (|want| + max |want|); NaN where want
