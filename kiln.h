@@ -58,6 +58,7 @@
 #include "kiln/nn/safetensors.h"
 #include "kiln/nn/state_dict.h"
 #include "kiln/nn/torch_file.h"
+#include "kiln/nn/transformer.h"
 #include "kiln/nn/vit.h"
 #include "kiln/ops/activation.h"
 #include "kiln/ops/attention.h"

@@ -1,7 +1,7 @@
-// Attention against PyTorch 1.13: nn::MultiheadAttention, TransformerEncoderLayer and
-// TransformerEncoder on the weights and inputs of tests/reference/attention.json
-// (make_attention.py), outputs, attention weights and gradients in f64; state dicts both ways;
-// scaled_dot_product_attention's masks against the plain formula.
+// Attention against PyTorch 1.13: nn::MultiheadAttention, the transformer encoder and decoder
+// layers and stacks, and nn::Transformer on the weights and inputs of
+// tests/reference/attention.json (make_attention.py), outputs, attention weights and gradients in
+// f64; state dicts both ways; scaled_dot_product_attention's masks against the plain formula.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -44,7 +44,19 @@ std::shared_ptr<nn::Module> module_for(const json& c) {
                                                  .batch_first = o.at("batch_first"),
                                                  .norm_first = o.at("norm_first")};
   if (kind == "encoder_layer") return std::make_shared<nn::TransformerEncoderLayer>(E, 2, layer);
-  return std::make_shared<nn::TransformerEncoder>(E, 2, o.at("layers"), layer, o.at("final_norm"));
+  if (kind == "encoder")
+    return std::make_shared<nn::TransformerEncoder>(E, 2, o.at("layers"), layer,
+                                                    o.at("final_norm"));
+  if (kind == "decoder_layer") return std::make_shared<nn::TransformerDecoderLayer>(E, 2, layer);
+  if (kind == "decoder")
+    return std::make_shared<nn::TransformerDecoder>(E, 2, o.at("layers"), layer,
+                                                    o.at("final_norm"));
+  REQUIRE(kind == "transformer");
+  return std::make_shared<nn::Transformer>(
+      E, 2,
+      nn::TransformerOptions{.num_encoder_layers = o.at("encoder_layers"),
+                             .num_decoder_layers = o.at("decoder_layers"),
+                             .layer = layer});
 }
 
 Tensor run(nn::Module& m, const json& c, std::map<std::string, Tensor>& inputs, Tensor& weights) {
@@ -60,6 +72,27 @@ Tensor run(nn::Module& m, const json& c, std::map<std::string, Tensor>& inputs, 
                                            .average_attn_weights = c.at("options").at("average")});
     weights = out.weights;
     return out.output;
+  }
+  if (kind == "transformer") {
+    // The target mask is the model's own, which must equal PyTorch's.
+    const Tensor subsequent =
+        nn::Transformer::generate_square_subsequent_mask(inputs["tgt"].size(1), DType::f64);
+    REQUIRE(equal(subsequent, mask_of(c, "tgt_mask")));
+    return dynamic_cast<nn::Transformer&>(m).forward(
+        inputs["src"], inputs["tgt"],
+        {.tgt_mask = subsequent,
+         .src_key_padding_mask = mask_of(c, "src_key_padding_mask"),
+         .memory_key_padding_mask = mask_of(c, "memory_key_padding_mask")});
+  }
+  if (kind == "decoder_layer" || kind == "decoder") {
+    const nn::DecoderMasks masks{.tgt_mask = mask_of(c, "tgt_mask"),
+                                 .memory_mask = mask_of(c, "memory_mask"),
+                                 .tgt_key_padding_mask = mask_of(c, "tgt_key_padding_mask"),
+                                 .memory_key_padding_mask = mask_of(c, "memory_key_padding_mask")};
+    if (kind == "decoder_layer")
+      return dynamic_cast<nn::TransformerDecoderLayer&>(m).forward(inputs["tgt"], inputs["memory"],
+                                                                   masks);
+    return dynamic_cast<nn::TransformerDecoder&>(m).forward(inputs["tgt"], inputs["memory"], masks);
   }
   const nn::EncoderMasks masks{.mask = mask_of(c, "mask"),
                                .src_key_padding_mask = mask_of(c, "src_key_padding_mask")};
@@ -124,6 +157,46 @@ TEST_CASE("MultiheadAttention has PyTorch's state dict names and refuses bad sha
   CHECK(state.count("norm.weight") == 1);
   CHECK_THROWS_WITH(nn::TransformerEncoderLayer(16, 4, {.activation = "tanh"}),
                     Contains("\"relu\" or \"gelu\""));
+}
+
+TEST_CASE("Transformer: PyTorch's state dict names, causal flags as masks, bad shapes refused") {
+  manual_seed(3);
+  nn::Transformer model(16, 4,
+                        {.num_encoder_layers = 2,
+                         .num_decoder_layers = 3,
+                         .layer = {.dim_feedforward = 32, .dropout = 0.0, .batch_first = true}});
+  const auto state = model.state_dict();
+  for (const char* name :
+       {"encoder.layers.1.self_attn.in_proj_weight", "encoder.norm.weight",
+        "decoder.layers.2.multihead_attn.in_proj_weight", "decoder.layers.0.norm3.bias",
+        "decoder.layers.1.multihead_attn.out_proj.weight", "decoder.norm.bias"})
+    CHECK(state.count(name) == 1);
+  CHECK(state.size() == 2 * 12 + 2 + 3 * 18 + 2);
+  // Xavier-uniform, as PyTorch's constructor: |w| <= sqrt(6 / (fan_in + fan_out)).
+  CHECK(model.decoder->layers->named_parameters().size() == 3 * 18);
+  CHECK(state.at("decoder.layers.0.linear1.weight").abs().max().item() <=
+        std::sqrt(6.0 / (16 + 32)));
+
+  const Tensor src = randn({2, 7, 16}), tgt = randn({2, 5, 16});
+  const Tensor flagged = model.forward(src, tgt, {.tgt_is_causal = true});
+  const Tensor masked =
+      model.forward(src, tgt, {.tgt_mask = nn::Transformer::generate_square_subsequent_mask(5)});
+  CHECK(allclose(flagged, masked, 1e-5, 1e-6));
+  CHECK(flagged.shape() == Shape{2, 5, 16});
+  CHECK(model({src, tgt}).shape() == Shape{2, 5, 16});
+  // A causal decoder: changing a later target position leaves the earlier outputs alone.
+  Tensor changed = tgt.clone();
+  changed.select(1, 4).fill_(3.0);
+  const Tensor after = model.forward(src, changed, {.tgt_is_causal = true});
+  CHECK(allclose(after.narrow(1, 0, 4), flagged.narrow(1, 0, 4), 1e-5, 1e-6));
+  CHECK_FALSE(allclose(after.select(1, 4), flagged.select(1, 4)));
+
+  CHECK_THROWS_WITH(model.forward(src, randn({3, 5, 16})), Contains("one batch size"));
+  CHECK_THROWS_WITH(model.forward(src, randn({2, 5, 8})), Contains("d_model 16"));
+  CHECK_THROWS_WITH(model.forward(src, randn({5, 16})), Contains("both unbatched"));
+  CHECK_THROWS_WITH(model.decoder->forward_many({tgt}), Contains("TransformerDecoder"));
+  CHECK_THROWS_WITH(nn::TransformerDecoderLayer(16, 4, {.activation = "tanh"}),
+                    Contains("TransformerDecoderLayer") && Contains("\"relu\" or \"gelu\""));
 }
 
 TEST_CASE("scaled_dot_product_attention: masks, causal and scale as the plain formula") {

@@ -1,9 +1,9 @@
 // `kiln-bench ops`: kiln's ops at the sizes where they are bound by memory or by math, each
-// against the device-to-device copy of the same bytes (the bandwidth ceiling) or in TFLOP/s, and
-// the host cost of a tiny op. The ops are the entries of the tests' op table
-// (tests/support/op_table.cpp), looked up by name and run on inputs of the benchmark's sizes: one
-// list of ops for the parity tests, the gradient checks and this. Its peer, ops_torch.py, prints
-// the same lines for PyTorch, so one call on one machine compares the two.
+// against the device-to-device copy of the same bytes (the bandwidth ceiling) or in TFLOP/s
+// (GFLOP/s on a CPU), and the host cost of a tiny op. The ops are the entries of the tests' op
+// table (tests/support/op_table.cpp), looked up by name and run on inputs of the benchmark's sizes:
+// one list of ops for the parity tests, the gradient checks and this. Its peer, ops_torch.py,
+// prints the same lines for PyTorch, so one call on one machine compares the two.
 #include "ops.h"
 
 #include <fmt/format.h>
@@ -142,7 +142,10 @@ int run_ops(const OpsOptions& options) {
     const double ms = median_ms([&] { mm_op({p, q}); }, repeats, device);
     backends::set_cuda_matmul_allow_tf32(false);
     const double work = 2.0 * static_cast<double>(side) * side * side;
-    rows.push_back({op, fmt::format("{}^3", side), ms, work / (ms * 1e-3) / 1e12, "TFLOP/s"});
+    // A CPU's rate in GFLOP/s: in TFLOP/s with one decimal it would print 0.0.
+    const double unit = gpu ? 1e12 : 1e9;
+    rows.push_back({op, fmt::format("{}^3", side), ms, work / (ms * 1e-3) / unit,
+                    gpu ? "TFLOP/s" : "GFLOP/s"});
   };
   flops("matmul f32", x, y, false);
   if (gpu) flops("matmul f32 (tf32)", x, y, true);

@@ -95,7 +95,9 @@ def main():
             torch.backends.cuda.matmul.allow_tf32 = tf32
             ms = median_ms(lambda: p @ q, repeats, device)
             torch.backends.cuda.matmul.allow_tf32 = False
-            rows.append([op, f"{side}^3", ms, 2.0 * side ** 3 / (ms * 1e-3) / 1e12, "TFLOP/s", None])
+            # A CPU's rate in GFLOP/s, as kiln-bench's.
+            unit, name = (1e12, "TFLOP/s") if device.type == "cuda" else (1e9, "GFLOP/s")
+            rows.append([op, f"{side}^3", ms, 2.0 * side ** 3 / (ms * 1e-3) / unit, name, None])
 
         flops("matmul f32", x, y, False)
         if gpu:

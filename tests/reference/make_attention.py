@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Writes attention.json: PyTorch's nn.MultiheadAttention, TransformerEncoderLayer and
-TransformerEncoder (f64, training mode with dropout 0, so no fast path) on fixed weights and
-inputs: each case's state dict, inputs, masks, outputs, attention weights, and the gradients of
-sum(output * grad_output) for the inputs and every parameter. tests/test_attention.cpp loads the
-same state dict into kiln's modules and requires the same numbers.
+"""Writes attention.json: PyTorch's nn.MultiheadAttention, TransformerEncoderLayer,
+TransformerEncoder, TransformerDecoderLayer, TransformerDecoder and Transformer (f64, training mode
+with dropout 0, so no fast path) on fixed weights and inputs: each case's state dict, inputs,
+masks, outputs, attention weights, and the gradients of sum(output * grad_output) for the inputs
+and every parameter. tests/test_attention.cpp loads the same state dict into kiln's modules and
+requires the same numbers.
 
 Run from anywhere with a python3 that has torch:  /usr/bin/python3 tests/reference/make_attention.py
 """
@@ -111,6 +112,51 @@ def main():
     case.update(options={"norm_first": True, "activation": "relu", "batch_first": False,
                          "dim_feedforward": 12, "layers": 2, "final_norm": True},
                 masks={"mask": tensor_json(causal)})
+    cases.append(case)
+
+    # The decoder side: tgt of length L over memory of length S.
+    memory_mask = values((L, S), 1.0, 0.9)
+    tgt_padding = src_padding
+
+    def decoder_call(m, t):
+        return m(t["tgt"], t["memory"], tgt_mask=causal, memory_mask=memory_mask,
+                 tgt_key_padding_mask=tgt_padding, memory_key_padding_mask=padding)
+    decoder_masks = {"tgt_mask": tensor_json(causal), "memory_mask": tensor_json(memory_mask),
+                     "tgt_key_padding_mask": tensor_json(tgt_padding),
+                     "memory_key_padding_mask": tensor_json(padding)}
+    for norm_first, activation, batch_first in [(False, "relu", False), (True, "gelu", True)]:
+        layer = nn.TransformerDecoderLayer(E, H, dim_feedforward=12, dropout=0.0,
+                                           activation=activation, batch_first=batch_first,
+                                           norm_first=norm_first)
+        tgt, mem = ((N, L, E), (N, S, E)) if batch_first else ((L, N, E), (S, N, E))
+        case = run("decoder_layer", layer, [("tgt", tgt), ("memory", mem)], decoder_call)
+        case.update(options={"norm_first": norm_first, "activation": activation,
+                             "batch_first": batch_first, "dim_feedforward": 12},
+                    masks=decoder_masks)
+        cases.append(case)
+
+    layer = nn.TransformerDecoderLayer(E, H, dim_feedforward=12, dropout=0.0)
+    decoder = nn.TransformerDecoder(layer, 2, norm=nn.LayerNorm(E))
+    case = run("decoder", decoder, [("tgt", (L, N, E)), ("memory", (S, N, E))],
+               lambda m, t: m(t["tgt"], t["memory"], tgt_mask=causal))
+    case.update(options={"norm_first": False, "activation": "relu", "batch_first": False,
+                         "dim_feedforward": 12, "layers": 2, "final_norm": True},
+                masks={"tgt_mask": tensor_json(causal)})
+    cases.append(case)
+
+    subsequent = nn.Transformer.generate_square_subsequent_mask(L).double()
+
+    def transformer_call(m, t):
+        return m(t["src"], t["tgt"], tgt_mask=subsequent, src_key_padding_mask=padding,
+                 memory_key_padding_mask=padding)
+    model = nn.Transformer(E, H, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=12,
+                           dropout=0.0, batch_first=True)
+    case = run("transformer", model, [("src", (N, S, E)), ("tgt", (N, L, E))], transformer_call)
+    case.update(options={"norm_first": False, "activation": "relu", "batch_first": True,
+                         "dim_feedforward": 12, "encoder_layers": 1, "decoder_layers": 2},
+                masks={"tgt_mask": tensor_json(subsequent),
+                       "src_key_padding_mask": tensor_json(padding),
+                       "memory_key_padding_mask": tensor_json(padding)})
     cases.append(case)
 
     out = pathlib.Path(__file__).with_name("attention.json")
