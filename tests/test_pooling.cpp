@@ -228,6 +228,36 @@ TEST_CASE("pooling: max_pool2d propagates NaN and keeps the first of tied maxima
   CHECK(r.indices.tolist() == std::vector<double>{4, 2});
 }
 
+TEST_CASE("pooling: max_pool2d on wide rows with tied maxima equals the loop reference") {
+  // Wide enough that most windows lie inside the row (the kernel's tap-by-tap loop) and a few
+  // values only, so most windows hold ties: the first maximum must win there as at the edges.
+  Tensor x = floor(mul(random_f64({2, 2, 9, 37}, 15), 3.0));
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const PoolParams& p : max_pool_combos()) {
+      INFO(describe_params(p) << " " << dtype_name(dtype));
+      MaxPool2dResult r = max_pool2d_with_indices(x.to(dtype), p.kernel, p.stride, p.padding,
+                                                  p.dilation, p.ceil_mode);
+      Reference want = reference_pool(x, p, true);
+      check_close(r.values, as_tensor(want), kExact);
+      std::vector<double> idx = r.indices.tolist();
+      REQUIRE(idx.size() == want.indices.size());
+      for (size_t i = 0; i < idx.size(); ++i)
+        CHECK(static_cast<int64_t>(idx[i]) == want.indices[i]);
+    }
+  }
+  // A NaN inside the row wins its windows, and of two NaNs in one window the later one.
+  std::vector<double> row(12, 1.0);
+  row[5] = std::nan(""), row[6] = 9.0, row[7] = std::nan("");
+  MaxPool2dResult r = max_pool2d_with_indices(tensor<double>(row, {1, 1, 1, 12}), {1, 3}, {1, 1});
+  const std::vector<double> idx = r.indices.tolist();
+  CHECK(idx == std::vector<double>{0, 1, 2, 5, 5, 7, 7, 7, 8, 9});
+  const std::vector<double> v = r.values.tolist();
+  CHECK(v[2] == 1.0);
+  CHECK(std::isnan(v[3]));
+  CHECK(std::isnan(v[6]));
+  CHECK(v[8] == 1.0);
+}
+
 TEST_CASE("pooling: max_pool2d in f16 and bf16 picks the same values as in f32") {
   Tensor x = random_f64({2, 2, 6, 7}, 14).to(DType::f32);
   Tensor want = max_pool2d(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
