@@ -1,6 +1,6 @@
-// The matrix-product family, on every device: Eigen on the CPU (kernels/cpu/matmul.cpp), cuBLAS
-// on the GPU (kernels/cuda/matmul.cpp). The BLAS-style gemm on raw buffers that conv2d builds on
-// stays inside each device's folder (kernels/cpu/gemm.h, kernels/cuda/gemm.h).
+// The matrix-product family, on every device: oneDNN and Eigen on the CPU (kernels/cpu/matmul.cpp),
+// cuBLAS on the GPU (kernels/cuda/matmul.cpp). The BLAS-style gemm on raw buffers that conv2d
+// builds on stays inside each device's folder (kernels/cpu/gemm.h, kernels/cuda/gemm.h).
 #pragma once
 
 #include "kiln/core/tensor.h"
@@ -16,8 +16,9 @@ struct MatmulKernels {
   // t itself when each of its matrices (last two dims) is row- or column-major, else a
   // contiguous copy: transposed views reach the library without a copy.
   Tensor (*as_gemm_operand)(const Tensor& t);
-  // Whether f16 and bf16 operands go in as they are (cuBLAS, accumulating in f32) rather than
-  // through f32 copies (the CPU).
+  // Whether f16 and bf16 operands go in as they are (cuBLAS, and the CPU's oneDNN for bf16, both
+  // accumulating in f32; the CPU makes f32 copies itself where oneDNN does not take a product)
+  // rather than as f32 copies made by the op.
   bool takes_half;
 
   static const MatmulKernels cpu;

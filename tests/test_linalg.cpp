@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "gradcheck.h"
+#include "kiln/kernels/cpu/matmul_onednn.h"
 #include "kiln/kiln.h"
 #include "parity.h"
 
@@ -176,6 +178,55 @@ TEST_CASE("linalg: 16-bit floats multiply in f32") {
     // The reference multiplies the same rounded inputs; only the output rounding differs.
     Tensor want = reference_matmul(a16.to(DType::f64), b16.to(DType::f64));
     check_close(out, want, tolerance(t));
+  }
+}
+
+// bf16 products go to oneDNN's matmul where it has a kernel for this CPU, else through f32 copies;
+// the two sum the same bf16 inputs in f32 in different orders, so they agree to bf16's rounding.
+TEST_CASE("linalg: bf16 products through oneDNN equal the f32 copies' to bf16 rounding") {
+  const Tensor w = random({29, 23}, 42, DType::f32).to(DType::bf16);
+  const Tensor stack = random({3, 4, 17, 29}, 43, DType::f32).to(DType::bf16);
+  const Tensor bias = random({23}, 44, DType::f32).to(DType::bf16);
+  const Tensor wide = random({5, 29, 23}, 45, DType::f32).to(DType::bf16);
+  struct Case {
+    const char* what;
+    std::function<Tensor()> run;
+  };
+  const std::vector<Case> cases{
+      {"matrix x matrix", [&] { return matmul(stack.select(0, 1).select(0, 2), w); }},
+      {"transposed operands", [&] { return matmul(w.t(), stack.select(0, 0).select(0, 1).t()); }},
+      {"stack x matrix (broadcast batch)", [&] { return matmul(stack, w); }},
+      {"batch x batch",
+       [&] {
+         return matmul(stack.select(0, 2).narrow(0, 0, 4),
+                       wide.narrow(0, 0, 4).expand({4, 29, 23}));
+       }},
+      {"batch strides that do not fold", [&] { return matmul(stack.narrow(1, 1, 2), w); }},
+      {"broadcast along one batch dim only",
+       [&] {
+         return matmul(stack.narrow(0, 0, 1).expand({2, 4, 17, 29}), wide.narrow(0, 0, 4));
+       }},
+      {"linear with bias (accumulates)", [&] { return linear(stack, w.t(), bias); }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const Tensor fused = c.run();
+    backends::set_onednn_enabled(false);
+    const Tensor copies = c.run();
+    backends::set_onednn_enabled(true);
+    REQUIRE(fused.dtype() == DType::bf16);
+    REQUIRE(fused.shape() == copies.shape());
+    const Tensor a = fused.to(DType::f64), b = copies.to(DType::f64);
+    // Adjacent bf16 values at most: 2^-7 of the magnitude, and a little room near zero.
+    CHECK(all(le(abs(sub(a, b)), add(mul(abs(b), 1.0 / 128), 1e-3))).item() == 1.0);
+  }
+  // On a CPU with bf16 dot products oneDNN takes the product: the path above is the one tested.
+  if (cpu_isa() >= CpuIsa::avx512_bf16 && backends::onednn_enabled()) {
+    const Tensor out = empty({17, 23}, DType::bf16);
+    CHECK(cpu::onednn_bf16_matmul(stack.select(0, 0).select(0, 0), w, out, false));
+    CHECK(allclose(out.to(DType::f32),
+                   matmul(stack.select(0, 0).select(0, 0).to(DType::f32), w.to(DType::f32)),
+                   1.0 / 64, 1e-2));
   }
 }
 

@@ -1,5 +1,7 @@
 // CPU matrix products: f32 through oneDNN's sgemm (JIT kernels for the CPU that runs, as PyTorch's
-// BLAS), f64 and every product oneDNN cannot take through Eigen.
+// BLAS), bf16 through oneDNN's matmul (kernels/cpu/matmul_onednn.h: AVX512-BF16 or AMX), f64 and
+// every product oneDNN cannot take through Eigen; f16, and bf16 where oneDNN has no kernel, go
+// through f32 copies rounded once at the end.
 #include "kiln/kernels/matmul.h"
 
 #if KILN_WITH_ONEDNN
@@ -16,8 +18,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/kernels/copy.h"
 #include "kiln/kernels/cpu/gemm.h"
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/cpu/matmul_onednn.h"
 #include "kiln/kernels/layout.h"
 
 namespace kiln::cpu {
@@ -113,7 +117,27 @@ Tensor as_gemm_operand(const Tensor& t) {
   return matrix_layout(t).ok ? t : contiguous_with(CopyKernels::cpu, t);
 }
 
+namespace {
+
+// A contiguous f32 copy of a 16-bit t.
+Tensor widened(const Tensor& t) {
+  Tensor wide = empty(t.shape(), DType::f32, Device::cpu());
+  CopyKernels::cpu.copy(t, wide);
+  return wide;
+}
+
+}  // namespace
+
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  if (out.dtype() == DType::bf16 || out.dtype() == DType::f16) {
+    if (onednn_bf16_matmul(a, b, out, accumulate)) return;
+    // f16, or a bf16 product oneDNN does not take: through f32 copies, rounded once at the end.
+    const Tensor wide_out =
+        accumulate ? widened(out) : empty(out.shape(), DType::f32, Device::cpu());
+    batched_matmul(widened(a), widened(b), wide_out, accumulate);
+    CopyKernels::cpu.copy(wide_out, out);
+    return;
+  }
   const int64_t d = out.dim();
   const int64_t n = out.shape()[d - 2], m = out.shape()[d - 1], k = a.shape()[d - 1];
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
@@ -146,6 +170,6 @@ namespace kiln {
 
 const MatmulKernels MatmulKernels::cpu{.batched_matmul = cpu::batched_matmul,
                                        .as_gemm_operand = cpu::as_gemm_operand,
-                                       .takes_half = false};
+                                       .takes_half = true};
 
 }  // namespace kiln

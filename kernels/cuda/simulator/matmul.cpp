@@ -59,7 +59,8 @@ Tensor as_gemm_operand(const Tensor& t) {
   return matrix_layout(t).ok ? t : contiguous_with(*CopyKernels::cuda, t);
 }
 
-// takes_half false, as the CPU's table: f16 and bf16 go through f32 copies.
+// takes_half false: f16 and bf16 go through f32 copies made by the op (the CPU's table takes bf16
+// itself, for oneDNN).
 const MatmulKernels kSimulated{batched_matmul, as_gemm_operand, false};
 
 }  // namespace
