@@ -4,7 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <utility>
 
 #include "kiln/core/backends.h"
 #include "kiln/core/cpu_isa.h"
