@@ -191,6 +191,21 @@ TEST_CASE("Transformer: PyTorch's state dict names, causal flags as masks, bad s
   CHECK(allclose(after.narrow(1, 0, 4), flagged.narrow(1, 0, 4), 1e-5, 1e-6));
   CHECK_FALSE(allclose(after.select(1, 4), flagged.select(1, 4)));
 
+  // Under bf16 autocast the output is bf16's rounding of the f32 one, and gradients reach the
+  // encoder's first layer through the decoder's attention over memory.
+  Tensor mixed;
+  {
+    autocast bf16(DType::bf16);
+    mixed = model.forward(src, tgt, {.tgt_is_causal = true});
+  }
+  CHECK(allclose(mixed.to(DType::f32), flagged, 0.1, 0.1));
+  mixed.to(DType::f32).sum().backward();
+  Tensor first;
+  for (const auto& [name, p] : model.encoder->named_parameters())
+    if (name == "layers.0.linear1.weight") first = p.grad();
+  REQUIRE(first.defined());
+  CHECK(first.abs().sum().item() > 0.0);
+
   CHECK_THROWS_WITH(model.forward(src, randn({3, 5, 16})), Contains("one batch size"));
   CHECK_THROWS_WITH(model.forward(src, randn({2, 5, 8})), Contains("d_model 16"));
   CHECK_THROWS_WITH(model.forward(src, randn({5, 16})), Contains("both unbatched"));
