@@ -47,6 +47,10 @@ struct Conv2dKernels {
   // Whether the operands may come all laid out channels-last (cuDNN's NHWC kernels); a device
   // without it gets them contiguous, and ops/conv.cpp lays the result out as asked.
   bool takes_channels_last;
+  // Where takes_half: whether bf16 goes in as it is on GPU `device` (null: on every device).
+  // cuDNN has bf16 kernels from compute capability 8.0 on only; below it ops/conv.cpp computes a
+  // bf16 convolution in f32 (copies in, the result rounded back), as PyTorch leaves cuDNN there.
+  bool (*takes_bf16)(int device) = nullptr;
 
   static const Conv2dKernels cpu;
   static const Conv2dKernels* const cuda;  // null in a build without CUDA

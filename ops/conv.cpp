@@ -8,12 +8,15 @@
 #include "kiln/ops/conv.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kiln/core/autograd/grad_mode.h"
+#include "kiln/core/cuda.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/conv2d.h"
 #include "kiln/ops/autocast.h"
@@ -110,22 +113,41 @@ MemoryFormat conv_format(const Tensor& a, const Tensor& b) {
   return channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
+// Says once per process that bf16 convolutions on `device` compute in f32 (KernelCall).
+void tell_bf16_as_f32(int device) {
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    const cuda::DeviceProperties gpu = cuda::get_device_properties(device);
+    std::fprintf(stderr,
+                 "kiln: conv2d: cuda:%d (%s) is compute capability %d.%d, and cuDNN has bf16 "
+                 "convolutions from 8.0 on only: bf16 convolutions there compute in f32 "
+                 "(ops/conv.cpp)\n",
+                 device, gpu.name.c_str(), gpu.major, gpu.minor);
+  });
+}
+
 // How one call reaches a device's kernels. Both tables take 16-bit floats as they are (the CPU's
 // kernels widen them to f32 where no direct path takes them; cuDNN accumulates in f32); a table
 // without takes_half would get f32 here. The CPU takes contiguous operands, so a channels-last
 // result is laid out afterwards; cuDNN takes channels-last operands as they are. cuDNN has no
 // double-precision kernels for NHWC operands, so f64 reaches it in NCHW and the result is laid
-// out afterwards (PyTorch's cudnn_conv_suggest_memory_format keeps f64 in NCHW).
+// out afterwards (PyTorch's cudnn_conv_suggest_memory_format keeps f64 in NCHW). Nor has it bf16
+// kernels below compute capability 8.0 (takes_bf16): there bf16 goes in as f32 copies and the
+// result is rounded back, as PyTorch routes bf16 away from cuDNN on such a GPU; the first such
+// call says so on stderr.
 struct KernelCall {
   KernelCall(const char* op, Device device, MemoryFormat format, DType dtype)
       : kernels(kernels_for<Conv2dKernels>(op, device)),
         result_format(format),
-        kernel_format(kernels.takes_channels_last && dtype != DType::f64
-                          ? format
-                          : MemoryFormat::contiguous) {}
+        kernel_format(
+            kernels.takes_channels_last && dtype != DType::f64 ? format : MemoryFormat::contiguous),
+        bf16_as_f32(dtype == DType::bf16 && device.is_cuda() && kernels.takes_bf16 != nullptr &&
+                    !kernels.takes_bf16(device.index)) {
+    if (bf16_as_f32) tell_bf16_as_f32(device.index);
+  }
 
   DType compute_dtype(DType dtype) const {
-    if (kernels.takes_half) return dtype;
+    if (kernels.takes_half && !(dtype == DType::bf16 && bf16_as_f32)) return dtype;
     return dtype == DType::f64 ? DType::f64 : DType::f32;
   }
   // An operand as the kernels take it: detached, in the compute dtype, in their layout (a 1-D
@@ -146,6 +168,7 @@ struct KernelCall {
 
   DeviceKernels<Conv2dKernels> kernels;
   MemoryFormat result_format, kernel_format;
+  bool bf16_as_f32;  // the device's kernels take no bf16: the op's f32 copies go in
 };
 
 struct Conv2dBackward : Node {

@@ -15,6 +15,7 @@
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda_simulated.h"
+#include "kiln/kernels/conv2d.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
 #include "parity.h"
@@ -308,12 +309,68 @@ TEST_CASE("cuda conv2d: TF32 on stays within TF32 accuracy") {
   check_close(got.grad_w, want.grad_w, Tolerance{0.0, 147.0 / 1024});
   // The simulator rounds as TF32 does (kernels/cuda/simulator/conv2d.cpp); cuDNN on a GPU may
   // pick an algorithm without tensor cores for a problem this small, so only there is the
-  // difference from f32 certain.
+  // difference from f32 certain. TF32 tensor cores came with compute capability 8.0: below it
+  // (sim_gpu_test_conv2d_sm75) cuDNN computes f32 in f32 whatever the switch says, as the
+  // simulator does there.
+  // Deterministic sums, so that only TF32 can make a difference.
   if (cuda::is_simulated()) {
-    const Results f32 = run(g, DType::f32, kGpu, false);
-    CHECK(abs(sub(got.out, f32.out)).max().item() > 0.0);
-    CHECK(abs(sub(got.grad_w, f32.grad_w)).max().item() > 0.0);
+    BackendsGuard guard;
+    backends::set_cudnn_deterministic(true);
+    const Results tf32 = run(g, DType::f32, kGpu, true), f32 = run(g, DType::f32, kGpu, false);
+    const double out_diff = abs(sub(tf32.out, f32.out)).max().item();
+    const double grad_w_diff = abs(sub(tf32.grad_w, f32.grad_w)).max().item();
+    if (cuda::get_device_properties(0).major >= 8) {
+      CHECK(out_diff > 0.0);
+      CHECK(grad_w_diff > 0.0);
+    } else {
+      CHECK(out_diff == 0.0);
+      CHECK(grad_w_diff == 0.0);
+    }
   }
+}
+
+// cuDNN has bf16 kernels from compute capability 8.0 on. Below it (a T4 or an RTX 20, and the
+// simulator at 7.5: sim_gpu_test_conv2d_sm75) the op computes bf16 in f32, the result rounded
+// back, so that it runs there; the table itself, called as the op would without that route,
+// refuses bf16 naming the GPU: on the simulator its cuDNN stand-in refuses what cuDNN refuses.
+TEST_CASE("cuda conv2d: bf16 runs on every GPU, in f32 below compute capability 8.0") {
+  BackendsGuard guard;
+  const Geometry& g = kGeometries[0];
+  const Results want = run(g, DType::bf16, Device::cpu()), got = run(g, DType::bf16, kGpu);
+  check_gpu_parity(got.out, want.out, conv_tolerance(DType::bf16));
+  check_gpu_parity(got.grad_x, want.grad_x, conv_tolerance(DType::bf16));
+  check_gpu_parity(got.grad_w, want.grad_w, conv_tolerance(DType::bf16));
+
+  const cuda::DeviceProperties gpu = cuda::get_device_properties(0);
+  const Conv2dKernels& table = *Conv2dKernels::cuda;
+  REQUIRE(table.takes_bf16 != nullptr);
+  CHECK(table.takes_bf16(0) == (gpu.major >= 8));
+  const Tensor x = random(g.x, 1, DType::bf16).to(kGpu);
+  const Tensor w = random(g.w, 2, DType::bf16).to(kGpu);
+  Conv2dGeometry geometry;
+  geometry.batch = g.x[0], geometry.in_channels = g.x[1], geometry.in_h = g.x[2];
+  geometry.in_w = g.x[3], geometry.out_channels = g.w[0], geometry.kernel_h = g.w[2];
+  geometry.kernel_w = g.w[3], geometry.pad_h = g.padding[0], geometry.pad_w = g.padding[1];
+  geometry.out_h = g.x[2] + 2 * g.padding[0] - g.w[2] + 1;
+  geometry.out_w = g.x[3] + 2 * g.padding[1] - g.w[3] + 1;
+  const Tensor out = empty({g.x[0], g.w[0], geometry.out_h, geometry.out_w}, DType::bf16, kGpu);
+  const auto direct = [&] { table.forward(x, w, Tensor(), out, geometry); };
+  if (gpu.major >= 8) {
+    direct();
+    check_gpu_parity(out, conv2d(x, w, Tensor(), g.stride, g.padding).cpu(), kExact);
+    return;
+  }
+  // The route: the f32 convolution of the same numbers, rounded to bf16, bit for bit.
+  backends::set_cudnn_allow_tf32(false);
+  const Tensor in_f32 = conv2d(x.to(DType::f32), w.to(DType::f32), Tensor(), g.stride, g.padding);
+  check_gpu_parity(conv2d(x, w, Tensor(), g.stride, g.padding), in_f32.to(DType::bf16).cpu(),
+                   kExact);
+  // The planted bug: without the route the call is refused, with cuDNN's reason and the GPU.
+  CHECK_THROWS_WITH(
+      direct(),
+      Catch::Matchers::Contains("cuDNN has no bf16 kernels below compute capability 8.0") &&
+          Catch::Matchers::Contains("cuda:0 (" + gpu.name + ") is " + std::to_string(gpu.major) +
+                                    "." + std::to_string(gpu.minor)));
 }
 
 TEST_CASE("cuda conv2d: zero-size batch, channels and outputs") {

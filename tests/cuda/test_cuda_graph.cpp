@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/backends.h"
 #include "kiln/core/cuda_graph.h"
 #include "kiln/core/cuda_simulated.h"
 #include "kiln/kiln.h"
@@ -250,6 +251,58 @@ TEST_CASE("cuda graphs: captures do not nest, and capture_end without a capture 
   CHECK_THROWS_WITH(inner.capture_end(), Contains("not capturing"));
   CHECK_THROWS_WITH(cuda::CUDAGraph().capture_begin({.stream = cuda::Stream::default_stream()}),
                     Contains("the default stream cannot capture"));
+}
+
+// A convolution whose cuDNN plan (the graph API, KILN_CUDNN_API=v9) or, in benchmark mode, whose
+// legacy-API algorithm search (v7) has not been made yet cannot be made inside a capture: kiln's
+// cuDNN paths refuse it by name (kernels/cuda/conv2d/), and the simulator's cuDNN stand-in
+// refuses it where they would. A warm-up call before the capture makes it, and the graph then
+// replays. The legacy API's heuristics only query cuDNN, so a capture may list those.
+TEST_CASE("cuda graphs: a convolution's first cuDNN plan is refused inside a capture") {
+  if (graphs_need_caching()) return;
+  struct Restore {
+    backends::CudnnApi api = backends::cudnn_api();
+    bool benchmark = backends::cudnn_benchmark();
+    ~Restore() {
+      backends::set_cudnn_api(api);
+      backends::set_cudnn_benchmark(benchmark);
+    }
+  } restore;
+  struct Case {
+    backends::CudnnApi api;
+    bool benchmark;
+    const char* refusal;  // null: the capture builds what it needs
+  };
+  const char* graph_plan = "a cuDNN graph-API plan built for a problem not seen before";
+  const Case cases[] = {
+      {backends::CudnnApi::v9, false, graph_plan},
+      {backends::CudnnApi::v9, true, graph_plan},
+      {backends::CudnnApi::v7, true, "a cuDNN legacy-API algorithm search for a problem not seen"},
+      {backends::CudnnApi::v7, false, nullptr}};
+  int64_t height = 5;
+  for (const Case& c : cases) {
+    INFO(backends::cudnn_api_name(c.api) << (c.benchmark ? " in benchmark mode" : ""));
+    backends::set_cudnn_api(c.api);
+    backends::set_cudnn_benchmark(c.benchmark);
+    ++height;  // a problem no call has made yet
+    Tensor x = some_input(60, {1, 3, height, 7}).to(kGpu);
+    const Tensor w = some_input(61, {4, 3, 3, 3}).to(kGpu);
+    Tensor y;
+    const auto convolve = [&] { y = conv2d(x, w, Tensor(), {1, 1}, {1, 1}); };
+    if (c.refusal != nullptr) {
+      CHECK_THAT(refusal_of(convolve),
+                 Contains(c.refusal) && Contains("run the step once before capturing it"));
+      convolve();  // the warm-up
+    }
+    cuda::CUDAGraph graph;
+    graph.capture(convolve);
+    for (uint64_t i = 0; i < 2; ++i) {
+      const Tensor input = some_input(70 + i, x.shape());
+      x.copy_(input);
+      graph.replay();
+      CHECK(bytes_of(y) == bytes_of(conv2d(input.to(kGpu), w, Tensor(), {1, 1}, {1, 1})));
+    }
+  }
 }
 
 namespace {

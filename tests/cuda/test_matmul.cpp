@@ -12,6 +12,7 @@
 
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
+#include "kiln/core/cuda_simulated.h"
 #include "kiln/kernels/cpu/gemm.h"
 #include "kiln/kernels/cuda/gemm.h"
 #include "kiln/kiln.h"
@@ -295,6 +296,16 @@ TEST_CASE("cuda matmul: TF32 on stays within TF32 accuracy") {
   // the relative part scales with sum |a||b| rather than with |want|.
   const Tensor scale = mm(abs(a.to(DType::f64)), abs(b.to(DType::f64)));
   check_close(got, want, Tolerance{1e-2, 1e-5}, scale);
+  // The simulator's cuBLAS stand-in rounds as TF32 does where the GPU has TF32 tensor cores
+  // (compute capability 8.0 and newer), and computes in f32 below (sim_gpu_test_matmul_sm75).
+  if (cuda::is_simulated()) {
+    backends::set_cuda_matmul_allow_tf32(false);
+    const double diff = abs(sub(got, mm(a.to(kGpu), b.to(kGpu)).cpu())).max().item();
+    if (cuda::get_device_properties(0).major >= 8)
+      CHECK(diff > 0.0);
+    else
+      CHECK(diff == 0.0);
+  }
 }
 
 TEST_CASE("cuda matmul: operands on different devices are a DeviceError") {

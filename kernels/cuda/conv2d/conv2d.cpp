@@ -10,6 +10,13 @@
 // Math types: f16/bf16 use tensor cores with f32 accumulation (the convolution descriptor computes
 // in f32); f32 runs with CUDNN_FMA_MATH, which rules out TF32 tensor cores (CUDNN_DEFAULT_MATH
 // would allow them on Ampere and later), unless backends::cudnn_allow_tf32(); f64 computes in f64.
+// cuDNN's bf16 kernels need compute capability 8.0 (takes_bf16): ops/conv.cpp sends bf16 below it
+// as f32, and a bf16 call that reaches here on such a GPU is refused by name, not left to cuDNN.
+//
+// A CUDA-graph capture cannot hold the legacy API's algorithm search in benchmark mode
+// (cudnnFind* runs and times every algorithm, then synchronizes): for a problem not seen before it
+// is refused during a capture, as the graph API refuses a new plan (graph_api.cpp); a warm-up step
+// before the capture lists them. The heuristics only query, so a capture may list those.
 #include "kiln/kernels/conv2d.h"
 
 #include <cuda_runtime.h>
@@ -30,6 +37,7 @@
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
 #include "kiln/core/cuda_check.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/kernels/conv2d_graph_plan.h"
 #include "kiln/kernels/cuda/conv2d/graph_api.h"
 #include "kiln/kernels/cuda/handles.h"
@@ -94,6 +102,14 @@ bool allowed_math(DType dtype, cudnnMathType_t reported, cudnnMathType_t* run_wi
   }
   *run_with = reported;
   return true;
+}
+
+// cuDNN's bf16 kernels are Ampere's (compute capability 8.0); PyTorch asks cuDNN for bf16 only
+// there (CUDAHooks::supportsBFloat16ConvolutionWithCuDNNv8). An attribute read, cheap per call.
+bool takes_bf16(int device) {
+  int major = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 8;
 }
 
 bool is_not_supported(cudnnStatus_t status) {
@@ -368,6 +384,10 @@ std::vector<Candidate> candidates_for(const ConvProblem& p) {
     auto it = cache.entries.find(key);
     if (it != cache.entries.end()) return it->second;
   }
+  if (backends::cudnn_benchmark())
+    cuda::check_not_capturing(
+        "a cuDNN legacy-API algorithm search for a problem not seen before (benchmark mode runs "
+        "and times every algorithm with cudnnFind); run the step once before capturing it");
   // Listed outside the lock: a measured search takes a while, and two threads that race here
   // store equivalent lists.
   std::vector<Candidate> candidates = list_candidates<P>(p);
@@ -430,6 +450,13 @@ MemoryFormat require_operands(const char* op, std::initializer_list<const Tensor
                               const Tensor& out) {
   const DType dtype = out.dtype();
   cudnn_data_type(dtype, op);
+  if (dtype == DType::bf16 && !takes_bf16(out.device().index)) {
+    const DeviceProperties gpu = get_device_properties(out.device().index);
+    throw NotImplementedError(fmt::format(
+        "{}: cuDNN has no bf16 kernels below compute capability 8.0, and {} ({}) is {}.{}; "
+        "conv2d computes bf16 there in f32 (ops/conv.cpp)",
+        op, out.device().str(), gpu.name, gpu.major, gpu.minor));
+  }
   bool all_contiguous = true;
   for (const Tensor* t : tensors) {
     if (!t->defined()) continue;
@@ -531,7 +558,8 @@ constexpr Conv2dKernels kCuda{.forward = cuda::conv2d_forward,
                               .backward_input = cuda::conv2d_backward_input,
                               .backward_weight = cuda::conv2d_backward_weight,
                               .takes_half = true,
-                              .takes_channels_last = true};
+                              .takes_channels_last = true,
+                              .takes_bf16 = cuda::takes_bf16};
 }  // namespace
 
 const Conv2dKernels* const Conv2dKernels::cuda = &kCuda;

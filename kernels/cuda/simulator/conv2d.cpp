@@ -5,13 +5,32 @@
 // as a library call, and on a capturing stream it is recorded to run at each launch of the graph.
 // Replaces kernels/cuda/conv2d/ in this build only (CMakeLists.txt).
 //
-// It takes what cuDNN's table takes, so the ops above run as they do on a GPU: channels-last
-// operands (copied to contiguous and back around the CPU kernels), and, for f32 with
-// backends::cudnn_allow_tf32() (the default, as PyTorch's), TF32 tensor-core numerics: both
-// operands rounded to TF32 (10 mantissa bits, to nearest with ties away from zero, as PTX's
-// cvt.rna.tf32.f32), products summed in f32. cuDNN's own kernels may round differently, so this
-// reproduces TF32's error, not its bits. Whether TF32 applies is decided when the op runs (at
-// capture for a graph), as cuDNN fixes the math mode in the plan it launches.
+// It takes what cuDNN's table takes, so the ops above run as they do on a GPU: f16 and bf16 as they
+// are (widened to f32 copies around the CPU kernels, the result rounded back: cuDNN accumulates
+// them in f32), channels-last operands (copied to contiguous and back), and, for f32 with
+// backends::cudnn_allow_tf32() (the default, as PyTorch's) on a GPU of compute capability 8.0 or
+// newer, TF32 tensor-core numerics: both operands rounded to TF32 (10 mantissa bits, to nearest
+// with ties away from zero, as PTX's cvt.rna.tf32.f32), products summed in f32. cuDNN's own
+// kernels may round differently, so this reproduces TF32's error, not its bits. TF32 tensor cores
+// came with Ampere (8.0): on a Turing GPU (7.5, KILN_SIM_COMPUTE_CAPABILITY=75) cuDNN computes f32
+// in f32 whatever the switch says, and so does this. Whether TF32 applies is decided when the op
+// runs (at capture for a graph), as cuDNN fixes the math mode in the plan it launches.
+//
+// It refuses what cuDNN refuses of what kiln may send (require_cudnn_supports), with cuDNN's
+// CUDNN_STATUS_NOT_SUPPORTED named, so a path that sends it fails here as on a GPU: f64 operands
+// laid out channels-last (NHWC), and bf16 below compute capability 8.0 (cuDNN's bf16 kernels are
+// Ampere's; PyTorch asks for them only at 8.0 and newer, CUDAHooks::
+// supportsBFloat16ConvolutionWithCuDNNv8, and routes bf16 elsewhere below). ops/conv.cpp sends
+// neither (takes_bf16 below tells it the second). f16 at 7.5, f64 in NCHW and every layout of f32
+// cuDNN runs on every GPU CUDA 13 builds for (7.5 and newer).
+//
+// It refuses what kiln's cuDNN paths refuse during a CUDA-graph capture (require_plan): under the
+// graph API (backends::cudnn_api() v9) a plan built for a problem this thread has not seen
+// (graph_api.cpp's plan cache is per thread and keyed as conv2d_graph::plan_key, operand
+// alignments included), and under the legacy API in benchmark mode an algorithm search for a
+// problem the process has not seen (conv2d.cpp's cache: cudnnFind* runs and times every algorithm
+// and synchronizes). The legacy API's heuristics only query, so a capture may list them. A
+// capture without a warm-up step fails here as it would on a GPU.
 //
 // The backward passes sum in an order that changes from call to call unless
 // backends::cudnn_deterministic() is on (sim::Schedule::varied_library_sums, KILN_SIM_VARIED_SUMS),
@@ -31,16 +50,22 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
+#include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/core/memory_format.h"
+#include "kiln/kernels/conv2d_graph_plan.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/simulator/borrowed.h"
+#include "kiln/kernels/cuda/simulator/tf32.h"
 #include "kiln/sim/grid.h"
 
 namespace kiln {
@@ -48,30 +73,43 @@ namespace kiln {
 namespace {
 
 using sim_library::Borrowed;
+using sim_library::round_to_tf32;
 
-float round_to_tf32(float value) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7f800000u) != 0x7f800000u) {  // inf and NaN pass as they are
-    bits += 0x1000u;                          // half of the 13 bits dropped: ties away from zero
-    bits &= ~0x1fffu;
-  }
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
+// The simulated GPU's compute capability (KILN_SIM_COMPUTE_CAPABILITY), as cuDNN reads it.
+cuda::DeviceProperties gpu_of(int device) {
+  return cuda::get_device_properties(device);
 }
 
+// cuDNN's bf16 kernels: compute capability 8.0 and newer (above). The table's takes_bf16.
+bool takes_bf16(int device) {
+  return gpu_of(device).major >= 8;
+}
+
+// TF32 tensor cores: Ampere (8.0) and newer; cuDNN computes f32 in f32 on an older GPU.
 bool rounds_to_tf32(const Tensor& t) {
-  return t.dtype() == DType::f32 && backends::cudnn_allow_tf32();
+  return t.dtype() == DType::f32 && backends::cudnn_allow_tf32() &&
+         sim_library::has_tf32(t.device().index);
 }
 
-// A multiplied operand as the CPU kernels take it: contiguous, and TF32-rounded where cuDNN's
-// tensor cores would round it. x itself when it is already so. A copy is host memory: the call
-// may run inside any cudart call that waits for its stream (lazy streams, docs/simulator.md),
-// the caching allocator's among them, so it must not allocate through that allocator, as a
-// library's kernels never do.
+bool is_half(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16;
+}
+
+// The dtype the CPU kernels compute a cuDNN dtype in: f32 for f16 and bf16 (cuDNN accumulates
+// them in f32), else itself.
+DType cpu_dtype(DType dtype) {
+  return is_half(dtype) ? DType::f32 : dtype;
+}
+
+// A multiplied operand (or the bias) as the CPU kernels take it: contiguous, f16 and bf16 widened
+// to f32, and TF32-rounded where cuDNN's tensor cores would round it. x itself when it is already
+// so; undefined for an undefined x. A copy is host memory: the call may run inside any cudart call
+// that waits for its stream (lazy streams, docs/simulator.md), the caching allocator's among them,
+// so it must not allocate through that allocator, as a library's kernels never do.
 Tensor cpu_operand(const Tensor& x, bool tf32) {
-  if (!tf32 && x.is_contiguous()) return x;
-  Tensor out = empty(x.shape(), x.dtype(), Device::cpu());
+  if (!x.defined()) return x;
+  if (!tf32 && !is_half(x.dtype()) && x.is_contiguous()) return x;
+  Tensor out = empty(x.shape(), cpu_dtype(x.dtype()), Device::cpu());
   CopyKernels::cpu.copy(x, out);
   if (!tf32) return out;
   float* data = out.data<float>();
@@ -79,26 +117,94 @@ Tensor cpu_operand(const Tensor& x, bool tf32) {
   return out;
 }
 
-// Runs `compute` into a contiguous buffer (host memory, as cpu_operand's) when `out` is laid out
-// otherwise, then copies it there.
+// Runs `compute` into a contiguous buffer of the CPU kernels' dtype (host memory, as
+// cpu_operand's) when `out` is laid out otherwise or is f16 or bf16, then copies it there
+// (rounding to out's dtype).
 template <class F>
 void into(const Tensor& out, F compute) {
-  if (out.is_contiguous()) return compute(out);
-  Tensor buffer = empty(out.shape(), out.dtype(), Device::cpu());
+  if (out.is_contiguous() && !is_half(out.dtype())) return compute(out);
+  Tensor buffer = empty(out.shape(), cpu_dtype(out.dtype()), Device::cpu());
   compute(buffer);
   CopyKernels::cpu.copy(buffer, out);
 }
 
-// cuDNN has no double-precision kernels for NHWC operands (PyTorch's
-// cudnn_conv_suggest_memory_format keeps f64 in NCHW for that reason): refused here as cuDNN
-// refuses it, so that a path sending them fails in the simulator as it would on a GPU.
+// What cuDNN refuses of what kiln may send, refused here as cuDNN refuses it (above), so that a
+// path sending it fails in the simulator as it would on a GPU: f64 operands in NHWC (PyTorch's
+// cudnn_conv_suggest_memory_format keeps f64 in NCHW for that reason), and bf16 below compute
+// capability 8.0.
 void require_cudnn_supports(const char* call, std::initializer_list<const Tensor*> operands) {
-  for (const Tensor* t : operands)
-    if (t->defined() && t->dim() == 4 && t->dtype() == DType::f64 && !t->is_contiguous())
+  for (const Tensor* t : operands) {
+    if (!t->defined()) continue;
+    if (t->dim() == 4 && t->dtype() == DType::f64 && !t->is_contiguous())
       throw NotImplementedError(std::string(call) +
                                 ": cuDNN has no f64 kernels for channels-last (NHWC) operands "
                                 "(CUDNN_STATUS_NOT_SUPPORTED); the simulator refuses what cuDNN "
                                 "refuses");
+    if (t->dtype() == DType::bf16) {
+      const int device = t->device().index;
+      const cuda::DeviceProperties gpu = gpu_of(device);
+      if (gpu.major < 8)
+        throw NotImplementedError(fmt::format(
+            "{}: cuDNN has no bf16 kernels below compute capability 8.0, and cuda:{} ({}) is "
+            "{}.{} (CUDNN_STATUS_NOT_SUPPORTED); the simulator refuses what cuDNN refuses",
+            call, device, gpu.name, gpu.major, gpu.minor));
+    }
+  }
+}
+
+using conv2d_graph::Pass;
+
+// One call's problem as kiln's cuDNN paths key their caches (conv2d_graph::plan_key): x, w and y
+// are conv2d's input, weight and output, whichever of them the pass computes; the layout is NCHW
+// when every operand is contiguous, else NHWC, as conv2d.cpp's require_operands decides.
+conv2d_graph::PlanKeyInputs problem_of(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y,
+                                       const Conv2dGeometry& g) {
+  conv2d_graph::PlanKeyInputs in;
+  in.pass = pass;
+  in.device = y.device().index;
+  in.dtype = y.dtype();
+  const bool contiguous = x.is_contiguous() && w.is_contiguous() && y.is_contiguous();
+  in.format = contiguous ? MemoryFormat::contiguous : MemoryFormat::channels_last;
+  in.geometry = g;
+  in.allow_tf32 = backends::cudnn_allow_tf32();
+  in.deterministic = backends::cudnn_deterministic();
+  in.benchmark = backends::cudnn_benchmark();
+  const auto alignment = [](const Tensor& t) {
+    return conv2d_graph::byte_alignment(reinterpret_cast<uintptr_t>(t.data_ptr()));
+  };
+  in.alignments = {alignment(x), alignment(w), alignment(y)};
+  return in;
+}
+
+// The legacy API's algorithm lists (conv2d.cpp's candidate cache: one per problem for the
+// process, keyed without alignments). In benchmark mode listing times every algorithm
+// (cudnnFind*), which a capture cannot hold, as conv2d.cpp's candidates_for says.
+void require_legacy_list(conv2d_graph::PlanKeyInputs in) {
+  static std::mutex mutex;
+  static std::set<std::vector<int64_t>> listed;
+  in.alignments = {};
+  const std::vector<int64_t> key = conv2d_graph::plan_key(in);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (listed.count(key) > 0) return;
+  if (in.benchmark)
+    cuda::check_not_capturing(
+        "a cuDNN legacy-API algorithm search for a problem not seen before (benchmark mode runs "
+        "and times every algorithm with cudnnFind); run the step once before capturing it");
+  listed.insert(key);
+}
+
+// The plan (graph API) or the algorithm list (legacy API) a pass needs, refused during a capture
+// where kiln's path would build it there (above).
+void require_plan(const conv2d_graph::PlanKeyInputs& in) {
+  if (backends::cudnn_api() != backends::CudnnApi::v9) return require_legacy_list(in);
+  // graph_api.cpp's plan cache, per thread (a plan is finalized with its thread's handle).
+  thread_local std::set<std::vector<int64_t>> planned;
+  const std::vector<int64_t> key = conv2d_graph::plan_key(in);
+  if (planned.count(key) > 0) return;
+  cuda::check_not_capturing(
+      "a cuDNN graph-API plan built for a problem not seen before (it may time candidates and "
+      "load kernels); run the step once before capturing it");
+  planned.insert(key);
 }
 
 // Whether the backward passes sum in a varied order: decided when the op runs (at capture for a
@@ -189,17 +295,19 @@ bool workspace_fits(int device, int64_t bytes) {
   }
 }
 
-// A pass's workspace, as the API backends::cudnn_api() names would get it (above).
-void ask_for_workspace(const char* call, const Tensor& x, const Conv2dGeometry& g) {
-  const int64_t bytes = workspace_bytes(g, x.dtype());
+// A pass's workspace, as the API backends::cudnn_api() names would get it (above). A call the
+// graph API hands to the legacy API needs that API's algorithm list too.
+void ask_for_workspace(const char* call, const conv2d_graph::PlanKeyInputs& in) {
+  const int64_t bytes = workspace_bytes(in.geometry, in.dtype);
   if (bytes == 0) return;
-  const int device = x.device().index;
+  const int device = in.device;
   if (backends::cudnn_api() == backends::CudnnApi::v9) {
     if (workspace_fits(device, bytes)) return;
     backends::count_cudnn_fallback(fmt::format(
         "{} (cuDNN graph API): its plan's workspace of {} bytes did not fit ({}); this call ran on "
         "the legacy API",
         call, bytes, last_workspace_error()));
+    require_legacy_list(in);
   }
   workspace_fits(device, bytes);  // else the legacy API's algorithm that needs none
 }
@@ -207,20 +315,26 @@ void ask_for_workspace(const char* call, const Tensor& x, const Conv2dGeometry& 
 void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
              const Conv2dGeometry& g) {
   require_cudnn_supports("cudnn convolution forward", {&x, &weight, &out});
-  ask_for_workspace("cudnn convolution forward", x, g);
-  sim::library_call(
-      "cudnn convolution forward", cuda::current_stream_handle(),
-      [x = Borrowed(x), weight = Borrowed(weight), bias = Borrowed(bias), out = Borrowed(out), g,
-       tf32 = rounds_to_tf32(x)] {
-        const Tensor cx = cpu_operand(*x, tf32), cw = cpu_operand(*weight, tf32);
-        into(*out, [&](const Tensor& o) { Conv2dKernels::cpu.forward(cx, cw, *bias, o, g); });
-      });
+  const conv2d_graph::PlanKeyInputs problem = problem_of(Pass::forward, x, weight, out, g);
+  require_plan(problem);
+  ask_for_workspace("cudnn convolution forward", problem);
+  sim::library_call("cudnn convolution forward", cuda::current_stream_handle(),
+                    [x = Borrowed(x), weight = Borrowed(weight), bias = Borrowed(bias),
+                     out = Borrowed(out), g, tf32 = rounds_to_tf32(x)] {
+                      const Tensor cx = cpu_operand(*x, tf32), cw = cpu_operand(*weight, tf32);
+                      const Tensor cb = cpu_operand(*bias, false);
+                      into(*out,
+                           [&](const Tensor& o) { Conv2dKernels::cpu.forward(cx, cw, cb, o, g); });
+                    });
 }
 
 void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,
                     const Conv2dGeometry& g) {
   require_cudnn_supports("cudnn convolution backward data", {&grad_out, &weight, &grad_x});
-  ask_for_workspace("cudnn convolution backward data", grad_out, g);
+  const conv2d_graph::PlanKeyInputs problem =
+      problem_of(Pass::backward_input, grad_x, weight, grad_out, g);
+  require_plan(problem);
+  ask_for_workspace("cudnn convolution backward data", problem);
   sim::library_call(
       "cudnn convolution backward data", cuda::current_stream_handle(),
       [grad_out = Borrowed(grad_out), weight = Borrowed(weight), grad_x = Borrowed(grad_x), g,
@@ -239,7 +353,10 @@ void backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& 
 void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad_weight,
                      const Conv2dGeometry& g) {
   require_cudnn_supports("cudnn convolution backward filter", {&grad_out, &x, &grad_weight});
-  ask_for_workspace("cudnn convolution backward filter", x, g);
+  const conv2d_graph::PlanKeyInputs problem =
+      problem_of(Pass::backward_weight, x, grad_weight, grad_out, g);
+  require_plan(problem);
+  ask_for_workspace("cudnn convolution backward filter", problem);
   sim::library_call(
       "cudnn convolution backward filter", cuda::current_stream_handle(),
       [grad_out = Borrowed(grad_out), x = Borrowed(x), grad_weight = Borrowed(grad_weight), g,
@@ -254,13 +371,13 @@ void backward_weight(const Tensor& grad_out, const Tensor& x, const Tensor& grad
       });
 }
 
-// takes_half false: f16 and bf16 reach the CPU kernels as f32 copies made by the op.
-// takes_channels_last true, as cuDNN's.
+// As cuDNN's table: f16 and bf16 as they are (bf16 from compute capability 8.0 on), channels-last.
 const Conv2dKernels kSimulated{.forward = forward,
                                .backward_input = backward_input,
                                .backward_weight = backward_weight,
-                               .takes_half = false,
-                               .takes_channels_last = true};
+                               .takes_half = true,
+                               .takes_channels_last = true,
+                               .takes_bf16 = takes_bf16};
 
 }  // namespace
 

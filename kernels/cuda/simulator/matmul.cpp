@@ -6,14 +6,27 @@
 // order: at once on a default stream, when waited for on a lazy one, and on a capturing stream at
 // each launch of the graph. Replaces kernels/cuda/matmul.cpp in this
 // build only (CMakeLists.txt).
+//
+// With backends::cuda_matmul_allow_tf32() (off by default, as PyTorch's), kiln asks cuBLAS for
+// CUBLAS_COMPUTE_32F_FAST_TF32, which lets it use TF32 tensor cores: on a GPU of compute
+// capability 8.0 or newer the f32 products here round both operands to TF32 (tf32.h); below 8.0
+// there are none, and cuBLAS computes in f32, as this does.
+//
+// Nothing kiln sends is refused: cublasGemmEx and its strided-batched form take f16 and bf16 with
+// f32 compute on every GPU CUDA 13 builds for (7.5 and newer; bf16 GEMMs run on a T4, sm_75, in
+// PyTorch's CI, pytorch/pytorch#57773, since #50442 removed its Ampere-only check), f32 with or
+// without FAST_TF32 and f64 everywhere.
 #include "kiln/kernels/matmul.h"
 
 #include <cstdint>
 
+#include "kiln/core/backends.h"
 #include "kiln/core/cuda.h"
+#include "kiln/core/dtype.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/gemm.h"
 #include "kiln/kernels/cuda/simulator/borrowed.h"
+#include "kiln/kernels/cuda/simulator/tf32.h"
 #include "kiln/kernels/layout.h"
 #include "kiln/sim/grid.h"
 
@@ -46,10 +59,25 @@ namespace {
 
 using sim_library::Borrowed;
 
+// An f32 operand rounded to TF32, as a contiguous host copy (host memory: the call may run inside
+// any cudart call that waits for its stream, as conv2d.cpp's copies).
+Tensor tf32_operand(const Tensor& t) {
+  Tensor out = empty(t.shape(), DType::f32, Device::cpu());
+  CopyKernels::cpu.copy(t, out);
+  float* data = out.data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) data[i] = sim_library::round_to_tf32(data[i]);
+  return out;
+}
+
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  // Decided when the op runs (at capture for a graph), as cuBLAS takes the compute type per call.
+  const bool tf32 = out.dtype() == DType::f32 && backends::cuda_matmul_allow_tf32() &&
+                    sim_library::has_tf32(out.device().index);
   sim::library_call("cublas batched matmul", cuda::current_stream_handle(),
-                    [a = Borrowed(a), b = Borrowed(b), out = Borrowed(out), accumulate] {
-                      MatmulKernels::cpu.batched_matmul(*a, *b, *out, accumulate);
+                    [a = Borrowed(a), b = Borrowed(b), out = Borrowed(out), accumulate, tf32] {
+                      if (!tf32) return MatmulKernels::cpu.batched_matmul(*a, *b, *out, accumulate);
+                      MatmulKernels::cpu.batched_matmul(tf32_operand(*a), tf32_operand(*b), *out,
+                                                        accumulate);
                     });
 }
 
