@@ -83,6 +83,7 @@
 #include "kiln/ops/pooling.h"
 #include "kiln/ops/rearrange.h"
 #include "kiln/ops/reduce.h"
+#include "kiln/ops/rnn_cell.h"
 #include "kiln/ops/sampling.h"
 #include "kiln/ops/softmax.h"
 #include "kiln/ops/sort.h"

@@ -18,6 +18,7 @@ std::atomic<bool> conv_tf32{true};
 std::atomic<bool> benchmark{false};
 std::atomic<bool> deterministic{false};
 std::atomic<bool> fused_attention{true};
+std::atomic<bool> fused_rnn_cell{true};
 
 CudnnApi api_from_environment() {
   const char* value = std::getenv("KILN_CUDNN_API");
@@ -45,6 +46,16 @@ bool fused_optimizer_from_environment() {
 
 // -1 until the first use reads KILN_FUSED_OPTIMIZER.
 std::atomic<int> fused_optimizer{-1};
+
+bool fused_rnn_cell_from_environment() {
+  const char* value = std::getenv("KILN_FUSED_RNN_CELL");
+  if (value == nullptr || *value == '\0' || std::string(value) == "0") return false;
+  if (std::string(value) == "1") return true;
+  throw ValueError(std::string("KILN_FUSED_RNN_CELL: expected 0 or 1, got '") + value + "'");
+}
+
+// -1 until the first use reads KILN_FUSED_RNN_CELL.
+std::atomic<int> fused_rnn_cell_gpu{-1};
 
 int failing_workspaces_from_environment() {
   const char* value = std::getenv("KILN_FAIL_CUDNN_WORKSPACE");
@@ -126,6 +137,25 @@ bool fused_optimizer_on_gpu() {
 }
 void set_fused_optimizer_on_gpu(bool on) {
   fused_optimizer.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+bool fused_rnn_cell_enabled() {
+  return fused_rnn_cell.load(std::memory_order_relaxed);
+}
+void set_fused_rnn_cell_enabled(bool on) {
+  fused_rnn_cell.store(on, std::memory_order_relaxed);
+}
+
+bool fused_rnn_cell_on_gpu() {
+  int value = fused_rnn_cell_gpu.load(std::memory_order_relaxed);
+  if (value < 0) {
+    value = fused_rnn_cell_from_environment() ? 1 : 0;
+    fused_rnn_cell_gpu.store(value, std::memory_order_relaxed);
+  }
+  return value == 1;
+}
+void set_fused_rnn_cell_on_gpu(bool on) {
+  fused_rnn_cell_gpu.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
 int failing_cudnn_workspaces() {

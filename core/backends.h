@@ -45,6 +45,20 @@ void set_fused_attention_enabled(bool on);
 bool fused_optimizer_on_gpu();
 void set_fused_optimizer_on_gpu(bool on);
 
+// LSTM and GRU (nn/recurrent.h) run each step's cell as one fused op (ops/rnn_cell.h: one kernel
+// forward, one backward) instead of composing it from sigmoid, tanh and elementwise ops. On the
+// CPU the fused cell was faster in every measured shape (docs/results.md, "Recurrent cells"), so
+// the default is true; off, every device composes (the reference). Default true.
+bool fused_rnn_cell_enabled();
+void set_fused_rnn_cell_enabled(bool on);
+// On a GPU the fused cell runs only when this is on too: its kernels have run only on the CUDA
+// simulator, and code that never ran on a GPU is not a default on one (docs/results.md, "Where
+// each GPU path ran"). By default a GPU LSTM or GRU composes its cells, and the first one says so
+// once on stderr. Default what the environment variable KILN_FUSED_RNN_CELL (0 or 1) says when
+// first read, else off.
+bool fused_rnn_cell_on_gpu();
+void set_fused_rnn_cell_on_gpu(bool on);
+
 // Which cuDNN API conv2d calls. v9: the graph (backend) API, engines ranked by cuDNN 9's
 // heuristics (mode A), as PyTorch's default since its cuDNN v8 API; a problem whose graph or plan
 // cuDNN rejects falls back to v7 for the rest of the process. v7: the legacy API

@@ -17,6 +17,7 @@
 #include "kiln/kernels/random.h"
 #include "kiln/kernels/reduce.h"
 #include "kiln/kernels/reduce_minmax.h"
+#include "kiln/kernels/rnn_cell.h"
 #include "kiln/kernels/scan.h"
 #include "kiln/kernels/softmax.h"
 #include "kiln/kernels/sort.h"
@@ -39,6 +40,7 @@ const PoolingKernels* const PoolingKernels::cuda = nullptr;
 const RandomKernels* const RandomKernels::cuda = nullptr;
 const ReduceKernels* const ReduceKernels::cuda = nullptr;
 const MinMaxKernels* const MinMaxKernels::cuda = nullptr;
+const RnnCellKernels* const RnnCellKernels::cuda = nullptr;
 const ScanKernels* const ScanKernels::cuda = nullptr;
 const SortKernels* const SortKernels::cuda = nullptr;
 const SoftmaxKernels* const SoftmaxKernels::cuda = nullptr;
