@@ -5,28 +5,48 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kiln/core/backends.h"
+#include "kiln/core/device.h"
 #include "kiln/core/error.h"
 #include "kiln/core/shape.h"
 #include "kiln/nn/init.h"
 #include "kiln/ops/dropout.h"
-#include "kiln/ops/elementwise.h"
 #include "kiln/ops/factories.h"
 #include "kiln/ops/index.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/rnn_cell.h"
 
 namespace kiln::nn {
 
 namespace {
 
+// Whether this sequence's cells run fused (ops/rnn_cell.h) or composed: backends' two switches,
+// and on a GPU, where the fused kernels have not run, a note once that the cells compose.
+bool fused_cells(Device device, const std::string& kind) {
+  if (!backends::fused_rnn_cell_enabled()) return false;
+  if (!device.is_cuda() || backends::fused_rnn_cell_on_gpu()) return true;
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    std::fprintf(stderr,
+                 "kiln: %s on %s composes its cells op by op: the fused cell kernels have not run "
+                 "on a GPU yet (docs/results.md, \"Where each GPU path ran\"); "
+                 "KILN_FUSED_RNN_CELL=1 or backends::set_fused_rnn_cell_on_gpu(true) uses them\n",
+                 kind.c_str(), device.str().c_str());
+  });
+  return false;
+}
+
 // One direction of one layer over the whole sequence. x_proj: the input projections [T, N, gates *
 // hidden] with b_ih in them; returns the hidden states [T, N, hidden] in time order and leaves the
 // last state in h (and c).
 Tensor run_direction(const Tensor& x_proj, const Tensor& w_hh, const Tensor& b_hh, bool reverse,
-                     bool lstm, Tensor& h, Tensor& c) {
+                     bool lstm, bool fused, Tensor& h, Tensor& c) {
   const int64_t steps = x_proj.size(0);
   std::vector<Tensor> outputs(static_cast<size_t>(steps));
   for (int64_t k = 0; k < steps; ++k) {
@@ -34,16 +54,13 @@ Tensor run_direction(const Tensor& x_proj, const Tensor& w_hh, const Tensor& b_h
     const Tensor recurrent = linear(h, w_hh, b_hh);
     const Tensor step_input = x_proj.select(0, t);
     if (lstm) {
-      const std::vector<Tensor> g = chunk(add(step_input, recurrent), 4, 1);
-      c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
-      h = mul(sigmoid(g[3]), tanh(c));
+      const LstmCellState s = fused ? fused_lstm_cell(step_input, recurrent, c)
+                                    : composed_lstm_cell(step_input, recurrent, c);
+      h = s.h;
+      c = s.c;
     } else {
-      // PyTorch's GRU: the reset gate scales the recurrent part of the new gate, bias included.
-      const std::vector<Tensor> gi = chunk(step_input, 3, 1), gh = chunk(recurrent, 3, 1);
-      const Tensor r = sigmoid(add(gi[0], gh[0]));
-      const Tensor z = sigmoid(add(gi[1], gh[1]));
-      const Tensor n = tanh(add(gi[2], mul(r, gh[2])));
-      h = add(mul(rsub(1.0, z), n), mul(z, h));
+      h = fused ? fused_gru_cell(step_input, recurrent, h)
+                : composed_gru_cell(step_input, recurrent, h);
     }
     outputs[static_cast<size_t>(t)] = h;
   }
@@ -108,6 +125,7 @@ RNNResult RecurrentBase::run(const Tensor& x, const Tensor& h0, const Tensor& c0
   const Tensor h_init = initial(h0, "h0");
   const Tensor c_init = lstm ? initial(c0, "c0") : Tensor();
   std::vector<Tensor> h_last, c_last;
+  const bool fused = fused_cells(x.device(), kind_);
   Tensor layer_input = seq;
   for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
     std::vector<Tensor> direction_outputs;
@@ -116,7 +134,7 @@ RNNResult RecurrentBase::run(const Tensor& x, const Tensor& h0, const Tensor& c0
       const Weights& w = weights_[static_cast<size_t>(index)];
       Tensor h = h_init.select(0, index), c = lstm ? c_init.select(0, index) : Tensor();
       const Tensor x_proj = linear(layer_input, w.w_ih, w.b_ih);
-      direction_outputs.push_back(run_direction(x_proj, w.w_hh, w.b_hh, d == 1, lstm, h, c));
+      direction_outputs.push_back(run_direction(x_proj, w.w_hh, w.b_hh, d == 1, lstm, fused, h, c));
       h_last.push_back(h);
       if (lstm) c_last.push_back(c);
     }

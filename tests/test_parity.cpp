@@ -67,6 +67,9 @@ TEST_CASE("parity on the cpu: index ops") {
 TEST_CASE("parity on the cpu: cat, stack, split and chunk") {
   check_op_family(OpFamily::joining, kCpu);
 }
+TEST_CASE("parity on the cpu: the fused LSTM and GRU cells") {
+  check_op_family(OpFamily::recurrent, kCpu);
+}
 TEST_CASE("parity on the cpu: views, copies and in-place ops") {
   check_op_family(OpFamily::view, kCpu);
 }

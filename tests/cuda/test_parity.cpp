@@ -55,6 +55,9 @@ TEST_CASE("parity on cuda: index ops") {
 TEST_CASE("parity on cuda: cat, stack, split and chunk") {
   check_op_family(OpFamily::joining, kGpu);
 }
+TEST_CASE("parity on cuda: the fused LSTM and GRU cells") {
+  check_op_family(OpFamily::recurrent, kGpu);
+}
 TEST_CASE("parity on cuda: views, copies and in-place ops") {
   check_op_family(OpFamily::view, kGpu);
 }
@@ -65,10 +68,11 @@ TEST_CASE("parity on cuda:1 while cuda:0 is current: every op of the table") {
     return;
   }
   cuda::set_device(0);
-  for (OpFamily family : {OpFamily::unary, OpFamily::binary, OpFamily::selection,
-                          OpFamily::reduction, OpFamily::softmax, OpFamily::loss, OpFamily::linalg,
-                          OpFamily::convolution, OpFamily::pooling, OpFamily::normalization,
-                          OpFamily::indexing, OpFamily::joining, OpFamily::view})
+  for (OpFamily family :
+       {OpFamily::unary, OpFamily::binary, OpFamily::selection, OpFamily::reduction,
+        OpFamily::softmax, OpFamily::loss, OpFamily::linalg, OpFamily::convolution,
+        OpFamily::pooling, OpFamily::normalization, OpFamily::indexing, OpFamily::joining,
+        OpFamily::recurrent, OpFamily::view})
     check_op_family(family, Device::cuda(1));
   CHECK(cuda::current_device() == 0);
 }

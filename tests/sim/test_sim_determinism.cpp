@@ -153,8 +153,9 @@ TEST_CASE("same bytes under three schedules: normalization and index ops") {
   check_family_under_schedules(OpFamily::normalization);
   check_family_under_schedules(OpFamily::indexing);
 }
-TEST_CASE("same bytes under three schedules: joining, views and in-place ops") {
+TEST_CASE("same bytes under three schedules: joining, recurrent cells, views and in-place ops") {
   check_family_under_schedules(OpFamily::joining);
+  check_family_under_schedules(OpFamily::recurrent);
   check_family_under_schedules(OpFamily::view);
 }
 

@@ -1028,6 +1028,44 @@ std::vector<OpEntry> view_entries() {
   };
 }
 
+// The fused cells, N 3 and H 5, gates in [-2, 2): each activation away from saturation. The
+// strided entry hands the kernels transposed gates and a state view (the op makes them contiguous).
+std::vector<OpEntry> recurrent_entries() {
+  return {
+      {"fused_lstm_cell", OpFamily::recurrent,
+       [](uint64_t seed) {
+         return Inputs{uniform({3, 20}, seed, -2.0, 2.0), uniform({3, 20}, seed + 1, -2.0, 2.0),
+                       uniform({3, 5}, seed + 2)};
+       },
+       [](const Args& in) {
+         const LstmCellState s = fused_lstm_cell(in[0], in[1], in[2]);
+         return Outputs{s.h, s.c};
+       }},
+      {"fused_lstm_cell of strided operands", OpFamily::recurrent,
+       [](uint64_t seed) {
+         return Inputs{uniform({8, 2}, seed, -2.0, 2.0), uniform({2, 8}, seed + 1, -2.0, 2.0),
+                       uniform({2, 3}, seed + 2)};
+       },
+       [](const Args& in) {
+         const LstmCellState s = fused_lstm_cell(in[0].t(), in[1], in[2].narrow(1, 1, 2));
+         return Outputs{s.h, s.c};
+       }},
+      {"fused_gru_cell", OpFamily::recurrent,
+       [](uint64_t seed) {
+         return Inputs{uniform({3, 15}, seed, -2.0, 2.0), uniform({3, 15}, seed + 1, -2.0, 2.0),
+                       uniform({3, 5}, seed + 2)};
+       },
+       [](const Args& in) { return Outputs{fused_gru_cell(in[0], in[1], in[2])}; }},
+      // Only h' goes on: c's gradient reaches the node as SelectBackward's zeros.
+      {"fused_lstm_cell h alone", OpFamily::recurrent,
+       [](uint64_t seed) {
+         return Inputs{uniform({2, 12}, seed, -2.0, 2.0), uniform({2, 12}, seed + 1, -2.0, 2.0),
+                       uniform({2, 3}, seed + 2)};
+       },
+       [](const Args& in) { return Outputs{fused_lstm_cell(in[0], in[1], in[2]).h}; }},
+  };
+}
+
 }  // namespace
 
 const std::vector<OpEntry>& op_table() {
@@ -1036,7 +1074,7 @@ const std::vector<OpEntry>& op_table() {
     for (auto entries :
          {unary_entries, binary_entries, selection_entries, reduction_entries, softmax_entries,
           loss_entries, linalg_entries, convolution_entries, pooling_entries, normalization_entries,
-          indexing_entries, joining_entries, view_entries})
+          indexing_entries, joining_entries, recurrent_entries, view_entries})
       for (OpEntry& e : entries()) all.push_back(std::move(e));
     return all;
   }();

@@ -34,6 +34,7 @@ enum class OpFamily {
   normalization,  // batch_norm, batch_norm_relu, batch_norm_add_relu, layer_norm
   indexing,       // index_select, gather, scatter_add, index_add, embedding, one_hot
   joining,        // cat, stack, split, chunk
+  recurrent,      // the fused LSTM and GRU cells
   view,           // views, clone, contiguous, in-place ops
 };
 
