@@ -1,7 +1,8 @@
 // An LSTM (or GRU) over a sequence, forward and backward, with its cells composed (sigmoid, tanh
 // and elementwise ops) and fused (ops/rnn_cell.h), for the decision recorded in nn/recurrent.h and
 // docs/results.md ("Recurrent cells"). On the CPU: milliseconds per sequence, the two alternating
-// call by call (so a shared machine's load falls on both alike), medians of --repeats each. On the
+// call by call, each round in the other order (so a shared machine's load falls on both alike),
+// medians of --repeats each. On the
 // CUDA simulator (--device cuda in a KILN_CUDA=SIM build) times mean nothing: it counts the kernel
 // launches and library calls one more step of the sequence costs (T + 1 steps less T steps, so
 // the per-sequence linear and stack drop out), forward and forward + backward, and lists them by
@@ -81,13 +82,40 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The cell alone, `steps` times on [batch, gates * hidden] leaves: forward, and forward + backward
+// to the three inputs from fixed gradients of the outputs (autograd::grad).
+Times run_cells(const Problem& p, const std::vector<Tensor>& in, const std::vector<Tensor>& grads,
+                bool fused, bool cpu_clock) {
+  const bool lstm = p.kind == "lstm";
+  double forward = 0.0, total = 0.0;
+  for (int64_t s = 0; s < p.steps; ++s) {
+    const double t0 = now_ms(cpu_clock);
+    std::vector<Tensor> out;
+    if (lstm) {
+      const LstmCellState c =
+          fused ? fused_lstm_cell(in[0], in[1], in[2]) : composed_lstm_cell(in[0], in[1], in[2]);
+      out = {c.h, c.c};
+    } else {
+      out = {fused ? fused_gru_cell(in[0], in[1], in[2]) : composed_gru_cell(in[0], in[1], in[2])};
+    }
+    const double t1 = now_ms(cpu_clock);
+    autograd::grad(out, in, {grads.begin(), grads.begin() + static_cast<int64_t>(out.size())});
+    const double t2 = now_ms(cpu_clock);
+    forward += t1 - t0;
+    total += t2 - t0;
+  }
+  return {forward, total};
+}
+
 void time_cpu(const Problem& p, int64_t repeats, bool cpu_clock) {
   const std::shared_ptr<nn::Module> model = make_model(p, Device::cpu());
   const Tensor x = randn({p.steps, p.batch, p.input});
   const Tensor grad = randn({p.steps, p.batch, p.hidden});
   std::vector<double> forward[2], total[2];
   for (int64_t r = 0; r < repeats + 1; ++r) {  // the first round warms up
-    for (const bool fused : {false, true}) {
+    // Each round in the other order, so that neither goes first every time.
+    for (const bool second : {false, true}) {
+      const bool fused = second != (r % 2 == 1);
       const Times t = run_once(*model, x, grad, fused, cpu_clock);
       if (r == 0) continue;
       forward[fused].push_back(t.forward_ms);
@@ -95,6 +123,22 @@ void time_cpu(const Problem& p, int64_t repeats, bool cpu_clock) {
     }
   }
   backends::set_fused_rnn_cell_enabled(true);
+  // The cells alone, on leaves: no linear, no select of the sequence's projections.
+  const int64_t gates = p.kind == "lstm" ? 4 : 3;
+  const std::vector<Tensor> in = {randn({p.batch, gates * p.hidden}).requires_grad_(),
+                                  randn({p.batch, gates * p.hidden}).requires_grad_(),
+                                  randn({p.batch, p.hidden}).requires_grad_()};
+  const std::vector<Tensor> grads = {randn({p.batch, p.hidden}), randn({p.batch, p.hidden})};
+  std::vector<double> cell_forward[2], cell_total[2];
+  for (int64_t r = 0; r < repeats + 1; ++r) {
+    for (const bool second : {false, true}) {
+      const bool fused = second != (r % 2 == 1);
+      const Times t = run_cells(p, in, grads, fused, cpu_clock);
+      if (r == 0) continue;
+      cell_forward[fused].push_back(t.forward_ms);
+      cell_total[fused].push_back(t.total_ms);
+    }
+  }
   std::printf(
       "%s cpu f32 T %lld N %lld input %lld hidden %lld threads %d, %s clock, medians of %lld: "
       "composed %.2f ms (forward %.2f), fused %.2f ms (forward %.2f): fused/composed %.2f\n",
@@ -103,6 +147,12 @@ void time_cpu(const Problem& p, int64_t repeats, bool cpu_clock) {
       cpu_clock ? "cpu" : "wall", static_cast<long long>(repeats), median(total[0]),
       median(forward[0]), median(total[1]), median(forward[1]),
       median(total[1]) / median(total[0]));
+  std::printf(
+      "  the cell alone, %lld steps on leaves: composed %.2f ms (forward %.2f), fused %.2f ms "
+      "(forward %.2f): fused/composed %.2f\n",
+      static_cast<long long>(p.steps), median(cell_total[0]), median(cell_forward[0]),
+      median(cell_total[1]), median(cell_forward[1]),
+      median(cell_total[1]) / median(cell_total[0]));
 }
 
 uint64_t all(const cuda::SimulatedLaunches& l) {
