@@ -7,6 +7,7 @@
 // compiled for plain x86-64 and no vector exp exists in kernels/cpu/simd.h.
 #include "kiln/kernels/rnn_cell.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -48,6 +49,12 @@ T* optional_data(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+// The forwards run a row in blocks of kBlock elements, phase by phase: the gate sums, then each
+// activation as a loop of its own over the block, then the states. One loop per function keeps
+// libm's branches predictable (interleaving the five calls per element ran the LSTM cell 1.6 times
+// slower than the composition's loops, on Zen 5), and the arithmetic between them vectorises.
+constexpr int64_t kBlock = 128;
+
 void lstm_forward(const Tensor& input_gates, const Tensor& hidden_gates, const Tensor& cx,
                   const Tensor& hy, const Tensor& cy, const Tensor& workspace) {
   const int64_t rows = cx.size(0), hidden = cx.size(1);
@@ -61,26 +68,30 @@ void lstm_forward(const Tensor& input_gates, const Tensor& hidden_gates, const T
     T* c_out = cy.data<T>();
     T* ws = optional_data<T>(workspace);
     for_rows(rows, hidden, [&](int64_t n) {
-      const T* a = ig + n * 4 * hidden;
-      const T* b = hg + n * 4 * hidden;
-      for (int64_t j = 0; j < hidden; ++j) {
-        const A i = sigmoid_of<A>(static_cast<A>(a[j]) + static_cast<A>(b[j]));
-        const A f = sigmoid_of<A>(static_cast<A>(a[hidden + j]) + static_cast<A>(b[hidden + j]));
-        const A g =
-            std::tanh(static_cast<A>(a[2 * hidden + j]) + static_cast<A>(b[2 * hidden + j]));
-        const A o =
-            sigmoid_of<A>(static_cast<A>(a[3 * hidden + j]) + static_cast<A>(b[3 * hidden + j]));
-        const A c_new = f * static_cast<A>(c[n * hidden + j]) + i * g;
-        const A tc = std::tanh(c_new);
-        c_out[n * hidden + j] = convert<T>(c_new);
-        h_out[n * hidden + j] = convert<T>(o * tc);
+      A gate[4][kBlock], c_new[kBlock], tc[kBlock];
+      for (int64_t j0 = 0; j0 < hidden; j0 += kBlock) {
+        const int64_t m = std::min(kBlock, hidden - j0);
+        for (int64_t q = 0; q < 4; ++q) {
+          const T* a = ig + n * 4 * hidden + q * hidden + j0;
+          const T* b = hg + n * 4 * hidden + q * hidden + j0;
+          for (int64_t j = 0; j < m; ++j) gate[q][j] = static_cast<A>(a[j]) + static_cast<A>(b[j]);
+        }
+        for (int64_t q : {0, 1, 3})
+          for (int64_t j = 0; j < m; ++j) gate[q][j] = sigmoid_of<A>(gate[q][j]);
+        for (int64_t j = 0; j < m; ++j) gate[2][j] = std::tanh(gate[2][j]);
+        const T* c_prev = c + n * hidden + j0;
+        for (int64_t j = 0; j < m; ++j)
+          c_new[j] = gate[1][j] * static_cast<A>(c_prev[j]) + gate[0][j] * gate[2][j];
+        for (int64_t j = 0; j < m; ++j) tc[j] = std::tanh(c_new[j]);
+        for (int64_t j = 0; j < m; ++j) {
+          c_out[n * hidden + j0 + j] = convert<T>(c_new[j]);
+          h_out[n * hidden + j0 + j] = convert<T>(gate[3][j] * tc[j]);
+        }
         if (ws != nullptr) {
-          T* w = ws + n * 5 * hidden;
-          w[j] = convert<T>(i);
-          w[hidden + j] = convert<T>(f);
-          w[2 * hidden + j] = convert<T>(g);
-          w[3 * hidden + j] = convert<T>(o);
-          w[4 * hidden + j] = convert<T>(tc);
+          T* w = ws + n * 5 * hidden + j0;
+          for (int64_t q = 0; q < 4; ++q)
+            for (int64_t j = 0; j < m; ++j) w[q * hidden + j] = convert<T>(gate[q][j]);
+          for (int64_t j = 0; j < m; ++j) w[4 * hidden + j] = convert<T>(tc[j]);
         }
       }
     });
@@ -132,19 +143,28 @@ void gru_forward(const Tensor& input_gates, const Tensor& hidden_gates, const Te
     T* out = hy.data<T>();
     T* ws = optional_data<T>(workspace);
     for_rows(rows, hidden, [&](int64_t n) {
-      const T* a = ig + n * 3 * hidden;
-      const T* b = hg + n * 3 * hidden;
-      for (int64_t j = 0; j < hidden; ++j) {
-        const A r = sigmoid_of<A>(static_cast<A>(a[j]) + static_cast<A>(b[j]));
-        const A z = sigmoid_of<A>(static_cast<A>(a[hidden + j]) + static_cast<A>(b[hidden + j]));
-        const A cand =
-            std::tanh(static_cast<A>(a[2 * hidden + j]) + r * static_cast<A>(b[2 * hidden + j]));
-        out[n * hidden + j] = convert<T>((A(1) - z) * cand + z * static_cast<A>(h[n * hidden + j]));
+      A gate[3][kBlock];
+      for (int64_t j0 = 0; j0 < hidden; j0 += kBlock) {
+        const int64_t m = std::min(kBlock, hidden - j0);
+        const T* a = ig + n * 3 * hidden + j0;
+        const T* b = hg + n * 3 * hidden + j0;
+        for (int64_t q = 0; q < 2; ++q)
+          for (int64_t j = 0; j < m; ++j)
+            gate[q][j] = static_cast<A>(a[q * hidden + j]) + static_cast<A>(b[q * hidden + j]);
+        for (int64_t q = 0; q < 2; ++q)
+          for (int64_t j = 0; j < m; ++j) gate[q][j] = sigmoid_of<A>(gate[q][j]);
+        for (int64_t j = 0; j < m; ++j)
+          gate[2][j] =
+              static_cast<A>(a[2 * hidden + j]) + gate[0][j] * static_cast<A>(b[2 * hidden + j]);
+        for (int64_t j = 0; j < m; ++j) gate[2][j] = std::tanh(gate[2][j]);
+        const T* h_prev = h + n * hidden + j0;
+        for (int64_t j = 0; j < m; ++j)
+          out[n * hidden + j0 + j] =
+              convert<T>((A(1) - gate[1][j]) * gate[2][j] + gate[1][j] * static_cast<A>(h_prev[j]));
         if (ws != nullptr) {
-          T* w = ws + n * 3 * hidden;
-          w[j] = convert<T>(r);
-          w[hidden + j] = convert<T>(z);
-          w[2 * hidden + j] = convert<T>(cand);
+          T* w = ws + n * 3 * hidden + j0;
+          for (int64_t q = 0; q < 3; ++q)
+            for (int64_t j = 0; j < m; ++j) w[q * hidden + j] = convert<T>(gate[q][j]);
         }
       }
     });
