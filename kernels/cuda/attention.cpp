@@ -4,10 +4,11 @@
 // matmul and softmax on the GPU: none of the lab's versions has run on a GPU yet, and code that
 // never ran on one is not a default there (docs/results.md, "Where each GPU path ran").
 //
-// What a route can take is what the lab's versions take: no mask tensor (causal or not), a value
-// head dim equal to the query's, f32 inputs for v1-v3 and bf16/f16 ones for v4_mma_fa2 (read as
-// they are; the forward writes f32 out and lse either way), the head dims of each version. The
-// backward is the lab's v1_recompute in f32, from the forward's saved log-sum-exp.
+// What a route can take is what the lab's versions take: no mask tensor and no dropout (causal or
+// not), a value head dim equal to the query's, f32 inputs for v1-v3 and bf16/f16 ones for
+// v4_mma_fa2 (read as they are; the forward writes f32 out and lse either way), the head dims of
+// each version. The backward is the lab's v1_recompute in f32, from the forward's saved
+// log-sum-exp.
 #include "kiln/kernels/attention.h"
 
 #include <cstddef>
@@ -41,8 +42,9 @@ Problem problem_of(const Tensor& q, const Tensor& k) {
   return p;
 }
 
-std::optional<DType> takes(const Tensor& q, const Tensor& k, const Tensor& v, bool masked) {
-  if (masked || v.size(-1) != q.size(-1)) return std::nullopt;
+std::optional<DType> takes(const Tensor& q, const Tensor& k, const Tensor& v, bool masked,
+                           bool dropout) {
+  if (masked || dropout || v.size(-1) != q.size(-1)) return std::nullopt;
   const Problem p = problem_of(q, k);
   if (cuda::routed_attention(q.dtype(), p.batch_heads, p.l, p.s, p.d) == nullptr)
     return std::nullopt;
@@ -63,8 +65,9 @@ Tensor aligned16(const Tensor& t) {
 }
 
 void forward(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask, bool causal,
-             double scale, const Tensor& out, const Tensor& lse) {
-  KILN_CHECK(!mask.defined(), Error, "{}: the lab's versions take no mask tensor", kWhere);
+             double scale, const AttentionDropout& dropout, const Tensor& out, const Tensor& lse) {
+  KILN_CHECK(!mask.defined() && dropout.p == 0.0, Error,
+             "{}: the lab's versions take no mask tensor and no dropout", kWhere);
   const Tensor q = aligned16(q0), k = aligned16(k0), v = aligned16(v0);
   const Problem p = problem_of(q, k);
   const lab::AttentionVersion* version =
@@ -94,9 +97,10 @@ void forward(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor&
 }
 
 void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-              double scale, const Tensor& out, const Tensor& lse, const Tensor& dout,
-              const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  KILN_CHECK(!mask.defined(), Error, "{}: the lab's versions take no mask tensor", kWhere);
+              double scale, const AttentionDropout& dropout, const Tensor& out, const Tensor& lse,
+              const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  KILN_CHECK(!mask.defined() && dropout.p == 0.0, Error,
+             "{}: the lab's versions take no mask tensor and no dropout", kWhere);
   KILN_CHECK(q.dtype() == DType::f32, Error, "{}: the lab's backward takes f32 operands, got {}",
              kWhere, dtype_name(q.dtype()));
   const Problem p = problem_of(q, k);
