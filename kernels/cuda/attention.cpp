@@ -9,7 +9,8 @@
 // out and lse either way), the head dims of each version, causal or not; a mask tensor (the op's
 // additive f32 [B, L, S] view, booleans converted) and dropout (kernels/attention.h's Philox rule,
 // so the mask is the CPU's) only for v3_tiled_fa1 and v4_mma_fa2. The backward is the lab's
-// v1_recompute in f32, from the forward's saved log-sum-exp, with the same mask and dropout.
+// v1_recompute in f32 (or v5_tiled where a route names it), from the forward's saved
+// log-sum-exp, with the same mask and dropout.
 #include "kiln/kernels/attention.h"
 
 #include <cstddef>
@@ -131,24 +132,24 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m
   const Problem p = problem_of(q, k);
   const Tensor scratch =
       workspace(lab::attention_row_workspace_bytes(p.batch_heads, p.l), q.device());
-  lab::attention::v1_recompute_backward({.q = q.data<float>(),
-                                         .k = k.data<float>(),
-                                         .v = v.data<float>(),
-                                         .o = out.data<float>(),
-                                         .lse = lse.data<float>(),
-                                         .dout = dout.data<float>(),
-                                         .dq = dq.data<float>(),
-                                         .dk = dk.data<float>(),
-                                         .dv = dv.data<float>(),
-                                         .batch_heads = p.batch_heads,
-                                         .l = p.l,
-                                         .s = p.s,
-                                         .d = p.d,
-                                         .scale = static_cast<float>(scale),
-                                         .causal = causal,
-                                         .workspace = scratch.data_ptr(),
-                                         .mask = mask_of(mask),
-                                         .dropout = dropout_of(dropout)});
+  cuda::routed_attention_backward(p.s).run({.q = q.data<float>(),
+                                            .k = k.data<float>(),
+                                            .v = v.data<float>(),
+                                            .o = out.data<float>(),
+                                            .lse = lse.data<float>(),
+                                            .dout = dout.data<float>(),
+                                            .dq = dq.data<float>(),
+                                            .dk = dk.data<float>(),
+                                            .dv = dv.data<float>(),
+                                            .batch_heads = p.batch_heads,
+                                            .l = p.l,
+                                            .s = p.s,
+                                            .d = p.d,
+                                            .scale = static_cast<float>(scale),
+                                            .causal = causal,
+                                            .workspace = scratch.data_ptr(),
+                                            .mask = mask_of(mask),
+                                            .dropout = dropout_of(dropout)});
 }
 
 constexpr AttentionKernels kCuda{.forward = forward, .backward = backward, .takes = takes};

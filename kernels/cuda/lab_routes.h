@@ -12,7 +12,9 @@
 //            a row of scores. f32 inputs take the routes naming a version of the f32 forward
 //            table (v1_naive, v2_fused_row, v3_tiled_fa1), bf16 and f16 ones those naming
 //            v4_mma_fa2; a call with a mask tensor or dropout only a route to v3_tiled_fa1 or
-//            v4_mma_fa2. The backward runs v1_recompute from the forward's log-sum-exp. v4 on a GPU
+//            v4_mma_fa2. The backward of a routed call runs v1_recompute from the forward's
+//            log-sum-exp, or the backward version a route for its S names (v5_tiled: add
+//            "attention:1-:v5_tiled"; such a route alone routes no forward). v4 on a GPU
 //            below compute capability 8.0 is not taken: the op composes there, and the first such
 //            call says so once on stderr.
 //
@@ -63,6 +65,9 @@ const lab::ReductionVersion* routed_sum(int64_t rows, int64_t cols);
 // It does not count: the caller that runs the version calls note_lab_routed_call().
 const lab::AttentionVersion* routed_attention(DType dtype, int64_t batch_heads, int64_t l,
                                               int64_t s, int64_t d);
+// The backward version for a routed attention call of key length s: the first route whose range
+// holds s and which names a version of the backward table, else v1_recompute.
+const lab::AttentionBackwardVersion& routed_attention_backward(int64_t s);
 void note_lab_routed_call();
 // How many problems this process has routed to a lab version.
 uint64_t lab_routed_calls();

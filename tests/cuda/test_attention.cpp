@@ -240,8 +240,10 @@ TEST_CASE("attention: a lab route takes masks and dropout as the composition dra
       {{1, 2, 7, 16}, {1, 2, 40, 16}, DType::bf16, 2, 0.5},
       {{1, 9, 16}, {1, 9, 16}, DType::bf16, 4, 0.2},
   };
+  // The backward by v1_recompute (the default), then by v5_tiled (a route names it).
   const std::vector<std::string> tables = {
       "attention:1-:v3_tiled_fa1,attention:1-:v4_mma_fa2",
+      "attention:1-:v3_tiled_fa1,attention:1-:v4_mma_fa2,attention:1-:v5_tiled",
   };
   for (const std::string& routes : tables) {
     cuda::set_lab_routes(cuda::parse_lab_routes(routes));
@@ -319,7 +321,13 @@ TEST_CASE("attention: a lab route to version 0 or to no version of the attention
   RoutesGuard guard;
   CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v0_kiln_f32")),
                     Catch::Contains("version 0"));
-  CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v1_recompute")),
-                    Catch::Contains("v1_recompute") && Catch::Contains("attention lab"));
+  CHECK_THROWS_WITH(cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v9_recompute")),
+                    Catch::Contains("v9_recompute") && Catch::Contains("attention lab"));
   CHECK(cuda::lab_routes().empty());
+  // A backward version is a route too: the backward of the calls a forward route takes.
+  cuda::set_lab_routes(cuda::parse_lab_routes("attention:1-:v5_tiled"));
+  CHECK(std::string(cuda::routed_attention_backward(7).name) == "v5_tiled");
+  CHECK(cuda::routed_attention(DType::f32, 1, 7, 7, 8) == nullptr);
+  cuda::set_lab_routes({});
+  CHECK(std::string(cuda::routed_attention_backward(7).name) == "v1_recompute");
 }

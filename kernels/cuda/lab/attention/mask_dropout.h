@@ -1,5 +1,5 @@
 // The additive mask and the dropout of the attention versions kiln's op routes to (v3_tiled_fa1,
-// v4_mma_fa2, v1_recompute; versions.h: AttentionMask, AttentionDropoutArgs), as host and
+// v4_mma_fa2, v1_recompute, v5_tiled; versions.h: AttentionMask, AttentionDropoutArgs), as host and
 // device code, and the refusal of the versions that take neither.
 #pragma once
 
@@ -60,8 +60,8 @@ inline void check_plain(const char* version, const AttentionMask& mask,
                         const AttentionDropoutArgs& dropout) {
   if (mask.data != nullptr || dropout.p != 0.0)
     throw NotImplementedError(std::string("lab attention ") + version +
-                              ": takes no mask tensor and no dropout (v3_tiled_fa1, v4_mma_fa2 "
-                              "and v1_recompute do)");
+                              ": takes no mask tensor and no dropout (v3_tiled_fa1, v4_mma_fa2, "
+                              "v1_recompute and v5_tiled do)");
 }
 
 }  // namespace kiln::lab::attention

@@ -148,6 +148,13 @@ __global__ void __launch_bounds__(kRowThreads)
 
 }  // namespace
 
+void launch_delta(const float* o, const float* dout, float* delta, int64_t rows, int d) {
+  KILN_LAUNCH(static_cast<unsigned>(blocks_for(rows, kRowWarps)), kRowThreads, 0, cuda::stream(),
+              delta_kernel)
+  (o, dout, delta, rows, d);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
 void v1_recompute_backward(const AttentionBackwardArgs& a) {
   check_shape("v1_recompute", a.batch_heads, a.l, a.s, a.d);
   check_dropout("v1_recompute", a.dropout);
@@ -155,12 +162,7 @@ void v1_recompute_backward(const AttentionBackwardArgs& a) {
   const int d = static_cast<int>(a.d);
   auto* delta = static_cast<float*>(a.workspace);
   const int64_t rows = a.batch_heads * a.l, key_rows = a.batch_heads * a.s;
-  if (rows > 0) {
-    KILN_LAUNCH(static_cast<unsigned>(blocks_for(rows, kRowWarps)), kRowThreads, 0, cuda::stream(),
-                delta_kernel)
-    (a.o, a.dout, delta, rows, d);
-    KILN_CUDA_CHECK_LAUNCH();
-  }
+  if (rows > 0) launch_delta(a.o, a.dout, delta, rows, d);
   if (key_rows > 0) {
     KILN_LAUNCH(static_cast<unsigned>(blocks_for(key_rows, kRowWarps)), kRowThreads, 0,
                 cuda::stream(), dkdv_kernel)

@@ -7,8 +7,8 @@
 //
 // the causal mask top-left aligned as PyTorch's is_causal (query l attends keys 0..l, also when
 // L != S), and the log-sum-exp of each query's scores saved for the backward. v3_tiled_fa1,
-// v4_mma_fa2 and v1_recompute (what kiln's op routes to) also take an additive mask tensor M and
-// dropout on P (AttentionMask, AttentionDropoutArgs); the other versions refuse them.
+// v4_mma_fa2, v1_recompute and v5_tiled (what kiln's op routes to) also take an additive mask
+// tensor M and dropout on P (AttentionMask, AttentionDropoutArgs); the other versions refuse them.
 //
 //   forward (f32)                            backward (f32)
 //   v0_kiln          the kernels kiln's      v0_kiln        the kernels kiln's autograd runs
@@ -17,9 +17,10 @@
 //   v1_naive         three kernels: scores,  v1_recompute   P recomputed from the saved lse:
 //                    softmax, P V; the                      dV, dK a warp per key row, dQ a warp
 //                    L x S matrix stored                    per query row; no L x S matrix
-//   v2_fused_row     a warp per query row,
-//                    online softmax: no
-//                    L x S matrix
+//   v2_fused_row     a warp per query row,   v5_tiled       FlashAttention-2's backward: a
+//                    online softmax: no                     block per 32 keys, K/V in shared
+//                    L x S matrix                           memory, each score once, dQ by
+//                                                           atomics
 //   v3_tiled_fa1     K/V tiles in shared
 //                    memory, FlashAttention-1's
 //                    loop order (K/V outer)
@@ -96,7 +97,7 @@ struct AttentionBackwardArgs {
   float scale = 1.0f;
   bool causal = false;
   void* workspace = nullptr;  // attention_workspace_bytes(batch_heads, l, s) bytes
-  AttentionMask mask = {};    // the forward's (v1_recompute only)
+  AttentionMask mask = {};    // the forward's (v1_recompute and v5_tiled only)
   AttentionDropoutArgs dropout = {};
 };
 
@@ -120,6 +121,11 @@ void v4_mma_fa2(const AttentionArgs& args);
 
 void v0_kiln_backward(const AttentionBackwardArgs& args);
 void v1_recompute_backward(const AttentionBackwardArgs& args);
+void v5_tiled_backward(const AttentionBackwardArgs& args);
+
+// The backward's delta_l = dO_l . O_l for `rows` rows of d floats into delta, on the current
+// stream: v1_recompute's kernel, which v5_tiled shares.
+void launch_delta(const float* o, const float* dout, float* delta, int64_t rows, int d);
 }  // namespace attention
 
 }  // namespace kiln::lab
