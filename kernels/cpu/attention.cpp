@@ -76,22 +76,26 @@ void tile_scores(const Geometry& g, const T* q, const T* k, T scale, int64_t b, 
 
 // The tile's keep factors [rows, cols] at keep: 1 / (1 - p) rounded to T where weight (b, i0 + r,
 // j0 + c) is kept, 0 where dropped; ops/dropout.cpp's rule for the contiguous [B, L, S] weights
-// (kernels/dropout.h), a Philox block of four indices drawn once for up to four of them.
+// (kernels/dropout.h). A row's Philox blocks are drawn first, one per four indices, in a loop of
+// their own; u >= p is then (word >> 8) >= ceil(p 2^24), exact (u is (word >> 8) 2^-24, and p 2^24
+// and its ceiling are exact in double), an integer comparison.
 template <class T>
 void keep_factors(const Geometry& g, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   T* keep) {
   const AttentionDropout& d = g.dropout;
   const T scale = static_cast<T>(1.0 / (1.0 - d.p));
+  const auto threshold = static_cast<uint32_t>(std::ceil(d.p * 16777216.0));
+  uint32_t words[kBlock + 8];  // the row's blocks: cols <= kBlock indices, from a block's start
   for (int64_t r = 0; r < rows; ++r) {
-    const uint64_t first = static_cast<uint64_t>((b * g.L + i0 + r) * g.S + j0);
-    PhiloxCounter words{};
-    uint64_t block = ~uint64_t{0};
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint64_t index = first + static_cast<uint64_t>(c);
-      if (index / 4 != block) block = index / 4, words = philox_block(d.seed, d.offset, block);
-      const bool kept = static_cast<double>(uint32_to_uniform_float(words.x[index % 4])) >= d.p;
-      keep[r * cols + c] = kept ? scale : T(0);
+    const auto first = static_cast<uint64_t>((b * g.L + i0 + r) * g.S + j0);
+    const uint64_t block0 = first / 4, blocks = (first % 4 + static_cast<uint64_t>(cols) + 3) / 4;
+    for (uint64_t x = 0; x < blocks; ++x) {
+      const PhiloxCounter w = philox_block(d.seed, d.offset, block0 + x);
+      for (int e = 0; e < 4; ++e) words[4 * x + e] = w.x[e];
     }
+    const uint32_t* at = words + first % 4;
+    for (int64_t c = 0; c < cols; ++c)
+      keep[r * cols + c] = (at[c] >> 8) >= threshold ? scale : T(0);
   }
 }
 
