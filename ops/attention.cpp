@@ -12,7 +12,9 @@
 #include "kiln/core/autocast.h"
 #include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/backends.h"
+#include "kiln/core/cuda_graph.h"
 #include "kiln/core/error.h"
+#include "kiln/core/generator.h"
 #include "kiln/core/profiler.h"
 #include "kiln/kernels/attention.h"
 #include "kiln/ops/autocast.h"
@@ -62,10 +64,11 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
 
 }  // namespace
 
-AttentionResult scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key,
-                                                          const Tensor& value,
-                                                          const AttentionOptions& options) {
-  check_inputs(query, key, value, options);
+namespace {
+
+// The composition, its dropout drawn from `generator` (the default one when null).
+AttentionResult composed(const Tensor& query, const Tensor& key, const Tensor& value,
+                         const AttentionOptions& options, Generator* generator) {
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
   Tensor scores = mul(matmul(query, key.transpose(-2, -1)), scale);
   const double minus_inf = -std::numeric_limits<double>::infinity();
@@ -80,8 +83,17 @@ AttentionResult scaled_dot_product_attention_with_weights(const Tensor& query, c
                                             : add(scores, mask);
   }
   Tensor weights = softmax(scores, -1);
-  if (options.dropout_p > 0.0) weights = dropout(weights, options.dropout_p, true);
+  if (options.dropout_p > 0.0) weights = dropout(weights, options.dropout_p, true, generator);
   return {matmul(weights, value), weights};
+}
+
+}  // namespace
+
+AttentionResult scaled_dot_product_attention_with_weights(const Tensor& query, const Tensor& key,
+                                                          const Tensor& value,
+                                                          const AttentionOptions& options) {
+  check_inputs(query, key, value, options);
+  return composed(query, key, value, options, nullptr);
 }
 
 namespace {
@@ -126,12 +138,14 @@ FusedOperands fused_operands(const Tensor& query, const Tensor& key, const Tenso
   return f;
 }
 
-// The fused kernels' backward. Under create_graph it differentiates the composition again from
-// the saved inputs, so attention keeps double backward.
+// The fused kernels' backward, with the forward's dropout drawn again from its seed and offset.
+// Under create_graph it differentiates the composition again from the saved inputs, its dropout
+// drawn from a generator at the same seed and offset, so attention keeps double backward.
 struct FusedAttentionBackward : Node {
   SavedTensor query, key, value, out, lse;
   AttentionOptions options;
   double scale = 1.0;
+  AttentionDropout dropout;
   std::string name() const override { return "FusedAttentionBackward"; }
   bool differentiable_backward() const override { return true; }
   std::vector<Tensor> apply(const Tensor& g) override {
@@ -144,7 +158,7 @@ struct FusedAttentionBackward : Node {
     Tensor dk = empty(f.k.shape(), f.compute, q.device());
     Tensor dv = empty(f.v.shape(), f.compute, q.device());
     kernels_for<AttentionKernels>(kOp, q.device())
-        .backward(f.q, f.k, f.v, f.mask, options.is_causal, scale, o, l, dout, dq, dk, dv);
+        .backward(f.q, f.k, f.v, f.mask, options.is_causal, scale, dropout, o, l, dout, dq, dk, dv);
     auto shaped = [](const Tensor& grad, const Tensor& like) {
       return grad.view(like.shape()).to(like.dtype());
     };
@@ -157,7 +171,10 @@ struct FusedAttentionBackward : Node {
     std::vector<Tensor> wanted;
     for (const Tensor* t : {&q, &k, &v})
       if (t->requires_grad()) wanted.push_back(*t);
-    const Tensor o = scaled_dot_product_attention_with_weights(q, k, v, options).output;
+    // The forward's mask: the composition's dropout draws (seed, offset) for the same weights.
+    Generator replay;
+    replay.set_state({.seed = dropout.seed, .offset = dropout.offset});
+    const Tensor o = composed(q, k, v, options, &replay).output;
     const std::vector<Tensor> grads =
         autograd::grad({o}, wanted, {g}, {.create_graph = true, .allow_unused = true});
     std::vector<Tensor> out_grads;
@@ -172,24 +189,49 @@ struct FusedAttentionBackward : Node {
   }
 };
 
+// Whether a mask broadcasts to the scores [lead..., L, S] without widening them.
+bool mask_fits(const Tensor& mask, const Shape& lead, int64_t L, int64_t S) {
+  Shape scores = lead;
+  scores.push_back(L);
+  scores.push_back(S);
+  if (mask.dim() > static_cast<int64_t>(scores.size())) return false;
+  const size_t skip = scores.size() - static_cast<size_t>(mask.dim());
+  for (int64_t i = 0; i < mask.dim(); ++i) {
+    const int64_t size = mask.size(i);
+    if (size != 1 && size != scores[skip + static_cast<size_t>(i)]) return false;
+  }
+  return true;
+}
+
 // Whether the fused kernels take this call, and the dtype they read the operands in (nullopt: the
-// op composes): a device that has them, no dropout, no autocast (the entry point cast the operands
-// and suspended it; scaled_dot_product_attention_with_weights' composition casts op by op), one
-// batch shape for query, key and value, a mask that needs no gradient, and what the device's
-// table takes (the GPU's: what a lab route sends it, kernels/cuda/lab_routes.h).
+// op composes): a device that has them, dropout below 1 (p = 1 zeroes everything, and the
+// composition draws nothing for it), no autocast (the entry point cast the operands and suspended
+// it; scaled_dot_product_attention_with_weights' composition casts op by op), one batch shape for
+// query, key and value, a mask that needs no gradient and does not widen the scores, and what the
+// device's table takes (the GPU's: what a lab route sends it, kernels/cuda/lab_routes.h).
 std::optional<DType> fusable(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionOptions& o) {
   const auto kernels = kernels_for<AttentionKernels>(kOp, q.device());
   if (kernels.forward == nullptr || !backends::fused_attention_enabled()) return std::nullopt;
-  if (o.dropout_p > 0.0 || is_autocast_enabled()) return std::nullopt;
+  if (o.dropout_p >= 1.0 || is_autocast_enabled()) return std::nullopt;
   const Shape lead(q.shape().begin(), q.shape().end() - 2);
   if (Shape(k.shape().begin(), k.shape().end() - 2) != lead ||
       Shape(v.shape().begin(), v.shape().end() - 2) != lead)
     return std::nullopt;
-  if (o.attn_mask.defined() && o.attn_mask.requires_grad()) return std::nullopt;
+  if (o.attn_mask.defined() &&
+      (o.attn_mask.requires_grad() || !mask_fits(o.attn_mask, lead, q.size(-2), k.size(-2))))
+    return std::nullopt;
   if (kernels.takes == nullptr) return compute_dtype(q.dtype());
-  return kernels.takes(q, k, v, o.attn_mask.defined());
+  return kernels.takes(q, k, v, o.attn_mask.defined(), o.dropout_p > 0.0);
 }
+
+// Why a graph cannot hold the fused kernels' dropout: ops/dropout.cpp's reason (kiln does not
+// register generator state with graphs, so the offset would be frozen into the graph).
+constexpr const char* kRandomInGraph =
+    "draws random numbers on the GPU (dropout_p > 0), and a graph would repeat the same draw at "
+    "every replay (the generator's offset would be frozen into it; kiln does not register "
+    "generator state with graphs as PyTorch does): pass dropout_p = 0 or run it outside the "
+    "graph,";
 
 }  // namespace
 
@@ -207,11 +249,20 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (!operand) return scaled_dot_product_attention_with_weights(query, key, value, options).output;
   profiler::OpScope profile(kOp, {&query, &key, &value});
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
+  // The draw dropout(weights, p) of the composition would make: one offset of the default
+  // generator, refused in a CUDA graph as ops/dropout.cpp refuses it.
+  AttentionDropout drop;
+  if (options.dropout_p > 0.0) {
+    if (query.device().is_cuda() && cuda::is_current_stream_capturing(query.device().index))
+      cuda::check_not_capturing(kRandomInGraph);
+    Generator& gen = default_generator();
+    drop = {.p = options.dropout_p, .seed = gen.seed(), .offset = gen.next_offset()};
+  }
   const FusedOperands f = fused_operands(query, key, value, options, operand);
   const Tensor out = empty({f.q.size(0), f.q.size(1), f.v.size(2)}, f.compute, query.device());
   const Tensor lse = empty({f.q.size(0), f.q.size(1)}, f.compute, query.device());
   kernels_for<AttentionKernels>(kOp, query.device())
-      .forward(f.q, f.k, f.v, f.mask, options.is_causal, scale, out, lse);
+      .forward(f.q, f.k, f.v, f.mask, options.is_causal, scale, drop, out, lse);
   Shape out_shape = f.lead;
   out_shape.push_back(query.size(-2));
   out_shape.push_back(value.size(-1));
@@ -225,6 +276,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     node->lse = SavedTensor(lse);
     node->options = options;
     node->scale = scale;
+    node->dropout = drop;
     record(result, node, {&query, &key, &value});
   }
   return result;

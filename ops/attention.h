@@ -3,9 +3,12 @@
 //   out = softmax(q kᵀ · scale + mask) v       q [..., L, E], k [..., S, E], v [..., S, Ev]
 //
 // fused where the device's attention kernels take the call (kernels/attention.h: the CPU's take
-// every dtype, mask and length but not dropout; a GPU's only what a lab route sends them), never
+// every dtype, mask, length and dropout; a GPU's only what a lab route sends them), never
 // storing the L x S scores; composed of kiln's matmul, softmax and dropout otherwise, storing
-// them as PyTorch's "math" backend. Under autocast it runs in the scope's 16-bit dtype.
+// them as PyTorch's "math" backend. Under autocast it runs in the scope's 16-bit dtype. Fused or
+// composed, dropout draws the same mask from the default generator (one offset, the composition's
+// dropout(weights, p)), so after one manual_seed both give the same result, to rounding; in a
+// CUDA graph it is refused, as dropout is.
 //
 //   Tensor out = scaled_dot_product_attention(q, k, v, {.is_causal = true});
 #pragma once

@@ -1,7 +1,9 @@
 // The fused CPU attention (kernels/cpu/attention.cpp) against the composition it replaces
 // (backends::set_fused_attention_enabled(false)): outputs and the gradients of query, key and
 // value for odd lengths (1, 7, 129, L != S), causal, bool, float and broadcast masks, unbatched
-// inputs, every dtype; a fully masked row; which calls fuse; and the memory it saves.
+// inputs, every dtype, without and with dropout (the fused kernels draw the composition's mask
+// from the same generator state); double backward through dropout; a fully masked row; which
+// calls fuse; and the memory it saves.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -46,7 +48,7 @@ void check_close(const Tensor& a, const Tensor& b, double tol) {
 
 }  // namespace
 
-TEST_CASE("fused attention equals the composition: lengths, masks, causal, dtypes") {
+TEST_CASE("fused attention equals the composition: lengths, masks, causal, dtypes, dropout") {
   manual_seed(3);
   struct Case {
     Shape q, k, v;
@@ -64,9 +66,11 @@ TEST_CASE("fused attention equals the composition: lengths, masks, causal, dtype
       {{7, 8}, {5, 8}, {5, 6}, 0},
   };
   for (const DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-    for (size_t c = 0; c < cases.size(); ++c) {
-      const Case& tc = cases[c];
-      INFO("case " << c << " in " << dtype_name(dtype));
+    for (size_t c = 0; c < 2 * cases.size(); ++c) {
+      // The cases twice: as they are, then with dropout drawn from one generator state by both.
+      const Case& tc = cases[c % cases.size()];
+      const double p = c < cases.size() ? 0.0 : 0.3;
+      INFO("case " << c % cases.size() << " in " << dtype_name(dtype) << ", dropout " << p);
       const Tensor q = randn(tc.q, DType::f64), k = randn(tc.k, DType::f64);
       const Tensor v = randn(tc.v, DType::f64);
       const int64_t L = tc.q[tc.q.size() - 2], S = tc.k[tc.k.size() - 2];
@@ -78,10 +82,12 @@ TEST_CASE("fused attention equals the composition: lengths, masks, causal, dtype
         options.attn_mask = tc.mask == 2 ? randn({L, S}, DType::f64).to(dtype) : keep;
       }
       options.is_causal = tc.mask == 4;
+      options.dropout_p = p;
       Shape out_shape = tc.q;
       out_shape.back() = tc.v.back();
       const Tensor grad = randn(out_shape, DType::f64);
       // Both in the dtype, and the composition in f64 as the reference.
+      manual_seed(40 + c);
       const Run fused = run(q.to(dtype), k.to(dtype), v.to(dtype), options, grad);
       CHECK(fused.node == "FusedAttentionBackward");
       Run reference;
@@ -89,6 +95,7 @@ TEST_CASE("fused attention equals the composition: lengths, masks, causal, dtype
         Composed composed;
         AttentionOptions f64_options = options;
         if (tc.mask == 2) f64_options.attn_mask = options.attn_mask.to(DType::f64);
+        manual_seed(40 + c);
         reference = run(q, k, v, f64_options, grad);
       }
       CHECK(reference.node != "FusedAttentionBackward");
@@ -115,10 +122,17 @@ TEST_CASE("fused attention: a fully masked row is NaN as in the composition; wha
     const Tensor plain = scaled_dot_product_attention(q, k, v, {.attn_mask = none});
     CHECK(std::isnan(plain.index({0, 1, 0}).item()));
   }
-  // Dropout, a batch shape that broadcasts, and a mask that wants a gradient compose.
+  // Dropout fuses below 1 (p = 1 draws nothing); a batch shape that broadcasts, a mask that widens
+  // the batch shape and a mask that wants a gradient compose.
   Tensor qg = q.detach().requires_grad_();
-  CHECK(scaled_dot_product_attention(qg, k, v, {.dropout_p = 0.5}).grad_fn()->name() !=
+  CHECK(scaled_dot_product_attention(qg, k, v, {.dropout_p = 0.5}).grad_fn()->name() ==
         "FusedAttentionBackward");
+  CHECK(scaled_dot_product_attention(qg, k, v, {.dropout_p = 1.0}).grad_fn()->name() !=
+        "FusedAttentionBackward");
+  const Tensor wide = zeros({2, 1, 2, 3});  // added to the scores [1, 2, 3]: [2, 1, 2, 3]
+  const Tensor widened = scaled_dot_product_attention(qg, k, v, {.attn_mask = wide});
+  CHECK(widened.shape() == Shape{2, 1, 2, 2});
+  CHECK(widened.grad_fn()->name() != "FusedAttentionBackward");
   CHECK(scaled_dot_product_attention(qg, k.expand({1, 3, 4}).squeeze(0), v.squeeze(0))
             .grad_fn()
             ->name() != "FusedAttentionBackward");
@@ -126,6 +140,56 @@ TEST_CASE("fused attention: a fully masked row is NaN as in the composition; wha
   CHECK(scaled_dot_product_attention(qg, k, v, {.attn_mask = bias}).grad_fn()->name() !=
         "FusedAttentionBackward");
   CHECK(scaled_dot_product_attention(qg, k, v).grad_fn()->name() == "FusedAttentionBackward");
+}
+
+TEST_CASE("fused attention dropout: the composition's mask, its draw, and double backward") {
+  const Tensor q = randn({2, 2, 9, 8}, DType::f64), k = randn({2, 2, 11, 8}, DType::f64);
+  const Tensor v = randn({2, 2, 11, 5}, DType::f64), grad = randn({2, 2, 9, 5}, DType::f64);
+  const AttentionOptions options{.dropout_p = 0.5};
+  // The same seed: the same mask; the next draw of the generator is the same afterwards too.
+  manual_seed(8);
+  const Run fused = run(q, k, v, options, grad);
+  const Tensor after_fused = randn({4}, DType::f64);
+  CHECK(fused.node == "FusedAttentionBackward");
+  Run composed_run;
+  Tensor after_composed, other_seed;
+  {
+    Composed composed;
+    manual_seed(8);
+    composed_run = run(q, k, v, options, grad);
+    after_composed = randn({4}, DType::f64);
+    manual_seed(9);
+    other_seed = scaled_dot_product_attention(q, k, v, options);
+  }
+  check_close(fused.out, composed_run.out, 1e-12);
+  check_close(fused.dq, composed_run.dq, 1e-12);
+  check_close(fused.dk, composed_run.dk, 1e-12);
+  check_close(fused.dv, composed_run.dv, 1e-12);
+  CHECK(equal(after_fused, after_composed));
+  // The mask matters: another seed, or no dropout, gives another output.
+  CHECK_FALSE(allclose(fused.out, other_seed, 1e-3, 1e-3));
+  CHECK_FALSE(allclose(fused.out, scaled_dot_product_attention(q, k, v), 1e-3, 1e-3));
+
+  // Double backward: the fused node recomposes with the forward's mask (seed and offset), so the
+  // second derivatives equal the composition's, though the generator has moved on.
+  auto second = [&](bool fuse) {
+    backends::set_fused_attention_enabled(fuse);
+    Tensor qq = q.detach().requires_grad_(), kk = k.detach().requires_grad_();
+    Tensor vv = v.detach().requires_grad_();
+    manual_seed(12);
+    const Tensor out = scaled_dot_product_attention(qq, kk, vv, options);
+    (void)randn({3});  // the generator moves on before the backward
+    const std::vector<Tensor> g =
+        autograd::grad({(out * grad).sum()}, {qq, kk, vv}, {}, {.create_graph = true});
+    add((g[0] * g[0]).sum(), mul(g[1], g[2].sum()).sum()).backward();
+    backends::set_fused_attention_enabled(true);
+    return std::vector<Tensor>{out.detach(), g[0].detach(), qq.grad(), kk.grad(), vv.grad()};
+  };
+  const std::vector<Tensor> fused2 = second(true), composed2 = second(false);
+  for (size_t i = 0; i < fused2.size(); ++i) {
+    INFO("tensor " << i);
+    check_close(fused2[i], composed2[i], 1e-10);
+  }
 }
 
 namespace {

@@ -15,6 +15,8 @@
 
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/core/philox.h"
+#include "kiln/kernels/cuda/lab/attention/mask_dropout.h"
 #include "kiln/kernels/cuda/lab/attention/problem.h"
 #include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/gemm/problem.h"
@@ -408,6 +410,8 @@ TEST_CASE("lab attention: the mask's pairs, every row's keys, the tiles and the 
         CHECK(att::row_workspace_bytes(3, l_len) <= att::workspace_bytes(3, l_len, s_len));
       }
   CHECK(att::v3_shared_bytes() <= 48 * 1024);
+  CHECK(att::v5_shared_bytes() <= 48 * 1024);
+  CHECK(att::v5_blocks(3, 33) == 6);
   for (int d : att::kV4HeadDims) {
     CHECK(att::v4_head_dim_supported(d));
     CHECK(att::v4_conflict_free(d));
@@ -421,4 +425,34 @@ TEST_CASE("lab attention: the mask's pairs, every row's keys, the tiles and the 
   CHECK_THROWS_AS(att::check_shape("v1", 2, 7, 0, 64), kiln::ShapeError);
   CHECK_THROWS_AS(att::check_shape("v1", 2, int64_t{1} << 31, 9, 64), kiln::ShapeError);
   CHECK_THROWS_AS(att::check_f32("v2", kiln::DType::bf16), kiln::DTypeError);
+}
+
+// The kernels' dropout (an integer comparison with ceil(p 2^24)) keeps exactly what kiln's
+// dropout keeps (philox_uniform(seed, offset, i) >= p in double), at the index (h L + l) S + s.
+TEST_CASE("lab attention: the kernels' dropout keeps what kiln's dropout keeps") {
+  namespace att = kiln::lab::attention;
+  const int64_t heads = 2, l_len = 5, s_len = 7;
+  // 0.5 and 3 * 2^-24 lie on the uniforms' grid; 0.1 and 1 / 3 do not; 1e-9 drops only u = 0.
+  for (const double p : {0.5, 0.1, 1.0 / 3.0, 3.0 / 16777216.0, 1e-9}) {
+    INFO("p " << p);
+    const att::Dropout d = att::dropout_of({.p = p, .seed = 1234, .offset = 17}, l_len, s_len);
+    CHECK(d.scale == static_cast<float>(1.0 / (1.0 - p)));
+    int64_t kept = 0;
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t l = 0; l < l_len; ++l)
+        for (int64_t s = 0; s < s_len; ++s) {
+          const auto index = static_cast<uint64_t>((h * l_len + l) * s_len + s);
+          const bool want = static_cast<double>(kiln::philox_uniform(1234, 17, index)) >= p;
+          CHECK((d.factor(h, l, s) != 0.0f) == want);
+          kept += want ? 1 : 0;
+        }
+    if (p == 0.5) CHECK((kept > 20 && kept < 50));  // of 70: the draw is not degenerate
+  }
+  // The words' own grid: u = k 2^-24 is kept at p = k 2^-24, dropped just above it.
+  for (uint32_t k : {1u, 77u, 8388608u}) {
+    const double on_grid = k / 16777216.0;
+    CHECK(att::dropout_of({.p = on_grid}, 1, 1).threshold == k);
+    CHECK(att::dropout_of({.p = std::nextafter(on_grid, 1.0)}, 1, 1).threshold == k + 1);
+  }
+  CHECK(att::dropout_of({}, 1, 1).factor(0, 0, 0) == 1.0f);
 }

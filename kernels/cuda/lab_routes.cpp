@@ -57,7 +57,8 @@ bool names_a_version(const LabRoute& route) {
     case RoutedOp::attention:
       break;
   }
-  return find_attention_version(route.version) != nullptr;
+  return find_attention_version(route.version) != nullptr ||
+         find_version(lab::attention_backward_versions(), route.version) != nullptr;
 }
 
 void check(const LabRoute& route) {
@@ -216,6 +217,20 @@ const lab::AttentionVersion* routed_attention(DType dtype, int64_t batch_heads, 
                  device, gpu.name.c_str(), gpu.major, gpu.minor);
   });
   return nullptr;
+}
+
+const lab::AttentionBackwardVersion& routed_attention_backward(int64_t s) {
+  const std::vector<lab::AttentionBackwardVersion>& versions = lab::attention_backward_versions();
+  {
+    Table& t = table();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    for (const LabRoute& r : t.routes) {
+      if (r.op != RoutedOp::attention || s < r.min_cols || (r.max_cols >= 0 && s > r.max_cols))
+        continue;
+      if (const lab::AttentionBackwardVersion* v = find_version(versions, r.version)) return *v;
+    }
+  }
+  return *find_version(versions, "v1_recompute");
 }
 
 void note_lab_routed_call() {

@@ -6,14 +6,17 @@
 //            softmax lab's [rows, cols] (kernels/cuda/softmax.cu);
 //   sum      the sum of a contiguous, 16-byte-aligned f32 tensor over its trailing dims, as the
 //            reduction lab's row sums (kernels/cuda/reduce.cu);
-//   attention  scaled_dot_product_attention with no mask tensor and no dropout, causal or not,
-//            of query [..., L, D], key and value [..., S, D] (one head dim D the version takes),
-//            as the attention lab's [batch_heads, L, D] (kernels/cuda/attention.cpp); its row
-//            length is S, the length of a row of scores. f32 inputs take the routes naming a
-//            version of the f32 forward table (v1_naive, v2_fused_row, v3_tiled_fa1), bf16 and
-//            f16 ones those naming v4_mma_fa2; the backward runs v1_recompute from the forward's
-//            log-sum-exp. v4 on a GPU below compute capability 8.0 is not taken: the op composes
-//            there, and the first such call says so once on stderr.
+//   attention  scaled_dot_product_attention, causal or not, of query [..., L, D], key and value
+//            [..., S, D] (one head dim D the version takes), as the attention lab's
+//            [batch_heads, L, D] (kernels/cuda/attention.cpp); its row length is S, the length of
+//            a row of scores. f32 inputs take the routes naming a version of the f32 forward
+//            table (v1_naive, v2_fused_row, v3_tiled_fa1), bf16 and f16 ones those naming
+//            v4_mma_fa2; a call with a mask tensor or dropout only a route to v3_tiled_fa1 or
+//            v4_mma_fa2. The backward of a routed call runs v1_recompute from the forward's
+//            log-sum-exp, or the backward version a route for its S names (v5_tiled: add
+//            "attention:1-:v5_tiled"; such a route alone routes no forward). v4 on a GPU
+//            below compute capability 8.0 is not taken: the op composes there, and the first such
+//            call says so once on stderr.
 //
 // A route names the lab version a GPU measured faster than the op's own kernel (version 0) for a
 // range of row lengths. The built-in table is empty: no version has been timed against the ops'
@@ -62,6 +65,9 @@ const lab::ReductionVersion* routed_sum(int64_t rows, int64_t cols);
 // It does not count: the caller that runs the version calls note_lab_routed_call().
 const lab::AttentionVersion* routed_attention(DType dtype, int64_t batch_heads, int64_t l,
                                               int64_t s, int64_t d);
+// The backward version for a routed attention call of key length s: the first route whose range
+// holds s and which names a version of the backward table, else v1_recompute.
+const lab::AttentionBackwardVersion& routed_attention_backward(int64_t s);
 void note_lab_routed_call();
 // How many problems this process has routed to a lab version.
 uint64_t lab_routed_calls();

@@ -227,4 +227,14 @@ TEST_CASE("lab attention: a problem a version cannot take is refused") {
   args.d = 48;
   args.s = 0;
   CHECK_THROWS_WITH(lab::attention::v3_tiled_fa1(args), Catch::Contains("no key"));
+  // Masks and dropout: v3, v4 and the backwards but v0 take them; p must be below 1.
+  args.s = 4;
+  args.mask.data = o.data<float>();
+  CHECK_THROWS_WITH(lab::attention::v2_fused_row(args),
+                    Catch::Contains("v2_fused_row") && Catch::Contains("no mask tensor"));
+  args.mask = {};
+  args.dropout.p = 0.5;
+  CHECK_THROWS_AS(lab::attention::v1_naive(args), NotImplementedError);
+  args.dropout.p = 1.0;
+  CHECK_THROWS_WITH(lab::attention::v3_tiled_fa1(args), Catch::Contains("[0, 1)"));
 }

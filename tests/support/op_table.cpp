@@ -527,8 +527,9 @@ std::vector<OpEntry> linalg_entries() {
        [](const Args& in) {
          return Outputs{scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true})};
        }},
-      // Training's dropout (the composition; its mask from the Philox stream by element index, the
-      // same on every device for one seed) and evaluation's p = 0 (fused where the device has it).
+      // Training's dropout (its mask from the Philox stream by the weight's index, the same on
+      // every device for one seed, fused or composed: the CPU's fused kernels and a GPU's
+      // composition draw one mask) and evaluation's p = 0.
       {"scaled_dot_product_attention dropout 0.25 and evaluation", OpFamily::linalg,
        [](uint64_t seed) {
          return Inputs{uniform({2, 5, 4}, seed), uniform({2, 6, 4}, seed + 1),
@@ -538,6 +539,26 @@ std::vector<OpEntry> linalg_entries() {
          manual_seed(79);
          return Outputs{scaled_dot_product_attention(in[0], in[1], in[2], {.dropout_p = 0.25}),
                         scaled_dot_product_attention(in[0], in[1], in[2], {.dropout_p = 0.0})};
+       }},
+      {"scaled_dot_product_attention dropout with a mask and causal, lengths 1 7 129",
+       OpFamily::linalg,
+       [](uint64_t seed) {
+         return Inputs{uniform({2, 7, 4}, seed),       uniform({2, 129, 4}, seed + 1),
+                       uniform({2, 129, 3}, seed + 2), mask({7, 129}, seed + 3),
+                       uniform({1, 129, 4}, seed + 4), uniform({1, 33, 4}, seed + 5),
+                       uniform({1, 33, 3}, seed + 6),  uniform({1, 1, 4}, seed + 7),
+                       uniform({1, 1, 4}, seed + 8),   uniform({1, 1, 2}, seed + 9)};
+       },
+       [](const Args& in) {
+         manual_seed(81);
+         // Every row keeps its first key, so no row is fully masked.
+         const Tensor keep =
+             logical_or(in[3], eq(arange(129, DType::i64, in[3].device()).unsqueeze(0), 0));
+         return Outputs{scaled_dot_product_attention(in[0], in[1], in[2],
+                                                     {.attn_mask = keep, .dropout_p = 0.2}),
+                        scaled_dot_product_attention(in[4], in[5], in[6],
+                                                     {.dropout_p = 0.3, .is_causal = true}),
+                        scaled_dot_product_attention(in[7], in[8], in[9], {.dropout_p = 0.5})};
        }},
       product("einsum diagonal ii, then a product",
               [](const Tensor& a, const Tensor& b) {

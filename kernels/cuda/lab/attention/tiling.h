@@ -91,6 +91,23 @@ inline int64_t v4_blocks(int64_t batch_heads, int64_t l) {
   return batch_heads * ceil_div(l, kV4QueryTile);
 }
 
+// v5 (the tiled backward): a block per kV5KeyTile keys of a head (a lane a key), walking the
+// query tiles of kV5QueryTile rows, kV5RowsPerWarp of them a warp. Shared memory: K and V [Bc][D
+// + 1] (lane c reads row c), Q and dO [Br][D], P~ and dS [Br][Bc], all f32, sized for kMaxHeadDim.
+inline constexpr int kV5KeyTile = 32;
+inline constexpr int kV5QueryTile = 8;
+inline constexpr int kV5Warps = 4;
+inline constexpr int kV5Threads = kV5Warps * kWarpSize;
+inline constexpr int kV5RowsPerWarp = kV5QueryTile / kV5Warps;
+inline constexpr int kV5Stride = kMaxHeadDim + 1;
+inline constexpr size_t v5_shared_bytes() {
+  return 4 * (2 * size_t{kV5KeyTile} * kV5Stride + 2 * size_t{kV5QueryTile} * kMaxHeadDim +
+              2 * size_t{kV5QueryTile} * kV5KeyTile);
+}
+inline int64_t v5_blocks(int64_t batch_heads, int64_t s) {
+  return batch_heads * ceil_div(s, kV5KeyTile);
+}
+
 // The workspace every version shares: v1's L x S matrix (scores, then P), v3's running max and
 // sum of each query row, the backward's delta = rowsum(dO * O).
 inline size_t workspace_bytes(int64_t batch_heads, int64_t l, int64_t s) {

@@ -33,6 +33,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/lab/attention/mask_dropout.h"
 #include "kiln/kernels/cuda/lab/attention/problem.h"
 #include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/attention/versions.h"
@@ -116,6 +117,7 @@ Tensor as_f32(const void* data, const Shape& shape, DType dtype, Device device) 
 
 void v0_kiln(const AttentionArgs& a) {
   check_shape("v0_kiln", a.batch_heads, a.l, a.s, a.d);
+  check_plain("v0_kiln", a.mask, a.dropout);
   if (a.batch_heads == 0 || a.l == 0) return;
   const Device device = Device::cuda(cuda::current_device());
   const Tensor q = as_f32(a.q, {a.batch_heads, a.l, a.d}, a.dtype, device);
@@ -127,6 +129,7 @@ void v0_kiln(const AttentionArgs& a) {
 
 void v0_kiln_backward(const AttentionBackwardArgs& a) {
   check_shape("v0_kiln", a.batch_heads, a.l, a.s, a.d);
+  check_plain("v0_kiln", a.mask, a.dropout);
   if (a.batch_heads == 0) return;
   const Device device = Device::cuda(cuda::current_device());
   const Tensor q = borrow_tensor(a.q, {a.batch_heads, a.l, a.d}, DType::f32, device);

@@ -21,6 +21,7 @@
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/lab/attention/mask_dropout.h"
 #include "kiln/kernels/cuda/lab/attention/problem.h"
 #include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/attention/versions.h"
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(kNaiveThreads)
 
 void v1_naive(const AttentionArgs& a) {
   check_shape("v1_naive", a.batch_heads, a.l, a.s, a.d);
+  check_plain("v1_naive", a.mask, a.dropout);
   check_f32("v1_naive", a.dtype);
   if (a.batch_heads == 0 || a.l == 0) return;
   const auto* q = static_cast<const float*>(a.q);

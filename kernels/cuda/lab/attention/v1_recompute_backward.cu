@@ -18,12 +18,18 @@
 // once per key and K, V once per query, as v2 does: a warp walks a whole row. Tiling it as v3 and
 // v4 do the forward is the next step; docs/kernels/attention.md has the traffic.
 //
+// The mask tensor and dropout (what kiln's op routes here, mask_dropout.h): the score takes M_ls
+// as the forward's did, and the keep factor f of (l, s) (the forward's, drawn again from the same
+// seed and offset) enters twice: dV_s += p f dO_l, and ds = p (f dO_l . v_s - delta_l); delta is
+// dO . O of the dropped O, which is sum_s p dP for dP the gradient of the undropped P.
+//
 // measured: not yet on a GPU.
 #include <cmath>
 #include <cstdint>
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/lab/attention/mask_dropout.h"
 #include "kiln/kernels/cuda/lab/attention/problem.h"
 #include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/attention/versions.h"
@@ -79,7 +85,8 @@ __global__ void __launch_bounds__(kRowThreads)
                 const float* __restrict__ v, const float* __restrict__ lse,
                 const float* __restrict__ dout, const float* __restrict__ delta,
                 float* __restrict__ dk, float* __restrict__ dv, int64_t batch_heads, int64_t l_len,
-                int64_t s_len, int d, float scale, bool causal) {
+                int64_t s_len, int d, float scale, bool causal, AttentionMask mask,
+                Dropout dropout) {
   const int lane = threadIdx.x % kWarpSize;
   for (int64_t key_row = int64_t{blockIdx.x} * kRowWarps + threadIdx.x / kWarpSize;
        key_row < batch_heads * s_len; key_row += int64_t{gridDim.x} * kRowWarps) {
@@ -92,11 +99,12 @@ __global__ void __launch_bounds__(kRowThreads)
       float qr[kMaxPerLane], dor[kMaxPerLane];
       load_row(q + row * d, d, lane, qr);
       load_row(dout + row * d, d, lane, dor);
-      const float p = expf(warp_dot(qr, kr) * scale - lse[row]);
-      const float ds = p * (warp_dot(dor, vr) - delta[row]);
+      const float p = expf(warp_dot(qr, kr) * scale + mask_term(mask, h, l, s) - lse[row]);
+      const float f = dropout.factor(h, l, s);
+      const float ds = p * (f * warp_dot(dor, vr) - delta[row]);
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) {
-        dv_acc[i] += p * dor[i];
+        dv_acc[i] += p * f * dor[i];
         dk_acc[i] += ds * qr[i];
       }
     }
@@ -111,7 +119,8 @@ __global__ void __launch_bounds__(kRowThreads)
     dq_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
               const float* __restrict__ lse, const float* __restrict__ dout,
               const float* __restrict__ delta, float* __restrict__ dq, int64_t batch_heads,
-              int64_t l_len, int64_t s_len, int d, float scale, bool causal) {
+              int64_t l_len, int64_t s_len, int d, float scale, bool causal, AttentionMask mask,
+              Dropout dropout) {
   const int lane = threadIdx.x % kWarpSize;
   for (int64_t row = int64_t{blockIdx.x} * kRowWarps + threadIdx.x / kWarpSize;
        row < batch_heads * l_len; row += int64_t{gridDim.x} * kRowWarps) {
@@ -126,8 +135,8 @@ __global__ void __launch_bounds__(kRowThreads)
       float kr[kMaxPerLane], vr[kMaxPerLane];
       load_row(k + key_row * d, d, lane, kr);
       load_row(v + key_row * d, d, lane, vr);
-      const float p = expf(warp_dot(qr, kr) * scale - row_lse);
-      const float ds = p * (warp_dot(dor, vr) - row_delta);
+      const float p = expf(warp_dot(qr, kr) * scale + mask_term(mask, h, l, s) - row_lse);
+      const float ds = p * (dropout.factor(h, l, s) * warp_dot(dor, vr) - row_delta);
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) dq_acc[i] += ds * kr[i];
     }
@@ -139,29 +148,33 @@ __global__ void __launch_bounds__(kRowThreads)
 
 }  // namespace
 
+void launch_delta(const float* o, const float* dout, float* delta, int64_t rows, int d) {
+  KILN_LAUNCH(static_cast<unsigned>(blocks_for(rows, kRowWarps)), kRowThreads, 0, cuda::stream(),
+              delta_kernel)
+  (o, dout, delta, rows, d);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
 void v1_recompute_backward(const AttentionBackwardArgs& a) {
   check_shape("v1_recompute", a.batch_heads, a.l, a.s, a.d);
+  check_dropout("v1_recompute", a.dropout);
   if (a.batch_heads == 0) return;
   const int d = static_cast<int>(a.d);
   auto* delta = static_cast<float*>(a.workspace);
   const int64_t rows = a.batch_heads * a.l, key_rows = a.batch_heads * a.s;
-  if (rows > 0) {
-    KILN_LAUNCH(static_cast<unsigned>(blocks_for(rows, kRowWarps)), kRowThreads, 0, cuda::stream(),
-                delta_kernel)
-    (a.o, a.dout, delta, rows, d);
-    KILN_CUDA_CHECK_LAUNCH();
-  }
+  if (rows > 0) launch_delta(a.o, a.dout, delta, rows, d);
   if (key_rows > 0) {
     KILN_LAUNCH(static_cast<unsigned>(blocks_for(key_rows, kRowWarps)), kRowThreads, 0,
                 cuda::stream(), dkdv_kernel)
-    (a.q, a.k, a.v, a.lse, a.dout, delta, a.dk, a.dv, a.batch_heads, a.l, a.s, d, a.scale,
-     a.causal);
+    (a.q, a.k, a.v, a.lse, a.dout, delta, a.dk, a.dv, a.batch_heads, a.l, a.s, d, a.scale, a.causal,
+     a.mask, dropout_of(a.dropout, a.l, a.s));
     KILN_CUDA_CHECK_LAUNCH();
   }
   if (rows > 0) {
     KILN_LAUNCH(static_cast<unsigned>(blocks_for(rows, kRowWarps)), kRowThreads, 0, cuda::stream(),
                 dq_kernel)
-    (a.q, a.k, a.v, a.lse, a.dout, delta, a.dq, a.batch_heads, a.l, a.s, d, a.scale, a.causal);
+    (a.q, a.k, a.v, a.lse, a.dout, delta, a.dq, a.batch_heads, a.l, a.s, d, a.scale, a.causal,
+     a.mask, dropout_of(a.dropout, a.l, a.s));
     KILN_CUDA_CHECK_LAUNCH();
   }
 }

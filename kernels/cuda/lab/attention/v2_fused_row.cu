@@ -23,6 +23,7 @@
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/lab/attention/mask_dropout.h"
 #include "kiln/kernels/cuda/lab/attention/problem.h"
 #include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/attention/versions.h"
@@ -87,6 +88,7 @@ __global__ void __launch_bounds__(kRowThreads)
 
 void v2_fused_row(const AttentionArgs& a) {
   check_shape("v2_fused_row", a.batch_heads, a.l, a.s, a.d);
+  check_plain("v2_fused_row", a.mask, a.dropout);
   check_f32("v2_fused_row", a.dtype);
   if (a.batch_heads == 0 || a.l == 0) return;
   KILN_LAUNCH(static_cast<unsigned>(blocks_for(a.batch_heads * a.l, kRowWarps)), kRowThreads, 0,

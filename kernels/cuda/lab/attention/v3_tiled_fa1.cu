@@ -24,12 +24,18 @@
 // block per head, too few blocks for a GPU unless batch x heads is in the hundreds.
 // FlashAttention-2 (v4) swaps the loops: a block owns query rows, and O stays in registers.
 //
+// The mask tensor and dropout (what kiln's op routes here, mask_dropout.h): M_ls is added to the
+// score, and a key tile's P reaches P V multiplied by its keep factors while l~ sums the undropped
+// P. A row whose first key tile is wholly masked starts its state there (m = -inf, l = 0, O = 0),
+// and a row that sees no key at all ends as NaN (O and lse), a softmax of nothing.
+//
 // measured: not yet on a GPU.
 #include <cmath>
 #include <cstdint>
 
 #include "kiln/core/cuda_check.h"
 #include "kiln/kernels/cuda/block_reduce.cuh"
+#include "kiln/kernels/cuda/lab/attention/mask_dropout.h"
 #include "kiln/kernels/cuda/lab/attention/problem.h"
 #include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/attention/versions.h"
@@ -46,7 +52,8 @@ __global__ void __launch_bounds__(kV3Threads)
     tiled_fa1_kernel(const float* __restrict__ q, const float* __restrict__ k,
                      const float* __restrict__ v, float* __restrict__ o, float* __restrict__ lse,
                      float* __restrict__ running_max, float* __restrict__ running_sum,
-                     int64_t batch_heads, int l_len, int s_len, int d, float scale, bool causal) {
+                     int64_t batch_heads, int l_len, int s_len, int d, float scale, bool causal,
+                     AttentionMask mask, Dropout dropout) {
   __shared__ float q_tile[kV3QueryTile][kMaxHeadDim];
   __shared__ float k_tile[kV3KeyTile][kV3KStride];
   __shared__ float v_tile[kV3KeyTile][kMaxHeadDim];
@@ -89,13 +96,20 @@ __global__ void __launch_bounds__(kV3Threads)
           if (key < s_len && attends(causal, l, key)) {
             float dot = 0.0f;
             for (int i = 0; i < d; ++i) dot += q_tile[r][i] * k_tile[lane][i];
-            x = dot * scale;
+            x = dot * scale + mask_term(mask, h, l, key);
           }
           const float tile_max = cuda::warp_allreduce(x, cuda::Max{});
-          if (tile_max == -INFINITY) continue;  // this row sees no key of the tile
-          const float p = expf(x - tile_max);   // 0 where masked
+          if (tile_max == -INFINITY) {  // this row sees no key of the tile
+            if (j0 == 0) {              // the state starts here: nothing seen
+              for (int i = lane; i < d; i += kWarpSize) o[row * d + i] = 0.0f;
+              if (lane == 0) running_max[row] = -INFINITY, running_sum[row] = 0.0f;
+            }
+            continue;
+          }
+          const float p = expf(x - tile_max);  // 0 where masked
           const float tile_sum = cuda::warp_allreduce(p, cuda::Sum{});
-          p_tile[r][lane] = p;
+          // What reaches P V is dropped; the sum is the undropped softmax's.
+          p_tile[r][lane] = x == -INFINITY ? 0.0f : p * dropout.factor(h, l, key);
           __syncwarp();
           const float new_max = fmaxf(old_max, tile_max);
           const float old_weight = old_sum * expf(old_max - new_max);  // 0 at j0 = 0
@@ -116,8 +130,15 @@ __global__ void __launch_bounds__(kV3Threads)
       }
     }
     __syncthreads();  // every warp's running state is written
-    for (int l = threadIdx.x; l < l_len; l += kV3Threads)
-      lse[first_row + l] = running_max[first_row + l] + logf(running_sum[first_row + l]);
+    for (int l = threadIdx.x; l < l_len; l += kV3Threads) {
+      const int64_t row = first_row + l;
+      if (running_sum[row] == 0.0f) {  // no key seen: the softmax of nothing
+        lse[row] = NAN;
+        for (int i = 0; i < d; ++i) o[row * d + i] = NAN;
+        continue;
+      }
+      lse[row] = running_max[row] + logf(running_sum[row]);
+    }
   }
 }
 
@@ -126,13 +147,14 @@ __global__ void __launch_bounds__(kV3Threads)
 void v3_tiled_fa1(const AttentionArgs& a) {
   check_shape("v3_tiled_fa1", a.batch_heads, a.l, a.s, a.d);
   check_f32("v3_tiled_fa1", a.dtype);
+  check_dropout("v3_tiled_fa1", a.dropout);
   if (a.batch_heads == 0 || a.l == 0) return;
   KILN_LAUNCH(static_cast<unsigned>(blocks_for(a.batch_heads, 1)), kV3Threads, 0, cuda::stream(),
               tiled_fa1_kernel)
   (static_cast<const float*>(a.q), static_cast<const float*>(a.k), static_cast<const float*>(a.v),
    a.o, a.lse, v3_running_max(a.workspace), v3_running_sum(a.workspace, a.batch_heads, a.l),
    a.batch_heads, static_cast<int>(a.l), static_cast<int>(a.s), static_cast<int>(a.d), a.scale,
-   a.causal);
+   a.causal, a.mask, dropout_of(a.dropout, a.l, a.s));
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -26,6 +26,11 @@
 // The head dimension is a template argument (its fragments are register arrays): 16, 32, 64 or
 // 128. The instructions are Ampere's (sm_80); an older GPU gets gemm_tc's refusal.
 //
+// The mask tensor and dropout (what kiln's op routes here, mask_dropout.h): M is added to each
+// scaled score as it is masked (a load a score, from L2 mostly: the [L, S] masks kiln passes
+// broadcast over heads), and P's keep factors (a Philox evaluation a score) multiply P as it is
+// packed for P V while l sums the undropped P. A row that sees no key ends as NaN (O and lse).
+//
 // measured: not yet on a GPU.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,6 +44,7 @@
 #include "kiln/core/cuda_check.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/kernels/cuda/lab/attention/mask_dropout.h"
 #include "kiln/kernels/cuda/lab/attention/problem.h"
 #include "kiln/kernels/cuda/lab/attention/tiling.h"
 #include "kiln/kernels/cuda/lab/attention/versions.h"
@@ -79,11 +85,11 @@ __device__ __forceinline__ void load_tile(T* tile, const T* __restrict__ src, in
   }
 }
 
-template <class T, int kD>
+template <class T, int kD, bool kDropout>
 __global__ void __launch_bounds__(kV4Threads)
     mma_fa2_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                    float* __restrict__ o, float* __restrict__ lse, int64_t batch_heads, int l_len,
-                   int s_len, float scale, bool causal) {
+                   int s_len, float scale, bool causal, AttentionMask mask, Dropout dropout) {
   constexpr int kStride = v4_stride(kD);
   constexpr int kSteps = kD / kMmaK;             // k steps of Q K^T
   constexpr int kOutTiles = kD / kMmaN;          // n tiles of O
@@ -137,14 +143,17 @@ __global__ void __launch_bounds__(kV4Threads)
           mma_m16n8k16<T>(s_acc[n + 1], qa[kk], b1);
         }
       // Scale and mask; accumulator e of tile n sits at row rows[e / 2], key n * 8 + 2t + e % 2.
+      // The rows past L score nothing: they are never stored, and the mask has no row for them.
       float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int n = 0; n < kKeyTiles; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = j0 + n * kMmaN + 2 * t + e % 2;
-          const bool valid = key < s_len && attends(causal, rows[e / 2], key);
-          s_acc[n][e] = valid ? s_acc[n][e] * scale : -INFINITY;
+          const bool valid =
+              key < s_len && rows[e / 2] < l_len && attends(causal, rows[e / 2], key);
+          s_acc[n][e] =
+              valid ? s_acc[n][e] * scale + mask_term(mask, h, rows[e / 2], key) : -INFINITY;
           tile_max[e / 2] = fmaxf(tile_max[e / 2], s_acc[n][e]);
         }
       float correction[2], base[2];
@@ -163,8 +172,8 @@ __global__ void __launch_bounds__(kV4Threads)
       for (int n = 0; n < kOutTiles; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[n][e] *= correction[e / 2];
-      // P, summed into this lane's part of l, and packed into A fragments for P V: k step c
-      // takes S's n tiles 2c (a0, a1) and 2c + 1 (a2, a3).
+      // P, summed into this lane's part of l, and packed into A fragments for P V (dropped
+      // there, with dropout): k step c takes S's n tiles 2c (a0, a1) and 2c + 1 (a2, a3).
       unsigned pa[kKeySteps][4];
 #pragma unroll
       for (int n = 0; n < kKeyTiles; ++n) {
@@ -173,6 +182,9 @@ __global__ void __launch_bounds__(kV4Threads)
         for (int e = 0; e < 4; ++e) {
           p[e] = expf(s_acc[n][e] - base[e / 2]);  // 0 where masked
           row_sum[e / 2] += p[e];
+          if constexpr (kDropout)
+            if (p[e] != 0.0f)
+              p[e] *= dropout.factor(h, rows[e / 2], j0 + n * kMmaN + 2 * t + e % 2);
         }
         pa[n / 2][n % 2 * 2] = pack2<T>(p[0], p[1]);
         pa[n / 2][n % 2 * 2 + 1] = pack2<T>(p[2], p[3]);
@@ -204,32 +216,45 @@ __global__ void __launch_bounds__(kV4Threads)
       for (int n = 0; n < kOutTiles; ++n)
         *reinterpret_cast<float2*>(&out[n * kMmaN + 2 * t]) =
             make_float2(acc[n][2 * i] * inverse, acc[n][2 * i + 1] * inverse);
-      if (t == 0) lse[h * l_len + rows[i]] = row_max[i] + logf(row_sum[i]);
+      // No key seen (a mask removed all): 0 / 0 above, and lse NaN rather than -inf.
+      if (t == 0)
+        lse[h * l_len + rows[i]] = row_sum[i] == 0.0f ? NAN : row_max[i] + logf(row_sum[i]);
     }
   }
 }
 
-template <class T, int kD>
+// Dropout is a template argument: its Philox rounds, unrolled over the tile's scores, would
+// otherwise hold registers in every call (ptxas: 228 a thread at D = 128 against 165 without).
+template <class T, int kD, bool kDropout>
 void launch(const AttentionArgs& a) {
   KILN_LAUNCH(static_cast<unsigned>(blocks_for(v4_blocks(a.batch_heads, a.l), 1)), kV4Threads, 0,
-              cuda::stream(), mma_fa2_kernel<T, kD>)
+              cuda::stream(), mma_fa2_kernel<T, kD, kDropout>)
   (static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), a.o, a.lse,
-   a.batch_heads, static_cast<int>(a.l), static_cast<int>(a.s), a.scale, a.causal);
+   a.batch_heads, static_cast<int>(a.l), static_cast<int>(a.s), a.scale, a.causal, a.mask,
+   dropout_of(a.dropout, a.l, a.s));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
-template <class T>
+template <class T, bool kDropout>
 void launch_for_head_dim(const AttentionArgs& a) {
   switch (a.d) {
     case 16:
-      return launch<T, 16>(a);
+      return launch<T, 16, kDropout>(a);
     case 32:
-      return launch<T, 32>(a);
+      return launch<T, 32, kDropout>(a);
     case 64:
-      return launch<T, 64>(a);
+      return launch<T, 64, kDropout>(a);
     default:
-      return launch<T, 128>(a);
+      return launch<T, 128, kDropout>(a);
   }
+}
+
+template <class T>
+void launch_for_dropout(const AttentionArgs& a) {
+  if (a.dropout.p > 0.0)
+    launch_for_head_dim<T, true>(a);
+  else
+    launch_for_head_dim<T, false>(a);
 }
 
 // The instructions are Ampere's (gemm_tc/mma.cuh): an older GPU's code for them is a trap.
@@ -249,6 +274,7 @@ void check_device() {
 void v4_mma_fa2(const AttentionArgs& a) {
   const std::string where = "lab attention v4_mma_fa2: ";
   check_shape("v4_mma_fa2", a.batch_heads, a.l, a.s, a.d);
+  check_dropout("v4_mma_fa2", a.dropout);
   if (a.dtype != DType::bf16 && a.dtype != DType::f16)
     throw DTypeError(where + "the inputs must be bf16 or f16, got " + dtype_name(a.dtype));
   if (!v4_head_dim_supported(a.d))
@@ -262,9 +288,9 @@ void v4_mma_fa2(const AttentionArgs& a) {
   if (a.batch_heads == 0 || a.l == 0) return;
   check_device();
   if (a.dtype == DType::bf16)
-    launch_for_head_dim<__nv_bfloat16>(a);
+    launch_for_dropout<__nv_bfloat16>(a);
   else
-    launch_for_head_dim<__half>(a);
+    launch_for_dropout<__half>(a);
 }
 
 }  // namespace kiln::lab::attention

@@ -37,6 +37,8 @@ const std::vector<AttentionBackwardVersion>& attention_backward_versions() {
        attention::v0_kiln_backward},
       {"v1_recompute", "P recomputed from the saved lse: a warp per key row, one per query row",
        attention::v1_recompute_backward},
+      {"v5_tiled", "FlashAttention-2's backward: a block per key tile, each score once, dQ atomics",
+       attention::v5_tiled_backward},
   };
   return versions;
 }
