@@ -17,23 +17,27 @@ using testing::random_f64;
 using testing::tolerance;
 
 TEST_CASE("dropout: element i is kept iff philox_uniform(seed, offset, i) >= p") {
-  for (DType dtype : {DType::f32, DType::f64}) {
-    for (double p : {0.2, 0.5, 0.9}) {
-      INFO(dtype_name(dtype) << " p " << p);
-      Generator gen(42);
-      gen.next_offset();  // a generator that has already served another op
-      uint64_t offset = gen.state().offset;
-      Tensor x = random_f64({7, 9}, 1, 0.5, 1.5).to(dtype);
-      Tensor y = dropout(x, p, true, &gen);
-      CHECK(y.dtype() == dtype);
-      CHECK(gen.state().offset > offset);
-      std::vector<double> xs = x.tolist(), want;
-      const double scale = static_cast<double>(convert<float>(1.0 / (1.0 - p)));
-      for (size_t i = 0; i < xs.size(); ++i) {
-        bool kept = philox_uniform(42, offset, i) >= p;
-        want.push_back(kept ? xs[i] * (dtype == DType::f64 ? 1.0 / (1.0 - p) : scale) : 0.0);
+  // 63 elements, and 10001, which the threads split at places that are no multiple of 4 (the
+  // kernel draws a Philox block once for its 4 elements).
+  for (const Shape& shape : {Shape{7, 9}, Shape{73, 137}}) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      for (double p : {0.2, 0.5, 0.9}) {
+        INFO(shape_str(shape) << " " << dtype_name(dtype) << " p " << p);
+        Generator gen(42);
+        gen.next_offset();  // a generator that has already served another op
+        uint64_t offset = gen.state().offset;
+        Tensor x = random_f64(shape, 1, 0.5, 1.5).to(dtype);
+        Tensor y = dropout(x, p, true, &gen);
+        CHECK(y.dtype() == dtype);
+        CHECK(gen.state().offset > offset);
+        std::vector<double> xs = x.tolist(), want;
+        const double scale = static_cast<double>(convert<float>(1.0 / (1.0 - p)));
+        for (size_t i = 0; i < xs.size(); ++i) {
+          bool kept = philox_uniform(42, offset, i) >= p;
+          want.push_back(kept ? xs[i] * (dtype == DType::f64 ? 1.0 / (1.0 - p) : scale) : 0.0);
+        }
+        check_close(y, want, tolerance(dtype));
       }
-      check_close(y, want, tolerance(dtype));
     }
   }
 }

@@ -20,9 +20,13 @@ void dropout(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Te
     // The kept value rounded to x's dtype once, then applied: as the mask tensor holds it.
     const T scale = convert<T>(1.0 / (1.0 - p));
     parallel_for(x.numel(), 4, [&](int64_t begin, int64_t end) {
+      // philox_uniform(seed, offset, i) is word i % 4 of Philox block i / 4: each block is drawn
+      // once for its four elements rather than once for each.
+      PhiloxCounter block{};
       for (int64_t i = begin; i < end; ++i) {
-        const bool kept =
-            static_cast<double>(philox_uniform(seed, offset, static_cast<uint64_t>(i))) >= p;
+        const uint64_t index = static_cast<uint64_t>(i);
+        if (i == begin || index % 4 == 0) block = philox_block(seed, offset, index / 4);
+        const bool kept = static_cast<double>(uint32_to_uniform_float(block.x[index % 4])) >= p;
         m[i] = kept ? scale : convert<T>(0.0);
         o[i] = convert<T>(convert<acc_type_t<T>>(in[i]) * convert<acc_type_t<T>>(m[i]));
       }
