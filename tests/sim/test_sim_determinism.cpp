@@ -54,6 +54,13 @@ struct OrderDependent {
 const OrderDependent kOrderDependent[] = {
     {"max_pool2d_with_indices", "max_pool2d_backward_kernel (kernels/cuda/pooling.cu)"},
     {"max_pool2d_backward", "max_pool2d_backward_kernel (kernels/cuda/pooling.cu)"},
+    // The plain max pools' backward is the same kernel: an input that is the maximum of three or
+    // more overlapping windows sums their gradients in the order the threads reach it (whether
+    // one does depends on the entry's random inputs, which move with the table's order).
+    {"max_pool2d 3x3 stride 2 padding 1", "max_pool2d_backward_kernel (kernels/cuda/pooling.cu)"},
+    {"max_pool2d dilation 2 ceil_mode", "max_pool2d_backward_kernel (kernels/cuda/pooling.cu)"},
+    {"max_pool2d channels-last 3x3 stride 2 padding 1",
+     "max_pool2d_backward_kernel (kernels/cuda/pooling.cu)"},
     {"scatter_add dim 1", "index_accumulate (kernels/cuda/index.cu)"},
     {"index_add dim 0", "index_accumulate (kernels/cuda/index.cu)"},
     {"embedding with padding_idx", "index_accumulate (kernels/cuda/index.cu)"},
