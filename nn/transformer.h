@@ -42,6 +42,7 @@ class TransformerDecoderLayer : public Module {
  public:
   TransformerDecoderLayer(int64_t d_model, int64_t nhead,
                           TransformerDecoderLayerOptions options = {});
+  using Module::forward;  // forward(x) alone: a NotImplementedError, a decoder needs memory
   // layer({tgt, memory}): no masks, with the hooks around it.
   Tensor forward_many(const std::vector<Tensor>& inputs) override;
   Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderMasks& masks = {});
@@ -62,6 +63,7 @@ class TransformerDecoder : public Module {
  public:
   TransformerDecoder(int64_t d_model, int64_t nhead, int64_t num_layers,
                      TransformerDecoderLayerOptions options = {}, bool final_norm = false);
+  using Module::forward;  // forward(x) alone: a NotImplementedError, a decoder needs memory
   Tensor forward_many(const std::vector<Tensor>& inputs) override;
   Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderMasks& masks = {});
   std::string name() const override { return "TransformerDecoder"; }
@@ -87,6 +89,7 @@ struct TransformerMasks {
 class Transformer : public Module {
  public:
   Transformer(int64_t d_model = 512, int64_t nhead = 8, TransformerOptions options = {});
+  using Module::forward;  // forward(x) alone: a NotImplementedError, it takes src and tgt
   // model({src, tgt}): no masks, with the hooks around it.
   Tensor forward_many(const std::vector<Tensor>& inputs) override;
   Tensor forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {});
