@@ -18,6 +18,7 @@
 using namespace kiln;
 using Catch::Contains;
 using kiln::testing::check_against_torch;
+using kiln::testing::check_gradients_against_torch;
 using kiln::testing::doubles;
 using kiln::testing::shape_of;
 using kiln::testing::tensor_of;
@@ -124,15 +125,7 @@ TEST_CASE("attention modules equal PyTorch 1.13's: outputs, weights and gradient
       REQUIRE(weights.shape() == shape_of(c.at("weights").at("shape")));
       check_against_torch(weights, doubles(c.at("weights").at("values")), 1e-12);
     }
-    mul(out, tensor_of(c.at("grad_output"))).sum().backward();
-    for (const auto& [name, g] : c.at("input_grads").items()) {
-      INFO("input " << name);
-      check_against_torch(inputs[name].grad(), doubles(g.at("values")), 1e-11);
-    }
-    for (const auto& [name, p] : module->named_parameters()) {
-      INFO("parameter " << name);
-      check_against_torch(p.grad(), doubles(c.at("param_grads").at(name).at("values")), 1e-11);
-    }
+    check_gradients_against_torch(c, out, inputs, module->named_parameters(), 1e-11);
   }
 }
 

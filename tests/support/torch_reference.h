@@ -73,4 +73,21 @@ inline void check_against_torch(const Tensor& got, const std::vector<double>& wa
   check_close(got, want, relative_to_largest(tol, want));
 }
 
+// A make_*.py case's backward: sum(out * grad_output).backward(), then the gradient of each input
+// (`inputs`, by name) and of each parameter (`parameters`, name-tensor pairs such as
+// named_parameters()) against the case's "input_grads" and "param_grads", within tol.
+template <class Inputs, class Parameters>
+void check_gradients_against_torch(const nlohmann::json& c, const Tensor& out, Inputs& inputs,
+                                   const Parameters& parameters, double tol) {
+  mul(out, tensor_of(c.at("grad_output"))).sum().backward();
+  for (const auto& [name, g] : c.at("input_grads").items()) {
+    INFO("input " << name);
+    check_against_torch(inputs[name].grad(), doubles(g.at("values")), tol);
+  }
+  for (const auto& [name, p] : parameters) {
+    INFO("parameter " << name);
+    check_against_torch(p.grad(), doubles(c.at("param_grads").at(name).at("values")), tol);
+  }
+}
+
 }  // namespace kiln::testing
