@@ -18,35 +18,16 @@
 #include "kiln/kernels/cuda/lab/attention/reference.h"
 #include "kiln/kernels/cuda/lab/attention/versions.h"
 #include "kiln/kiln.h"
+#include "lab_checks.h"
 
 using namespace kiln;
+using kiln::testing::host_floats;
+using kiln::testing::require_close;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::vector<float> host_floats(const Tensor& t) {
-  const Tensor c = t.to(DType::f32).cpu().contiguous();
-  return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
-}
-
-// Every element within atol + rtol |want|; a NaN fails.
-void require_close(const std::vector<float>& got, const std::vector<float>& want, double atol,
-                   double rtol, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  size_t bad = 0, first_bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
-    if (!(diff <= atol + rtol * std::abs(static_cast<double>(want[i])))) {
-      if (bad++ == 0) first_bad = i;
-    }
-  }
-  INFO(what << ": " << bad << " of " << got.size() << " elements off; the first at " << first_bad
-            << ": " << (bad ? got[first_bad] : 0.0f) << " against "
-            << (bad ? want[first_bad] : 0.0f));
-  REQUIRE(bad == 0);
-}
 
 struct Problem {
   int64_t batch_heads, l, s, d;
