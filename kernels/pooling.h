@@ -1,8 +1,9 @@
 // The 2-D pooling family, on every device (kernels/cpu/pooling.cpp, kernels/cuda/pooling.cu).
 // Every tensor arrives as a dense [N, C, H, W] in f32 or f64 (ops/pooling.cpp converts the 16-bit
-// floats): contiguous, or, where takes_channels_last, any of them channels-last (each kernel reads
-// each tensor through its own strides). No two threads write one element, but for the atomic
-// adds of max_pool2d_backward where windows overlap.
+// floats, but bf16 for max_pool2d where max_pool_takes_bf16): contiguous, or, where
+// takes_channels_last, any of them channels-last (each kernel reads each tensor through its own
+// strides). No two threads write one element, but for the atomic adds of max_pool2d_backward where
+// windows overlap.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,9 @@ struct PoolingKernels {
   // Whether tensors may come channels-last (the GPU's); a device without it gets contiguous ones,
   // and ops/pooling.cpp lays the results out as the input was.
   bool takes_channels_last;
+  // Whether max_pool2d takes a bf16 x (and writes a bf16 out) as it is: a maximum needs no
+  // arithmetic, so no f32 copy of the input (the CPU's).
+  bool max_pool_takes_bf16;
 
   static const PoolingKernels cpu;
   static const PoolingKernels* const cuda;  // null in a build without CUDA

@@ -39,7 +39,8 @@ void check_input_shape(const char* op, const Shape& input_shape) {
   check_shape(op, input_shape);
 }
 
-// The kernels compute in f32 or f64; the 16-bit floats go through f32.
+// The kernels compute in f32 or f64; the 16-bit floats go through f32 (but bf16 into a max_pool2d
+// that takes it: kernels/pooling.h).
 DType compute_dtype(DType dtype) {
   return dtype == DType::f64 ? DType::f64 : DType::f32;
 }
@@ -63,10 +64,11 @@ struct PoolCall {
         result_format(like.dim() == 4 ? like.suggest_memory_format() : MemoryFormat::contiguous),
         kernel_format(kernels.takes_channels_last ? result_format : MemoryFormat::contiguous) {}
 
-  // t as the kernels take it; floating tensors in the compute dtype (indices stay i64).
-  Tensor operand(const Tensor& t) const {
+  // t as the kernels take it; floating tensors in the compute dtype (indices stay i64), or as they
+  // are where keep_dtype.
+  Tensor operand(const Tensor& t, bool keep_dtype = false) const {
     Tensor c = t.detach();
-    if (is_floating(c.dtype())) c = c.to(compute_dtype(c.dtype()));
+    if (is_floating(c.dtype()) && !keep_dtype) c = c.to(compute_dtype(c.dtype()));
     return batched(c).contiguous(kernel_format);
   }
   // A new buffer of the batched `shape` for the kernels to write; zeroed when they add into it.
@@ -214,7 +216,7 @@ MaxPool2dResult max_pool2d_with_indices(const Tensor& x, Pair kernel_size, Pair 
   Pool2dGeometry g =
       pool_geometry(op, x.shape(), kernel_size, stride, padding, dilation, ceil_mode);
   const PoolCall call(op, x.device(), x);
-  const Tensor cx = call.operand(x);
+  const Tensor cx = call.operand(x, x.dtype() == DType::bf16 && call.kernels.max_pool_takes_bf16);
   const Shape out_shape = with_plane(cx.shape(), g.out_h, g.out_w);
   const Tensor values = call.output(out_shape, cx.dtype(), x.device());
   const Tensor indices = call.output(out_shape, DType::i64, x.device());

@@ -142,7 +142,7 @@ std::vector<PoolParams> max_pool_combos() {
   for (Pair kernel : {Pair{2, 2}, Pair{3, 2}, Pair{3, 3}})
     for (Pair stride : {Pair{0, 0}, Pair{1, 1}, Pair{2, 1}})
       for (Pair padding : {Pair{0, 0}, Pair{1, 1}, Pair{1, 0}})
-        for (Pair dilation : {Pair{1, 1}, Pair{2, 1}})
+        for (Pair dilation : {Pair{1, 1}, Pair{2, 1}, Pair{1, 2}})
           for (bool ceil_mode : {false, true}) {
             PoolParams p;
             p.kernel = kernel, p.stride = stride, p.padding = padding, p.dilation = dilation;
@@ -229,33 +229,41 @@ TEST_CASE("pooling: max_pool2d propagates NaN and keeps the first of tied maxima
 }
 
 TEST_CASE("pooling: max_pool2d on wide rows with tied maxima equals the loop reference") {
-  // Wide enough that most windows lie inside the row (the kernel's tap-by-tap loop) and a few
-  // values only, so most windows hold ties: the first maximum must win there as at the edges.
-  Tensor x = floor(mul(random_f64({2, 2, 9, 37}, 15), 3.0));
-  for (DType dtype : {DType::f32, DType::f64}) {
-    for (const PoolParams& p : max_pool_combos()) {
-      INFO(describe_params(p) << " " << dtype_name(dtype));
-      MaxPool2dResult r = max_pool2d_with_indices(x.to(dtype), p.kernel, p.stride, p.padding,
-                                                  p.dilation, p.ceil_mode);
-      Reference want = reference_pool(x, p, true);
-      check_close(r.values, as_tensor(want), kExact);
-      std::vector<double> idx = r.indices.tolist();
-      REQUIRE(idx.size() == want.indices.size());
-      for (size_t i = 0; i < idx.size(); ++i)
-        CHECK(static_cast<int64_t>(idx[i]) == want.indices[i]);
+  // Wide enough that most windows lie inside the row (the kernel's tap-by-tap blocks of 64 cells,
+  // one block and a part of one at 37, three at 150) and a few values only, so most windows hold
+  // ties: the first maximum must win there as at the edges. bf16 goes into the kernel as it is.
+  for (const Shape& shape : {Shape{2, 2, 9, 37}, Shape{1, 2, 5, 150}}) {
+    Tensor x = floor(mul(random_f64(shape, 15), 3.0));
+    for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+      for (const PoolParams& p : max_pool_combos()) {
+        INFO(describe_params(p) << " " << dtype_name(dtype) << " " << shape_str(shape));
+        MaxPool2dResult r = max_pool2d_with_indices(x.to(dtype), p.kernel, p.stride, p.padding,
+                                                    p.dilation, p.ceil_mode);
+        Reference want = reference_pool(x, p, true);
+        CHECK(r.values.dtype() == dtype);
+        check_close(r.values.to(DType::f64), as_tensor(want), kExact);
+        std::vector<double> idx = r.indices.tolist();
+        REQUIRE(idx.size() == want.indices.size());
+        for (size_t i = 0; i < idx.size(); ++i)
+          CHECK(static_cast<int64_t>(idx[i]) == want.indices[i]);
+      }
     }
   }
   // A NaN inside the row wins its windows, and of two NaNs in one window the later one.
   std::vector<double> row(12, 1.0);
   row[5] = std::nan(""), row[6] = 9.0, row[7] = std::nan("");
-  MaxPool2dResult r = max_pool2d_with_indices(tensor<double>(row, {1, 1, 1, 12}), {1, 3}, {1, 1});
-  const std::vector<double> idx = r.indices.tolist();
-  CHECK(idx == std::vector<double>{0, 1, 2, 5, 5, 7, 7, 7, 8, 9});
-  const std::vector<double> v = r.values.tolist();
-  CHECK(v[2] == 1.0);
-  CHECK(std::isnan(v[3]));
-  CHECK(std::isnan(v[6]));
-  CHECK(v[8] == 1.0);
+  for (DType dtype : {DType::f64, DType::bf16}) {
+    INFO(dtype_name(dtype));
+    const Tensor x = tensor<double>(row, {1, 1, 1, 12}).to(dtype);
+    MaxPool2dResult r = max_pool2d_with_indices(x, {1, 3}, {1, 1});
+    const std::vector<double> idx = r.indices.tolist();
+    CHECK(idx == std::vector<double>{0, 1, 2, 5, 5, 7, 7, 7, 8, 9});
+    const std::vector<double> v = r.values.tolist();
+    CHECK(v[2] == 1.0);
+    CHECK(std::isnan(v[3]));
+    CHECK(std::isnan(v[6]));
+    CHECK(v[8] == 1.0);
+  }
 }
 
 TEST_CASE("pooling: max_pool2d in f16 and bf16 picks the same values as in f32") {
@@ -325,7 +333,7 @@ TEST_CASE("pooling: avg_pool2d matches a loop reference") {
   for (DType dtype : {DType::f32, DType::f64}) {
     Tensor x = random_f64({2, 3, 7, 8}, 21).to(dtype);
     for (PoolParams p : max_pool_combos()) {
-      if (p.dilation[0] != 1) continue;
+      if (p.dilation != Pair{1, 1}) continue;
       for (bool include : {true, false}) {
         p.count_include_pad = include;
         INFO(describe_params(p) << " " << dtype_name(dtype));
@@ -358,7 +366,7 @@ TEST_CASE("pooling: avg_pool2d on non-contiguous, 3-D and 16-bit inputs") {
 
 TEST_CASE("pooling: avg_pool2d gradcheck") {
   for (PoolParams p : max_pool_combos()) {
-    if (p.dilation[0] != 1 || p.kernel[0] != 3 || p.stride[0] == 1) continue;
+    if (p.dilation != Pair{1, 1} || p.kernel[0] != 3 || p.stride[0] == 1) continue;
     for (bool include : {true, false}) {
       p.count_include_pad = include;
       INFO(describe_params(p));

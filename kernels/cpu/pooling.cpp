@@ -1,11 +1,10 @@
 #include "kiln/kernels/pooling.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/cpu/max_pool.h"
 
 namespace kiln::cpu {
 
@@ -41,48 +40,6 @@ int64_t adaptive_end(int64_t o, int64_t out, int64_t in) {
 }
 
 }  // namespace
-
-void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices,
-                const Pool2dGeometry& g) {
-  visit_f32_f64("max_pool2d", x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* in = x.data<T>();
-    T* o = out.data<T>();
-    int64_t* idx = indices.data<int64_t>();
-    const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
-    parallel_for(planes_of(x), out_plane * g.kernel_h * g.kernel_w,
-                 [&](int64_t begin, int64_t end) {
-                   for (int64_t p = begin; p < end; ++p) {
-                     const T* src = in + p * in_plane;
-                     for (int64_t oh = 0; oh < g.out_h; ++oh) {
-                       int64_t h0 = oh * g.stride_h - g.pad_h;
-                       int64_t h1 = std::min(h0 + (g.kernel_h - 1) * g.dilation_h + 1, g.in_h);
-                       while (h0 < 0) h0 += g.dilation_h;
-                       for (int64_t ow = 0; ow < g.out_w; ++ow) {
-                         int64_t w0 = ow * g.stride_w - g.pad_w;
-                         int64_t w1 = std::min(w0 + (g.kernel_w - 1) * g.dilation_w + 1, g.in_w);
-                         while (w0 < 0) w0 += g.dilation_w;
-                         // A window that holds no input element keeps -inf and points at its first
-                         // position, as PyTorch; the backward skips indices outside the plane.
-                         int64_t best_index = h0 * g.in_w + w0;
-                         T best = -std::numeric_limits<T>::infinity();
-                         for (int64_t ih = h0; ih < h1; ih += g.dilation_h) {
-                           for (int64_t iw = w0; iw < w1; iw += g.dilation_w) {
-                             T v = src[ih * g.in_w + iw];
-                             if (v > best || std::isnan(v)) {
-                               best = v;
-                               best_index = ih * g.in_w + iw;
-                             }
-                           }
-                         }
-                         o[p * out_plane + oh * g.out_w + ow] = best;
-                         idx[p * out_plane + oh * g.out_w + ow] = best_index;
-                       }
-                     }
-                   }
-                 });
-  });
-}
 
 void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                          const Tensor& grad_input) {
@@ -231,6 +188,7 @@ const PoolingKernels PoolingKernels::cpu{
     .avg_pool2d_backward = cpu::avg_pool2d_backward,
     .adaptive_avg_pool2d = cpu::adaptive_avg_pool2d,
     .adaptive_avg_pool2d_backward = cpu::adaptive_avg_pool2d_backward,
-    .takes_channels_last = false};
+    .takes_channels_last = false,
+    .max_pool_takes_bf16 = true};
 
 }  // namespace kiln

@@ -322,7 +322,8 @@ constexpr PoolingKernels kCuda{.max_pool2d = cuda::max_pool2d,
                                .avg_pool2d_backward = cuda::avg_pool2d_backward,
                                .adaptive_avg_pool2d = cuda::adaptive_avg_pool2d,
                                .adaptive_avg_pool2d_backward = cuda::adaptive_avg_pool2d_backward,
-                               .takes_channels_last = true};
+                               .takes_channels_last = true,
+                               .max_pool_takes_bf16 = false};
 }  // namespace
 
 const PoolingKernels* const PoolingKernels::cuda = &kCuda;
