@@ -176,36 +176,84 @@ template <class A, class S>
   }
 }
 
+// Sums over a row of per-element terms (term(j, first, second) sets element j's), each in
+// kPartialSums running sums that the compiler keeps in vectors: one running sum per vector made
+// every add wait for the one before it, and the loop ran at half the speed of its loads (bf16
+// rows of 784 on a Zen 5: 0.35 ms per 1.6M elements against 0.17).
+inline constexpr int64_t kPartialSums = 32;
+
+template <class A, class Term>
+[[gnu::always_inline]] inline void row_sums(int64_t s, Term term, A* first, A* second) {
+  A p[kPartialSums] = {}, q[kPartialSums] = {};
+  int64_t j = 0;
+  for (; j + kPartialSums <= s; j += kPartialSums) {
+    for (int64_t k = 0; k < kPartialSums; ++k) {
+      A a, b;
+      term(j + k, a, b);
+      p[k] += a;
+      q[k] += b;
+    }
+  }
+  for (int64_t k = 0; j < s; ++j, ++k) {
+    A a, b;
+    term(j, a, b);
+    p[k] += a;
+    q[k] += b;
+  }
+  A total_p = 0, total_q = 0;
+  for (int64_t k = 0; k < kPartialSums; ++k) {
+    total_p += p[k];
+    total_q += q[k];
+  }
+  *first = total_p;
+  *second = total_q;
+}
+
+// The same for one term, term(j) element j's.
+template <class A, class Term>
+[[gnu::always_inline]] inline A row_sum(int64_t s, Term term) {
+  A total, none;
+  row_sums<A>(
+      s,
+      [&](int64_t j, A& value, A& zero) {
+        value = term(j);
+        zero = 0;
+      },
+      &total, &none);
+  return total;
+}
+
 // Σ g and Σ g * (x - mu) over a row, g masked by the fused ReLU: from the stored output where
 // there is one (the forward had a residual), else from y worked out again when relu.
 template <class A, class S>
 [[gnu::always_inline]] inline void sums_row(const S* xr, const S* gr, int64_t s,
                                             ChannelAffine<A> affine, A cutoff, A mu, bool relu,
                                             const S* output, A* total, A* dot) {
-  A row_total = 0, row_dot = 0;
   if (output) {
-#pragma omp simd reduction(+ : row_total, row_dot)
-    for (int64_t j = 0; j < s; ++j) {
-      const A gj = load(output[j]) <= A(0) ? A(0) : load(gr[j]);  // NaN passes, as relu
-      row_total += gj;
-      row_dot += gj * (load(xr[j]) - mu);
-    }
+    row_sums<A>(
+        s,
+        [&](int64_t j, A& g, A& gx) {
+          g = load(output[j]) <= A(0) ? A(0) : load(gr[j]);  // NaN passes, as relu
+          gx = g * (load(xr[j]) - mu);
+        },
+        total, dot);
   } else if (relu) {
-#pragma omp simd reduction(+ : row_total, row_dot)
-    for (int64_t j = 0; j < s; ++j) {
-      const A gj = affine(load(xr[j])) <= cutoff ? A(0) : load(gr[j]);  // NaN passes, as relu
-      row_total += gj;
-      row_dot += gj * (load(xr[j]) - mu);
-    }
+    row_sums<A>(
+        s,
+        [&](int64_t j, A& g, A& gx) {
+          g = affine(load(xr[j])) <= cutoff ? A(0) : load(gr[j]);  // NaN passes, as relu
+          gx = g * (load(xr[j]) - mu);
+        },
+        total, dot);
   } else {
-#pragma omp simd reduction(+ : row_total, row_dot)
-    for (int64_t j = 0; j < s; ++j) {
-      row_total += load(gr[j]);
-      row_dot += load(gr[j]) * (load(xr[j]) - mu);
-    }
+    row_sums<A>(
+        s,
+        [&](int64_t j, A& g, A& gx) {
+          g = load(gr[j]);
+          gx = g * (load(xr[j]) - mu);
+        },
+        total, dot);
   }
-  *total = row_total;
-  *dot = row_dot;
 }
 
 // dx = a * g - b * x + shift (out null: none), g masked as in sums_row; with an output, the
@@ -249,16 +297,12 @@ template <class S>
   }
   using Sum = std::conditional_t<std::is_same_v<S, double>, double, float>;
   const Sum first = load(row[0]);
-  Sum shifted = 0;
-#pragma omp simd reduction(+ : shifted)
-  for (int64_t j = 0; j < s; ++j) shifted += load(row[j]) - first;
+  const Sum shifted = row_sum<Sum>(s, [&](int64_t j) { return load(row[j]) - first; });
   const Sum shift_mean = shifted / static_cast<Sum>(s);
-  Sum squares = 0;
-#pragma omp simd reduction(+ : squares)
-  for (int64_t j = 0; j < s; ++j) {
+  const Sum squares = row_sum<Sum>(s, [&](int64_t j) {
     const Sum d = (load(row[j]) - first) - shift_mean;
-    squares += d * d;
-  }
+    return d * d;
+  });
   *mean = static_cast<double>(first) + static_cast<double>(shifted) / static_cast<double>(s);
   *m2 = static_cast<double>(squares);
 }
