@@ -14,6 +14,7 @@
 #include "gradcheck.h"
 #include "kiln/core/backends.h"
 #include "kiln/kernels/conv2d_graph_plan.h"
+#include "kiln/kernels/copy.h"
 #include "kiln/kernels/cpu/conv2d/choice.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
@@ -583,6 +584,47 @@ TEST_CASE("conv2d: each CPU implementation, forced, matches the direct loops") {
       check_cases(dtype, false);
       CHECK(cpu::conv2d_runs(impl) > before);
     }
+}
+
+// oneDNN's weight gradient reads the blocked copy of grad_output its input gradient made just
+// before (kernels/cpu/conv2d/onednn.cpp), and only while that copy is the tensor's: after an
+// in-place change of grad_output, or for another tensor at the same address, it reorders again.
+TEST_CASE("conv2d: oneDNN's weight gradient reuses grad_output's blocked copy only while it holds",
+          "[may_skip]") {
+  for (DType dtype : choice_dtypes()) {
+    if (!onednn_runs_here(dtype)) continue;
+    INFO(dtype_name(dtype));
+    const backends::CpuConvScope scope(backends::CpuConv::onednn);
+    const Conv p{{1, 1}, {1, 1}, {1, 1}, 1};
+    const Tensor x = random({2, 32, 14, 14}, 170, dtype), w = random({32, 32, 3, 3}, 171, dtype);
+    const auto weight_grad = [&](const Tensor& g) {
+      return conv2d_backward_weight(g, x, w.shape(), p.stride, p.padding);
+    };
+    const auto check_weight_grad = [&](const Tensor& g) {
+      check_close(weight_grad(g), reference_grads(x, w, g, p).w,
+                  tolerance(dtype).times(kLongSumFactor));
+    };
+    const int64_t before = cpu::conv2d_runs(cpu::Conv2dImpl::onednn);
+    Tensor g = random({2, 32, 14, 14}, 172, dtype);
+    conv2d_backward_input(g, w, x.shape(), p.stride, p.padding);
+    check_weight_grad(g);  // the copy reused
+    conv2d_backward_input(g, w, x.shape(), p.stride, p.padding);
+    g.mul_(-3.0);  // a new version: the copy no longer holds
+    check_weight_grad(g);
+    // Two tensors of the same version, the second at the first's address once it is freed.
+    const Tensor values = random({2, 32, 14, 14}, 173, dtype);
+    Tensor first = empty_like(values);
+    const void* address = first.data_ptr();
+    conv2d_backward_input(first, w, x.shape(), p.stride, p.padding);
+    first = Tensor();
+    Tensor second = empty_like(values);
+    CopyKernels::cpu.copy(values, second);
+    REQUIRE(second.version() == 0);
+    // An allocator that holds freed blocks back (AddressSanitizer's) gives another address.
+    if (second.data_ptr() != address) WARN("the second tensor got another address");
+    check_weight_grad(second);
+    CHECK(cpu::conv2d_runs(cpu::Conv2dImpl::onednn) - before == 6);
+  }
 }
 
 // The autotuner keeps whichever candidate its clock says is fastest: made to believe each one in

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -29,6 +30,7 @@
 #include "kiln/core/backends.h"
 #include "kiln/core/cpu_isa.h"
 #include "kiln/core/dtype.h"
+#include "kiln/core/storage.h"
 #endif
 
 #include "kiln/core/error.h"
@@ -209,16 +211,49 @@ memory operand(dnnl::stream& s, const memory::desc& user_desc, void* data,
   return blocked;
 }
 
-void run(const Plan& plan, void* a, void* b, void* bias, void* result) {
+// What the thread's buffer 0 holds: the output gradient (operand a of both gradient passes) of
+// the last call that reordered one, so that the weight gradient Conv2dBackward asks for right
+// after the input gradient reads the copy that pass made instead of reordering it again. The
+// copy stands for the tensor while its storage lives unchanged (same storage, version and
+// address) and both passes want the same layout.
+struct BlockedGradOutput {
+  std::weak_ptr<Storage> storage;
+  uint64_t version = 0;
+  const void* data = nullptr;
+  memory::desc user, blocked;
+
+  bool holds(const Tensor& t, const memory::desc& user_desc, const memory::desc& wanted) const {
+    const std::shared_ptr<Storage>& mine = t.storage();
+    return data == t.data_ptr() && user == user_desc && blocked == wanted && mine &&
+           !storage.owner_before(mine) && !mine.owner_before(storage) && !storage.expired() &&
+           version == t.version();
+  }
+};
+
+thread_local BlockedGradOutput blocked_grad_output;
+
+void run(const Plan& plan, const ConvCall& call) {
   thread_local dnnl::stream s(engine());
   std::unordered_map<int, memory> args;
-  args.emplace(plan.arg_a, operand(s, plan.user_a, a, plan.a, plan.a_in, 0));
-  args.emplace(plan.arg_b, operand(s, plan.user_b, b, plan.b, plan.b_in, 1));
-  memory user_result(plan.user_result, engine(), result);
+  const bool gradient_pass = call.pass != ConvPass::forward;
+  BlockedGradOutput& kept = blocked_grad_output;
+  if (gradient_pass && plan.a_in && kept.holds(call.a, plan.user_a, plan.a)) {
+    args.emplace(plan.arg_a, memory(plan.a, engine(), scratch(0, plan.a.get_size())));
+  } else {
+    args.emplace(plan.arg_a, operand(s, plan.user_a, call.a.data_ptr(), plan.a, plan.a_in, 0));
+    if (plan.a_in) {
+      kept = BlockedGradOutput();
+      if (gradient_pass)
+        kept = {call.a.storage(), call.a.version(), call.a.data_ptr(), plan.user_a, plan.a};
+    }
+  }
+  args.emplace(plan.arg_b, operand(s, plan.user_b, call.b.data_ptr(), plan.b, plan.b_in, 1));
+  memory user_result(plan.user_result, engine(), call.result.data_ptr());
   memory out = plan.result_out ? memory(plan.result, engine(), scratch(2, plan.result.get_size()))
                                : user_result;
   args.emplace(plan.arg_result, out);
-  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine(), bias));
+  if (call.bias.defined())
+    args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine(), call.bias.data_ptr()));
   plan.conv.execute(s, args);
   if (plan.result_out) plan.result_out->execute(s, out, user_result);
   s.wait();
@@ -240,13 +275,16 @@ void onednn_conv2d(const ConvCall& call) {
   const Plan& plan = plan_for(call.pass, call.dtype(), call.bias.defined(), call.g);
   KILN_CHECK(plan.usable, ValueError, "conv2d: oneDNN has no JIT kernel for this problem");
   try {
-    run(plan, call.a.data_ptr(), call.b.data_ptr(),
-        call.bias.defined() ? call.bias.data_ptr() : nullptr, call.result.data_ptr());
+    run(plan, call);
   } catch (const dnnl::error& e) {
     throw Error(std::string("conv2d: oneDNN failed (") + e.what() +
                 "); KILN_ONEDNN=0 runs kiln's own kernels");
   }
   backends::count_onednn_conv2d_run();
+}
+
+void forget_onednn_conv2d_copies() {
+  blocked_grad_output = BlockedGradOutput();
 }
 
 #else
@@ -258,6 +296,8 @@ bool onednn_conv2d_runs(const ConvCall&) {
 void onednn_conv2d(const ConvCall&) {
   throw Error("conv2d: this build has no oneDNN");
 }
+
+void forget_onednn_conv2d_copies() {}
 
 #endif
 

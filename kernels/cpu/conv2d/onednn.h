@@ -11,7 +11,13 @@ namespace kiln::cpu {
 // JIT kernel for the problem (its plan is made here, once per thread and problem).
 bool onednn_conv2d_runs(const ConvCall& call);
 
-// Runs the call through oneDNN; only after onednn_conv2d_runs said it can.
+// Runs the call through oneDNN; only after onednn_conv2d_runs said it can. A gradient pass reads
+// the blocked copy of grad_output the thread's last gradient pass made, where it is of the same
+// unchanged tensor in the same layout (the weight gradient after the input gradient).
 void onednn_conv2d(const ConvCall& call);
+
+// Drops that copy, so that the next call reorders its operands as a first one does (the
+// autotuner times each candidate so).
+void forget_onednn_conv2d_copies();
 
 }  // namespace kiln::cpu
