@@ -27,7 +27,8 @@ struct PoolingKernels {
   // maximum. NaN wins over every number, as in PyTorch.
   void (*max_pool2d)(const Tensor& x, const Tensor& out, const Tensor& indices,
                      const Pool2dGeometry& g);
-  // grad_input (zero-filled by the caller) += grad_output at the saved indices.
+  // grad_input (zero-filled by the caller) += grad_output at the saved indices; for bf16 see
+  // max_pool_takes_bf16.
   void (*max_pool2d_backward)(const Tensor& grad_output, const Tensor& indices,
                               const Tensor& grad_input);
   // Averages over the window clipped to the padded input; the divisor counts the padding when
@@ -45,7 +46,9 @@ struct PoolingKernels {
   // and ops/pooling.cpp lays the results out as the input was.
   bool takes_channels_last;
   // Whether max_pool2d takes a bf16 x (and writes a bf16 out) as it is: a maximum needs no
-  // arithmetic, so no f32 copy of the input (the CPU's).
+  // arithmetic, so no f32 copy of the input; and max_pool2d_backward a bf16 grad_output and
+  // grad_input, which it then overwrites (no zero fill), each sum made in f32 and rounded once
+  // (the CPU's).
   bool max_pool_takes_bf16;
 
   static const PoolingKernels cpu;

@@ -257,8 +257,9 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
              "{}: expected indices of grad_output's shape {}, got {}", op,
              shape_str(grad_output.shape()), describe(indices));
   const PoolCall call(op, grad_output.device(), grad_output);
-  const Tensor g = call.operand(grad_output);
-  const Tensor grad_input = call.output(batched(input_shape), g.dtype(), g.device(), true);
+  const bool as_bf16 = grad_output.dtype() == DType::bf16 && call.kernels.max_pool_takes_bf16;
+  const Tensor g = call.operand(grad_output, as_bf16);
+  const Tensor grad_input = call.output(batched(input_shape), g.dtype(), g.device(), !as_bf16);
   call.kernels.max_pool2d_backward(g, call.operand(indices), grad_input);
   return call.result(grad_input, input_shape, grad_output.dtype());
 }

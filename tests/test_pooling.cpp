@@ -293,6 +293,34 @@ TEST_CASE("pooling: max_pool2d_backward adds the gradients of overlapping window
   CHECK(gx.tolist() == std::vector<double>{0, 0, 0, 0, 10, 0, 0, 0, 0});
 }
 
+TEST_CASE("pooling: max_pool2d_backward in bf16 is the f32 sums rounded once") {
+  // Few distinct values, so that overlapping windows share maxima and their gradients add; a NaN
+  // gradient reaches its input; the 3-D form too.
+  Tensor x = floor(mul(random_f64({2, 3, 9, 11}, 16), 3.0)).to(DType::bf16);
+  Tensor g_values = random_f64({2, 3, 12, 14}, 17);
+  for (const PoolParams& p : max_pool_combos()) {
+    INFO(describe_params(p));
+    MaxPool2dResult r =
+        max_pool2d_with_indices(x, p.kernel, p.stride, p.padding, p.dilation, p.ceil_mode);
+    const Shape out = r.values.shape();
+    Tensor g = g_values.slice(2, 0, out[2]).slice(3, 0, out[3]).to(DType::bf16).contiguous();
+    if (out[2] * out[3] > 1) g.view({-1}).select(0, 1).fill_(std::nan(""));
+    const Tensor got = max_pool2d_backward(g, r.indices, x.shape());
+    CHECK(got.dtype() == DType::bf16);
+    const Tensor want = max_pool2d_backward(g.to(DType::f32), r.indices, x.shape());
+    const std::vector<double> a = got.tolist(), b = want.to(DType::bf16).tolist();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      CHECK(((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]));
+  }
+  MaxPool2dResult r = max_pool2d_with_indices(x.select(0, 0), {3, 3}, {2, 2}, {1, 1});
+  const Tensor g = ones(r.values.shape(), DType::bf16);
+  CHECK(max_pool2d_backward(g, r.indices, x.select(0, 0).shape()).tolist() ==
+        max_pool2d_backward(g.to(DType::f32), r.indices, x.select(0, 0).shape())
+            .to(DType::bf16)
+            .tolist());
+}
+
 TEST_CASE("pooling: max_pool2d gradcheck") {
   for (const PoolParams& p : max_pool_combos()) {
     if (p.kernel[0] != 3 || p.dilation[0] != 2 || p.stride[0] == 1) continue;

@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kiln/core/cpu_isa.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
+#include "kiln/core/half.h"
+#include "kiln/kernels/cpu/convert/convert.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -201,6 +204,48 @@ void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices,
       KILN_CHECK(false, DTypeError, "max_pool2d: expected f32, f64 or bf16 on the CPU, got {}",
                  dtype_name(x.dtype()));
   }
+}
+
+void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
+                         const Tensor& grad_input) {
+  const int64_t* idx = indices.data<int64_t>();
+  const int64_t planes = grad_output.size(0) * grad_output.size(1);
+  const int64_t in_plane = grad_input.size(2) * grad_input.size(3);
+  const int64_t out_plane = grad_output.size(2) * grad_output.size(3);
+  if (grad_output.dtype() == DType::bf16) {
+    // Each plane's sums in f32, in a buffer of the thread's, then rounded into grad_input once:
+    // the same sums in the same order as in f32 and rounded after, without an f32 grad_input.
+    const uint16_t* go = reinterpret_cast<const uint16_t*>(grad_output.data<BFloat16>());
+    uint16_t* gi = reinterpret_cast<uint16_t*>(grad_input.data<BFloat16>());
+    const auto to_bf16 = convert_kernels().f32_to_bf16;
+    parallel_for(planes, in_plane + out_plane, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> sums;
+      sums.resize(static_cast<size_t>(in_plane));
+      for (int64_t p = begin; p < end; ++p) {
+        std::fill(sums.begin(), sums.end(), 0.0f);
+        for (int64_t k = 0; k < out_plane; ++k) {
+          const int64_t i = idx[p * out_plane + k];
+          if (i >= 0 && i < in_plane) sums[i] += Value<uint16_t>::get(go[p * out_plane + k]);
+        }
+        to_bf16(sums.data(), gi + p * in_plane, in_plane);
+      }
+    });
+    return;
+  }
+  visit_f32_f64("max_pool2d_backward", grad_output.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* go = grad_output.data<T>();
+    T* gi = grad_input.data<T>();
+    parallel_for(planes, out_plane, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        for (int64_t k = 0; k < out_plane; ++k) {
+          const int64_t i = idx[p * out_plane + k];
+          // The += lets overlapping windows that chose the same maximum add their gradients.
+          if (i >= 0 && i < in_plane) gi[p * in_plane + i] += go[p * out_plane + k];
+        }
+      }
+    });
+  });
 }
 
 }  // namespace kiln::cpu

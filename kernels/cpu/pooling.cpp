@@ -41,27 +41,6 @@ int64_t adaptive_end(int64_t o, int64_t out, int64_t in) {
 
 }  // namespace
 
-void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
-                         const Tensor& grad_input) {
-  visit_f32_f64("max_pool2d_backward", grad_output.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* go = grad_output.data<T>();
-    const int64_t* idx = indices.data<int64_t>();
-    T* gi = grad_input.data<T>();
-    const int64_t in_plane = grad_input.size(2) * grad_input.size(3);
-    const int64_t out_plane = grad_output.size(2) * grad_output.size(3);
-    parallel_for(planes_of(grad_output), out_plane, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; ++p) {
-        for (int64_t k = 0; k < out_plane; ++k) {
-          int64_t i = idx[p * out_plane + k];
-          // The += lets overlapping windows that chose the same maximum add their gradients.
-          if (i >= 0 && i < in_plane) gi[p * in_plane + i] += go[p * out_plane + k];
-        }
-      }
-    });
-  });
-}
-
 void avg_pool2d(const Tensor& x, const Tensor& out, const Pool2dGeometry& g,
                 bool count_include_pad) {
   visit_f32_f64("avg_pool2d", x.dtype(), [&](auto tag) {
