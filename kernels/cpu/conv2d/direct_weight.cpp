@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -34,40 +35,44 @@ constexpr int64_t kPassBytes = 16 * 1024;
 // Copies grad_out of images [n0, n0 + nb) transposed, per group and block of output channels:
 // packed[(grp, block)][output row][ow][channel] for f32, [output row][ow / 2][channel][ow % 2]
 // for bf16 with `width` (out_w, rounded up to even for bf16) positions per row; zeros past the
-// group's last channel and on the extra position of an odd row.
+// group's last channel and on the extra position of an odd row. A bf16 pair of positions is one
+// 32-bit unit, read as such from grad_out's row. Channel by channel, each row of grad_out is read
+// front to back into its units' column of the row's packed cells (a few KB, in L1): a position
+// by position gather, one value from each of the block's planes, ran at a third of the speed on
+// ResNet-50's 1x1 layers at 56x56, where packing outweighed the sums.
 template <class T, class G = std::conditional_t<std::is_same_v<T, BFloat16>, uint16_t, float>>
 void pack_grad(const T* grad, const Conv2dGeometry& g, const ChannelBlocks& blocks, int64_t width,
                int64_t n0, int64_t nb, int64_t block_positions, G* packed) {
   constexpr bool pairs = std::is_same_v<T, BFloat16>;
+  using Unit = std::conditional_t<pairs, uint32_t, float>;
   const int64_t og = g.out_channels / g.groups;
   const int64_t plane = g.out_h * g.out_w;
+  const int64_t units = pairs ? width / 2 : width;      // units per packed row
+  const int64_t whole = pairs ? g.out_w / 2 : g.out_w;  // units with every position in the row
   for (int64_t grp = 0; grp < g.groups; ++grp)
     for (int64_t blk = 0; blk < blocks.count; ++blk) {
       const int64_t channels = blocks.width_of(blk), first = blocks.first(blk);
       const int64_t filled = std::min(channels, og - first);
-      G* block = packed + (grp * blocks.padded + first) * block_positions;
-      // Written in position order: each cell gathers one value from each of the block's grad
-      // planes, which are read front to back.
+      Unit* block =
+          reinterpret_cast<Unit*>(packed + (grp * blocks.padded + first) * block_positions);
       for (int64_t b = 0; b < nb; ++b) {
         const T* planes = grad + ((n0 + b) * g.out_channels + grp * og + first) * plane;
-        for (int64_t oh = 0; oh < g.out_h; ++oh)
-          for (int64_t ow = 0; ow < width; ++ow) {
-            const int64_t p = (b * g.out_h + oh) * width + ow;
-            G* cell = pairs ? block + ((p / 2) * channels) * 2 + p % 2 : block + p * channels;
-            constexpr int64_t step = pairs ? 2 : 1;
-            int64_t j = 0;
-            if (ow < g.out_w) {
-              const T* src = planes + oh * g.out_w + ow;
-              for (; j < filled; ++j) {
-                if constexpr (pairs) {
-                  cell[j * step] = src[j * plane].bits;
-                } else {
-                  cell[j * step] = src[j * plane];
-                }
-              }
+        for (int64_t oh = 0; oh < g.out_h; ++oh) {
+          Unit* cells = block + (b * g.out_h + oh) * units * channels;
+          for (int64_t j = 0; j < filled; ++j) {
+            const T* src = planes + j * plane + oh * g.out_w;
+            for (int64_t q = 0; q < whole; ++q) {
+              Unit u;
+              std::memcpy(&u, src + q * (pairs ? 2 : 1), sizeof(Unit));
+              cells[q * channels + j] = u;
             }
-            for (; j < channels; ++j) cell[j * step] = G(0);
+            if constexpr (pairs) {
+              if (whole < units) cells[whole * channels + j] = src[2 * whole].bits;
+            }
           }
+          for (int64_t j = filled; j < channels; ++j)
+            for (int64_t q = 0; q < units; ++q) cells[q * channels + j] = Unit(0);
+        }
       }
     }
 }
