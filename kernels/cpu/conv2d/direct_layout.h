@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kiln/core/half.h"
@@ -170,7 +171,17 @@ inline auto f32_rows(const float* x, const Conv2dGeometry& g, const Layout& l) {
 inline auto bf16_rows(const BFloat16* x, const Conv2dGeometry& g, const Layout& l) {
   return [x, &g, &l](int64_t n, int64_t c, int64_t ih, int64_t phase, uint16_t* dst) {
     const BFloat16* src = x + ((n * g.in_channels + c) * g.in_h + ih) * g.in_w;
-    pack_row_of(g.in_w, l.cols, phase, dst, [src](int64_t iw) { return src[iw].bits; });
+    if (l.cols.stride == 1) {
+      std::memcpy(dst, src, static_cast<size_t>(g.in_w) * sizeof(uint16_t));
+      std::fill(dst + g.in_w, dst + l.cols.plane, uint16_t{0});
+    } else if (l.cols.stride == 2) {
+      // A constant stride lets the compiler vectorise the gather with shuffles.
+      const int64_t valid = (g.in_w - phase + 1) / 2;
+      for (int64_t j = 0; j < valid; ++j) dst[j] = src[phase + 2 * j].bits;
+      std::fill(dst + valid, dst + l.cols.plane, uint16_t{0});
+    } else {
+      pack_row_of(g.in_w, l.cols, phase, dst, [src](int64_t iw) { return src[iw].bits; });
+    }
   };
 }
 
@@ -185,6 +196,16 @@ inline auto bf16_pair_rows(const BFloat16* x, const Conv2dGeometry& g, const Lay
         // The common case as a plain loop over the two rows, which the compiler vectorises.
         for (int64_t iw = 0; iw < g.in_w; ++iw)
           dst[iw] = uint32_t{low[iw].bits} | uint32_t{high[iw].bits} << 16;
+        std::fill(dst + g.in_w, dst + l.cols.plane, uint32_t{0});
+        return;
+      }
+      if (l.cols.stride == 2) {
+        const int64_t valid = (g.in_w - phase + 1) / 2;
+        for (int64_t j = 0; j < valid; ++j) {
+          const int64_t iw = phase + 2 * j;
+          dst[j] = uint32_t{low[iw].bits} | uint32_t{high[iw].bits} << 16;
+        }
+        std::fill(dst + valid, dst + l.cols.plane, uint32_t{0});
         return;
       }
       pack_row_of(g.in_w, l.cols, phase, dst, [low, high](int64_t iw) {
