@@ -1,9 +1,10 @@
 // oneDNN's convolutions, called as PyTorch 1.13 calls them on the CPU: kiln's NCHW tensors are
 // reordered into the blocked layouts oneDNN's kernels pick (format "any"), the convolution runs,
 // and the result is reordered back, on every call (the reorders cost oneDNN about a third of its
-// time inside ResNet-20's steps). A plan (the primitive and its reorders) is made once per pass,
-// dtype and shape and kept per thread; the blocked copies live in per-thread buffers that are
-// kept, as the direct kernels' are.
+// time inside ResNet-20's steps), but for the weight gradient's grad_output when the input
+// gradient just reordered the same one (BlockedGradOutput below). A plan (the primitive and its
+// reorders) is made once per pass, dtype and shape and kept per thread; the blocked copies live in
+// per-thread buffers that are kept, as the direct kernels' are.
 //
 // Only oneDNN's JIT kernels count: a shape oneDNN would run with its reference or GEMM-based code
 // stays with kiln. backends::set_onednn_enabled(false) or KILN_ONEDNN=0 turns oneDNN off, as
