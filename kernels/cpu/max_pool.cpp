@@ -39,7 +39,7 @@ struct Value<uint16_t> {
   }
 };
 
-// The rows [h0, h1) of a window (clipped to the input) and its output row.
+// The input rows [h0, h1) of an output row's windows, clipped to the input.
 struct RowWindow {
   int64_t h0, h1;
 };
