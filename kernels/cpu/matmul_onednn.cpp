@@ -26,11 +26,6 @@ namespace {
 
 using dnnl::memory;
 
-const dnnl::engine& engine() {
-  static const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
-  return cpu;
-}
-
 // An operand's batch dimensions (those of out, `batch` of them) folded into one: its count (1
 // when the operand is broadcast along all of them) and stride; nullopt when they do not fold.
 struct Batch {
@@ -87,7 +82,7 @@ Plan make_plan(const memory::desc& a, const memory::desc& b, const memory::desc&
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), attr, engine());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), attr, onednn_engine());
   Plan plan;
   if (!is_jit(pd.impl_info_str())) return plan;
   plan.matmul = dnnl::matmul(pd);
@@ -141,10 +136,10 @@ bool onednn_bf16_matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
       memory::desc({batch_out.count, n, m}, memory::data_type::bf16, memory::dims{n * m, m, 1}),
       accumulate);
   if (!plan.usable) return false;
-  thread_local dnnl::stream s(engine());
-  plan.matmul.execute(s, {{DNNL_ARG_SRC, memory(plan.a, engine(), a.data_ptr())},
-                          {DNNL_ARG_WEIGHTS, memory(plan.b, engine(), b.data_ptr())},
-                          {DNNL_ARG_DST, memory(plan.out, engine(), out.data_ptr())}});
+  thread_local dnnl::stream s(onednn_engine());
+  plan.matmul.execute(s, {{DNNL_ARG_SRC, memory(plan.a, onednn_engine(), a.data_ptr())},
+                          {DNNL_ARG_WEIGHTS, memory(plan.b, onednn_engine(), b.data_ptr())},
+                          {DNNL_ARG_DST, memory(plan.out, onednn_engine(), out.data_ptr())}});
   s.wait();
   return true;
 }

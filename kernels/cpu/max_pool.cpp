@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "kiln/core/cpu_isa.h"
@@ -173,9 +172,7 @@ __attribute__((target("avx2,fma,f16c"))) void planes_avx2(const S* in, S* out, i
 template <class S>
 PlanesFn<S> planes_for_isa() {
 #if defined(__x86_64__)
-  if constexpr (!std::is_same_v<S, double>) {
-    if (cpu_isa() >= CpuIsa::avx2) return planes_avx2<S>;
-  }
+  if (cpu_isa() >= CpuIsa::avx2) return planes_avx2<S>;
 #endif
   return planes_baseline<S>;
 }

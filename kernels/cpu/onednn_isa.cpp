@@ -7,6 +7,11 @@
 
 namespace kiln::cpu {
 
+const dnnl::engine& onednn_engine() {
+  static const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
+  return cpu;
+}
+
 CpuIsa onednn_level() {
   static const CpuIsa level = [] {
     const CpuIsa now = cpu_isa();

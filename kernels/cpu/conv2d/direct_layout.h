@@ -173,7 +173,6 @@ inline auto bf16_rows(const BFloat16* x, const Conv2dGeometry& g, const Layout& 
     const BFloat16* src = x + ((n * g.in_channels + c) * g.in_h + ih) * g.in_w;
     if (l.cols.stride == 1) {
       std::memcpy(dst, src, static_cast<size_t>(g.in_w) * sizeof(uint16_t));
-      std::fill(dst + g.in_w, dst + l.cols.plane, uint16_t{0});
     } else if (l.cols.stride == 2) {
       // A constant stride lets the compiler vectorise the gather with shuffles.
       const int64_t valid = (g.in_w - phase + 1) / 2;
@@ -196,7 +195,6 @@ inline auto bf16_pair_rows(const BFloat16* x, const Conv2dGeometry& g, const Lay
         // The common case as a plain loop over the two rows, which the compiler vectorises.
         for (int64_t iw = 0; iw < g.in_w; ++iw)
           dst[iw] = uint32_t{low[iw].bits} | uint32_t{high[iw].bits} << 16;
-        std::fill(dst + g.in_w, dst + l.cols.plane, uint32_t{0});
         return;
       }
       if (l.cols.stride == 2) {

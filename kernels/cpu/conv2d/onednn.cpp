@@ -46,11 +46,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-const dnnl::engine& engine() {
-  static const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
-  return cpu;
-}
-
 memory::data_type data_type(DType dtype) {
   return dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
@@ -92,7 +87,7 @@ struct Plan {
 
 std::optional<dnnl::reorder> reorder_between(const memory::desc& from, const memory::desc& to) {
   if (from == to) return std::nullopt;
-  return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+  return dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
 }
 
 // JIT kernels only: "jit:avx512_core", "jit_1x1:avx2", "brgconv:...", not "gemm:jit" or "ref".
@@ -126,7 +121,7 @@ Plan make_plan(ConvPass pass, DType dtype, bool with_bias, const Conv2dGeometry&
   const auto forward_desc = dnnl::convolution_forward::desc(
       prop_kind::forward_training, algorithm::convolution_direct, src_any, weights_any, bias_md,
       dst_any, d.strides, d.dilates, d.pad_l, d.pad_r);
-  const dnnl::convolution_forward::primitive_desc forward_pd(forward_desc, engine());
+  const dnnl::convolution_forward::primitive_desc forward_pd(forward_desc, onednn_engine());
   Plan plan;
   plan.bias = bias_md;
   switch (pass) {
@@ -140,7 +135,7 @@ Plan make_plan(ConvPass pass, DType dtype, bool with_bias, const Conv2dGeometry&
       const dnnl::convolution_backward_data::primitive_desc pd(
           dnnl::convolution_backward_data::desc(algorithm::convolution_direct, src_any, weights_any,
                                                 dst_any, d.strides, d.dilates, d.pad_l, d.pad_r),
-          engine(), forward_pd);
+          onednn_engine(), forward_pd);
       plan.arg_a = DNNL_ARG_DIFF_DST, plan.arg_b = DNNL_ARG_WEIGHTS;
       plan.arg_result = DNNL_ARG_DIFF_SRC;
       plan.user_a = dst_user, plan.user_b = weights_user, plan.user_result = src_user;
@@ -153,7 +148,7 @@ Plan make_plan(ConvPass pass, DType dtype, bool with_bias, const Conv2dGeometry&
           dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, src_any,
                                                    weights_any, dst_any, d.strides, d.dilates,
                                                    d.pad_l, d.pad_r),
-          engine(), forward_pd);
+          onednn_engine(), forward_pd);
       plan.arg_a = DNNL_ARG_DIFF_DST, plan.arg_b = DNNL_ARG_SRC;
       plan.arg_result = DNNL_ARG_DIFF_WEIGHTS;
       plan.user_a = dst_user, plan.user_b = src_user, plan.user_result = weights_user;
@@ -205,9 +200,9 @@ void* scratch(int slot, size_t bytes) {
 // buffer `slot` where the two differ.
 memory operand(dnnl::stream& s, const memory::desc& user_desc, void* data,
                const memory::desc& wanted, const std::optional<dnnl::reorder>& reorder, int slot) {
-  memory user(user_desc, engine(), data);
+  memory user(user_desc, onednn_engine(), data);
   if (!reorder) return user;
-  memory blocked(wanted, engine(), scratch(slot, wanted.get_size()));
+  memory blocked(wanted, onednn_engine(), scratch(slot, wanted.get_size()));
   reorder->execute(s, user, blocked);
   return blocked;
 }
@@ -234,27 +229,28 @@ struct BlockedGradOutput {
 thread_local BlockedGradOutput blocked_grad_output;
 
 void run(const Plan& plan, const ConvCall& call) {
-  thread_local dnnl::stream s(engine());
+  thread_local dnnl::stream s(onednn_engine());
   std::unordered_map<int, memory> args;
   const bool gradient_pass = call.pass != ConvPass::forward;
   BlockedGradOutput& kept = blocked_grad_output;
   if (gradient_pass && plan.a_in && kept.holds(call.a, plan.user_a, plan.a)) {
-    args.emplace(plan.arg_a, memory(plan.a, engine(), scratch(0, plan.a.get_size())));
+    args.emplace(plan.arg_a, memory(plan.a, onednn_engine(), scratch(0, plan.a.get_size())));
   } else {
     args.emplace(plan.arg_a, operand(s, plan.user_a, call.a.data_ptr(), plan.a, plan.a_in, 0));
-    if (plan.a_in) {
-      kept = BlockedGradOutput();
-      if (gradient_pass)
-        kept = {call.a.storage(), call.a.version(), call.a.data_ptr(), plan.user_a, plan.a};
-    }
+    // The buffer now holds this call's copy: a gradient pass's to keep, a forward's to forget.
+    if (plan.a_in)
+      kept = gradient_pass ? BlockedGradOutput{call.a.storage(), call.a.version(),
+                                               call.a.data_ptr(), plan.user_a, plan.a}
+                           : BlockedGradOutput();
   }
   args.emplace(plan.arg_b, operand(s, plan.user_b, call.b.data_ptr(), plan.b, plan.b_in, 1));
-  memory user_result(plan.user_result, engine(), call.result.data_ptr());
-  memory out = plan.result_out ? memory(plan.result, engine(), scratch(2, plan.result.get_size()))
-                               : user_result;
+  memory user_result(plan.user_result, onednn_engine(), call.result.data_ptr());
+  memory out = plan.result_out
+                   ? memory(plan.result, onednn_engine(), scratch(2, plan.result.get_size()))
+                   : user_result;
   args.emplace(plan.arg_result, out);
   if (call.bias.defined())
-    args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine(), call.bias.data_ptr()));
+    args.emplace(DNNL_ARG_BIAS, memory(plan.bias, onednn_engine(), call.bias.data_ptr()));
   plan.conv.execute(s, args);
   if (plan.result_out) plan.result_out->execute(s, out, user_result);
   s.wait();
