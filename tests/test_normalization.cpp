@@ -246,6 +246,52 @@ TEST_CASE("normalization: batch_norm backward through only some inputs") {
   check_close(w.grad(), zeros({3}, DType::f64), tolerance(DType::f64));
 }
 
+TEST_CASE("normalization: batch_norm's backward over many rows matches a loop reference") {
+  // Rows of 784 and 49 elements over 16 images: enough rows that the threads split them, the
+  // per-channel sums gathered from rows of every image. The gradients of x, weight and bias in
+  // training against the formula in double: dx = w invstd (g - mean(g) - x_hat mean(g x_hat)).
+  uint64_t seed = 300;
+  for (int64_t side : {28, 7})
+    for (DType dtype : {DType::f32, DType::f64}) {
+      INFO(side << " " << dtype_name(dtype));
+      const int64_t n = 16, channels = side == 28 ? 3 : 40, s = side * side;
+      Tensor x = random_f64({n, channels, side, side}, seed++, -1.0, 3.0).to(dtype);
+      Tensor g = random_f64({n, channels, side, side}, seed++).to(dtype);
+      Tensor w = random_f64({channels}, seed++, 0.5, 1.5).to(dtype).requires_grad_();
+      Tensor b = random_f64({channels}, seed++).to(dtype).requires_grad_();
+      Tensor xg = x.detach().requires_grad_();
+      batch_norm(xg, Tensor(), Tensor(), w, b, true).backward(g);
+      const std::vector<double> xv = x.to(DType::f64).tolist(), gv = g.to(DType::f64).tolist();
+      const std::vector<double> wv = w.to(DType::f64).tolist();
+      std::vector<double> dx(xv.size()), dw(channels), db(channels);
+      const double count = static_cast<double>(n * s);
+      for (int64_t c = 0; c < channels; ++c) {
+        auto at = [&](int64_t i, int64_t j) { return (i * channels + c) * s + j; };
+        double mean = 0, var = 0, sum_g = 0, sum_gx = 0;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < s; ++j) mean += xv[at(i, j)] / count;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < s; ++j) var += std::pow(xv[at(i, j)] - mean, 2) / count;
+        const double invstd = 1.0 / std::sqrt(var + 1e-5);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < s; ++j) {
+            sum_g += gv[at(i, j)];
+            sum_gx += gv[at(i, j)] * (xv[at(i, j)] - mean) * invstd;
+          }
+        dw[c] = sum_gx, db[c] = sum_g;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < s; ++j) {
+            const double x_hat = (xv[at(i, j)] - mean) * invstd;
+            dx[at(i, j)] = wv[c] * invstd * (gv[at(i, j)] - sum_g / count - x_hat * sum_gx / count);
+          }
+      }
+      const double rtol = dtype == DType::f32 ? 1e-4 : 1e-10;
+      check_close(xg.grad(), dx, testing::relative_to_largest(rtol, dx));
+      check_close(w.grad(), dw, testing::relative_to_largest(rtol, dw));
+      check_close(b.grad(), db, testing::relative_to_largest(rtol, db));
+    }
+}
+
 // ---- batch_norm_relu ----
 
 // batch_norm_relu against relu(batch_norm(...)) with the same inputs: the outputs, the running
