@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   return kiln::apps::run_main("conv2d_cpu", [&] {
     omp_set_num_threads(threads);
+    // The kernels alone: with grad mode on, oneDNN's forward would keep a copy of x for a weight
+    // gradient (backends::onednn_keep_conv_inputs) that the first timed one would read.
+    const NoGradGuard kernels_alone;
     if (!isa_name.empty()) set_cpu_isa(parse_cpu_isa(isa_name));
     backends::set_cpu_conv(backends::parse_cpu_conv(cpu_conv));
     manual_seed(0);

@@ -88,6 +88,7 @@ constexpr const char* kCpuConvNames[] = {"rule", "autotune", "onednn", "direct",
 
 // -1 until the first use reads KILN_ONEDNN.
 std::atomic<int> onednn{-1};
+std::atomic<bool> onednn_keep_inputs{true};
 std::atomic<int64_t> onednn_runs{0};
 
 // -1 until the first use reads KILN_CUDNN_API.
@@ -252,6 +253,13 @@ int64_t onednn_conv2d_runs() {
 }
 void count_onednn_conv2d_run() {
   onednn_runs.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool onednn_keep_conv_inputs() {
+  return onednn_keep_inputs.load(std::memory_order_relaxed);
+}
+void set_onednn_keep_conv_inputs(bool on) {
+  onednn_keep_inputs.store(on, std::memory_order_relaxed);
 }
 
 OneDnnScope::OneDnnScope(bool on) : previous_(onednn_enabled()) {

@@ -16,6 +16,7 @@
 #include "kiln/kernels/conv2d_graph_plan.h"
 #include "kiln/kernels/copy.h"
 #include "kiln/kernels/cpu/conv2d/choice.h"
+#include "kiln/kernels/cpu/conv2d/onednn.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/conv.h"
 #include "parity.h"
@@ -624,6 +625,56 @@ TEST_CASE("conv2d: oneDNN's weight gradient reuses grad_output's blocked copy on
     if (second.data_ptr() != address) WARN("the second tensor got another address");
     check_weight_grad(second);
     CHECK(cpu::conv2d_runs(cpu::Conv2dImpl::onednn) - before == 6);
+  }
+}
+
+// A forward that oneDNN runs under grad mode keeps its blocked copy of x for the weight gradient
+// (backends::onednn_keep_conv_inputs): the gradient reads and drops it, and it stands for x only
+// while x is alive and unchanged.
+TEST_CASE("conv2d: oneDNN's forward keeps x's blocked copy for the weight gradient while it holds",
+          "[may_skip]") {
+  for (DType dtype : choice_dtypes()) {
+    if (!onednn_runs_here(dtype)) continue;
+    INFO(dtype_name(dtype));
+    const backends::CpuConvScope scope(backends::CpuConv::onednn);
+    const Conv p{{1, 1}, {1, 1}, {1, 1}, 1};
+    const Tensor w = random({32, 32, 3, 3}, 181, dtype), g = random({2, 32, 14, 14}, 182, dtype);
+    Tensor x = random({2, 32, 14, 14}, 180, dtype);
+    const auto forward = [&] { return conv2d(x, w, Tensor(), p.stride, p.padding); };
+    const auto check_weight_grad = [&](const Tensor& got) {
+      check_close(got, reference_grads(x, w, g, p).w, tolerance(dtype).times(kLongSumFactor));
+    };
+    REQUIRE(cpu::onednn_kept_conv_inputs() == 0);
+    {
+      // A training step: the backward's weight gradient takes the copy.
+      const Tensor leaf = w.detach().requires_grad_();
+      const Tensor y = conv2d(x, leaf, Tensor(), p.stride, p.padding);
+      CHECK(cpu::onednn_kept_conv_inputs() == 1);
+      y.backward(g);
+      CHECK(cpu::onednn_kept_conv_inputs() == 0);
+      check_weight_grad(leaf.grad());
+    }
+    {
+      const NoGradGuard inference;
+      forward();
+      CHECK(cpu::onednn_kept_conv_inputs() == 0);
+    }
+    backends::set_onednn_keep_conv_inputs(false);
+    forward();
+    CHECK(cpu::onednn_kept_conv_inputs() == 0);
+    backends::set_onednn_keep_conv_inputs(true);
+    // x changed in place after the forward: the gradient reads x as it is now, and the stale
+    // copy goes.
+    forward();
+    CHECK(cpu::onednn_kept_conv_inputs() == 1);
+    x.mul_(-3.0);
+    check_weight_grad(conv2d_backward_weight(g, x, w.shape(), p.stride, p.padding));
+    CHECK(cpu::onednn_kept_conv_inputs() == 0);
+    // x freed: its copy goes with it.
+    forward();
+    CHECK(cpu::onednn_kept_conv_inputs() == 1);
+    x = Tensor();
+    CHECK(cpu::onednn_kept_conv_inputs() == 0);
   }
 }
 

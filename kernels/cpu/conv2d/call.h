@@ -15,6 +15,9 @@ struct ConvCall {
   ConvPass pass;
   Tensor a, b, bias, result;
   Conv2dGeometry g;
+  // A forward whose weight gradient will follow on oneDNN: oneDNN keeps its blocked copy of x
+  // for it (onednn.h).
+  bool keep_input = false;
 
   DType dtype() const { return a.dtype(); }
 };

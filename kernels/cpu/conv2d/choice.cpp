@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/autograd/grad_mode.h"
 #include "kiln/core/backends.h"
 #include "kiln/core/cpu_isa.h"
 #include "kiln/core/dtype.h"
@@ -205,11 +206,15 @@ Conv2dChoice measure(const ConvCall& c, const std::vector<Conv2dImpl>& candidate
   const bool after_onednn_input_grad =
       c.pass == ConvPass::weight_grad && kept_choice(problem_key(c, ConvPass::input_grad)) ==
                                              std::optional<Conv2dImpl>(Conv2dImpl::onednn);
+  // A forward is timed as it would run with no weight gradient after it: oneDNN's copy of x
+  // kept for one (ConvCall::keep_input) is made by the kept one's last run, below.
+  ConvCall timed = c;
+  timed.keep_input = false;
   for (int round = 0; round < kRounds; ++round) {
     for (size_t i = 0; i < n; ++i) {
       if (!live[i]) continue;
       const bool keep_copy = after_onednn_input_grad && candidates[i] == Conv2dImpl::onednn;
-      best[i] = std::min(best[i], timed_run(candidates[i], c, keep_copy));
+      best[i] = std::min(best[i], timed_run(candidates[i], timed, keep_copy));
       last = i;
     }
     const double lead = *std::min_element(best.begin(), best.end());
@@ -219,7 +224,7 @@ Conv2dChoice measure(const ConvCall& c, const std::vector<Conv2dImpl>& candidate
   // The first of the fastest: ties go to the rule's order.
   const size_t kept =
       static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin());
-  if (kept != last) run_impl(candidates[kept], c);
+  if (kept != last || c.keep_input) run_impl(candidates[kept], c);
   return {c.pass, c.dtype(), c.g, candidates, best, candidates[kept]};
 }
 
@@ -266,6 +271,17 @@ std::vector<Conv2dImpl> conv2d_candidates(const ConvCall& c) {
   if (onednn && !onednn_first) candidates.push_back(Conv2dImpl::onednn);
   if (candidates.empty()) candidates.push_back(Conv2dImpl::through_f32);
   return candidates;
+}
+
+bool weight_grad_on_onednn(const ConvCall& forward) {
+  const ConvCall w{ConvPass::weight_grad, forward.a, forward.a, Tensor(), Tensor(), forward.g};
+  const std::vector<Conv2dImpl> candidates = conv2d_candidates(w);
+  const backends::CpuConv pick = backends::cpu_conv();
+  if (candidates.size() == 1 || pick != backends::CpuConv::autotune)
+    return fixed_pick(pick, w, candidates) == Conv2dImpl::onednn;
+  const std::optional<Conv2dImpl> kept = kept_choice(problem_key(w));
+  if (kept) return *kept == Conv2dImpl::onednn;
+  return std::find(candidates.begin(), candidates.end(), Conv2dImpl::onednn) != candidates.end();
 }
 
 void run_conv2d(const ConvCall& c) {
@@ -327,7 +343,10 @@ namespace {
 
 void cpu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                  const Conv2dGeometry& g) {
-  cpu::run_conv2d({cpu::ConvPass::forward, x, weight, bias, out, g});
+  cpu::ConvCall c{cpu::ConvPass::forward, x, weight, bias, out, g};
+  c.keep_input = GradMode::is_enabled() && backends::onednn_keep_conv_inputs() &&
+                 cpu::weight_grad_on_onednn(c);
+  cpu::run_conv2d(c);
 }
 
 void cpu_backward_input(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_x,

@@ -28,6 +28,10 @@ std::vector<Conv2dImpl> conv2d_candidates(const ConvCall& call);
 // process; the result is always the kept one's.
 void run_conv2d(const ConvCall& call);
 
+// Whether the weight gradient of `forward`'s problem runs on oneDNN: its kept choice, the fixed
+// pick, or, not yet timed, whether oneDNN is a candidate (the timing then finds its kept input).
+bool weight_grad_on_onednn(const ConvCall& forward);
+
 // How many passes each implementation ran in this process (through_f32 counts its f32 pass too).
 int64_t conv2d_runs(Conv2dImpl impl);
 

@@ -2,6 +2,8 @@
 // convolutions): one of the candidates choice.cpp picks from. A build without oneDNN has none.
 #pragma once
 
+#include <cstdint>
+
 #include "kiln/kernels/cpu/conv2d/call.h"
 
 namespace kiln::cpu {
@@ -16,8 +18,13 @@ bool onednn_conv2d_runs(const ConvCall& call);
 // unchanged tensor in the same layout (the weight gradient after the input gradient).
 void onednn_conv2d(const ConvCall& call);
 
-// Drops that copy, so that the next call reorders its operands as a first one does (the
-// autotuner times each candidate so).
+// A forward with ConvCall::keep_input keeps its blocked copy of x (a new buffer) for the weight
+// gradient of the same unchanged x, which reads it instead of reordering x and drops it; copies
+// whose x was freed are dropped by the next call that looks. How many are kept now, dropping those:
+int64_t onednn_kept_conv_inputs();
+
+// Drops the copy of grad_output (not those of forward inputs), so that the next call reorders its
+// operands as a first one does (the autotuner times each candidate so).
 void forget_onednn_conv2d_copies();
 
 }  // namespace kiln::cpu
