@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   int64_t profile_steps = 0, profile_rows = 15;
   int threads = 2;
   bool imagenet = false, tf32 = false, benchmark = false, cuda_graph = false, launches = false;
-  bool channels_last = false;
+  bool channels_last = false, no_kept_conv_inputs = false;
   std::string cpu_conv = "autotune";
   CLI::App app{"train_throughput: images/s of training steps"};
   app.add_option("--model", model_name)->capture_default_str();
@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
                  "onednn, direct, im2col (backends::CpuConv)")
       ->capture_default_str()
       ->check(CLI::IsMember({"rule", "autotune", "onednn", "direct", "im2col"}));
+  app.add_flag("--no-kept-conv-inputs", no_kept_conv_inputs,
+               "oneDNN's forward keeps no copy of x for the weight gradient "
+               "(backends::set_onednn_keep_conv_inputs(false)): less memory");
   app.add_option("--profile-steps", profile_steps,
                  "after the timed steps, profile this many more and print the per-op table")
       ->capture_default_str();
@@ -113,6 +116,7 @@ int main(int argc, char** argv) {
     backends::set_cudnn_allow_tf32(tf32);
     backends::set_cudnn_benchmark(benchmark);
     backends::set_cpu_conv(backends::parse_cpu_conv(cpu_conv));
+    backends::set_onednn_keep_conv_inputs(!no_kept_conv_inputs);
 
     manual_seed(0);
     // A ViT trains with AdamW (weight decay 0.05), as its recipes do; the ResNets with SGD.
@@ -248,6 +252,7 @@ int main(int argc, char** argv) {
                 1e3 * (cpu_end - cpu_start) / steps,
                 static_cast<double>(mem.peak_bytes) / (1 << 20), cpu_isa_name(cpu_isa()),
                 cpu_conv.c_str());
+    if (no_kept_conv_inputs) std::printf("oneDNN's forward kept no copy of x\n");
     if (device.is_cuda() && cuda::is_simulated())
       std::printf(
           "per step on the CUDA simulator: %.1f kernel launches of kiln and %.1f library calls "

@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -344,8 +345,10 @@ namespace {
 void cpu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out,
                  const Conv2dGeometry& g) {
   cpu::ConvCall c{cpu::ConvPass::forward, x, weight, bias, out, g};
+  // Only for an x held beyond this call: a contiguous copy the op made (of a channels-last x)
+  // dies with the call, and the weight gradient gets a copy of its own.
   c.keep_input = GradMode::is_enabled() && backends::onednn_keep_conv_inputs() &&
-                 cpu::weight_grad_on_onednn(c);
+                 x.storage().use_count() > 1 && cpu::weight_grad_on_onednn(c);
   cpu::run_conv2d(c);
 }
 
