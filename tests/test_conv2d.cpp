@@ -678,6 +678,29 @@ TEST_CASE("conv2d: oneDNN's forward keeps x's blocked copy for the weight gradie
   }
 }
 
+// Under the autotuner, a first training step times the forward without the copy and keeps one
+// only where the forward it keeps is oneDNN's; either way the gradients are right and nothing is
+// left kept after the backward.
+TEST_CASE("conv2d: the autotuner's first step keeps x's copy only for a forward kept on oneDNN",
+          "[may_skip]") {
+  if (!onednn_runs_here(DType::f32)) return;
+  for (cpu::Conv2dImpl winner : {cpu::Conv2dImpl::onednn, cpu::Conv2dImpl::direct}) {
+    INFO(cpu::conv2d_impl_name(winner) << " made fastest");
+    const RiggedAutotune rigged(winner);
+    const Conv p{{1, 1}, {1, 1}, {1, 1}, 1};
+    const Tensor x = random({2, 32, 14, 14}, 190, DType::f32);
+    const Tensor w = random({32, 32, 3, 3}, 191, DType::f32).requires_grad_();
+    const Tensor g = random({2, 32, 14, 14}, 192, DType::f32);
+    const Tensor y = conv2d(x, w, Tensor(), p.stride, p.padding);
+    CHECK(cpu::onednn_kept_conv_inputs() == (winner == cpu::Conv2dImpl::onednn ? 1 : 0));
+    y.backward(g);
+    CHECK(cpu::onednn_kept_conv_inputs() == 0);
+    check_close(y, reference_conv(x, w.detach(), Tensor(), p), tolerance(DType::f32));
+    check_close(w.grad(), reference_grads(x, w.detach(), g, p).w,
+                tolerance(DType::f32).times(kLongSumFactor));
+  }
+}
+
 // The autotuner keeps whichever candidate its clock says is fastest: made to believe each one in
 // turn is, it keeps that one wherever it is a candidate, and the results (each call's, the first
 // included, which ran every candidate) still match the direct loops.

@@ -225,7 +225,8 @@ Conv2dChoice measure(const ConvCall& c, const std::vector<Conv2dImpl>& candidate
   // The first of the fastest: ties go to the rule's order.
   const size_t kept =
       static_cast<size_t>(std::min_element(best.begin(), best.end()) - best.begin());
-  if (kept != last || c.keep_input) run_impl(candidates[kept], c);
+  if (kept != last || (c.keep_input && candidates[kept] == Conv2dImpl::onednn))
+    run_impl(candidates[kept], c);
   return {c.pass, c.dtype(), c.g, candidates, best, candidates[kept]};
 }
 
